@@ -1,0 +1,1 @@
+"""Protocol parties (client and server state machines, messages, rounds), built on secagg_dp."""

@@ -1,0 +1,97 @@
+"""Argument validation shared by the whole package.
+
+Each helper returns the validated (and normalised) value or raises :class:`ParameterError` /
+``TypeError`` with a message naming the argument, the expectation and the value received.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+
+from secagg_dp.errors import ParameterError
+
+__all__ = [
+    "check_int",
+    "check_real",
+    "check_probability",
+    "check_finite_array",
+]
+
+
+def _fmt(value: Any) -> str:
+    return repr(value) if not isinstance(value, float) else f"{value!r}"
+
+
+def check_int(name: str, value: Any, *, lo: int | None = None, hi: int | None = None) -> int:
+    """Return ``value`` as ``int`` if it is an integer (bools refused) in ``[lo, hi]``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise ParameterError(f"Argument '{name}' must be an integer{_range(lo, hi)}, not {_fmt(value)}.")
+    value = int(value)
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise ParameterError(f"Argument '{name}' must be an integer{_range(lo, hi)}, not {value}.")
+    return value
+
+
+def check_real(
+    name: str,
+    value: Any,
+    *,
+    lo: float | None = None,
+    hi: float | None = None,
+    lo_open: bool = False,
+    hi_open: bool = False,
+) -> float:
+    """Return ``value`` as a finite ``float`` in the given (open or closed) interval."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ParameterError(f"Argument '{name}' must be a real number, not {_fmt(value)}.")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ParameterError(f"Argument '{name}' must be finite, not {v}.")
+    bad = (
+        (lo is not None and (v < lo or (lo_open and v == lo)))
+        or (hi is not None and (v > hi or (hi_open and v == hi)))
+    )
+    if bad:
+        left = "(" if lo_open else "["
+        right = ")" if hi_open else "]"
+        lo_s = "-inf" if lo is None else f"{lo:g}"
+        hi_s = "inf" if hi is None else f"{hi:g}"
+        raise ParameterError(f"Argument '{name}' must lie in {left}{lo_s}, {hi_s}{right}, not {v!r}.")
+    return v
+
+
+def check_probability(name: str, value: Any, *, allow_zero: bool = True, allow_one: bool = True) -> float:
+    """Return ``value`` as a float probability in [0, 1] (ends optionally excluded)."""
+    return check_real(name, value, lo=0.0, hi=1.0, lo_open=not allow_zero, hi_open=not allow_one)
+
+
+def check_finite_array(name: str, x: Any, *, ndim: int | None = None, length: int | None = None) -> np.ndarray:
+    """Return ``x`` as a float64 array after checking it is real, finite and of the expected shape."""
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "biuf":
+        raise ParameterError(f"Argument '{name}' must be a real numeric array, not dtype {arr.dtype}.")
+    arr = arr.astype(np.float64, copy=False)
+    if ndim is not None and arr.ndim != ndim:
+        raise ParameterError(f"Argument '{name}' must have {ndim} dimension(s), not shape {arr.shape}.")
+    if length is not None and arr.shape[-1] != length:
+        raise ParameterError(f"Argument '{name}' must have length {length}, not {arr.shape[-1]}.")
+    if not np.all(np.isfinite(arr)):
+        raise ParameterError(f"Argument '{name}' contains NaN or infinite values.")
+    return arr
+
+
+def _range(lo: int | None, hi: int | None) -> str:
+    if lo is None and hi is None:
+        return ""
+    if hi is None:
+        return f" >= {lo}"
+    if lo is None:
+        return f" <= {hi}"
+    return f" in [{lo}, {hi}]"

@@ -1,0 +1,59 @@
+"""The ``secagg-dp`` command line.
+
+Subcommands are contributed by small modules, each exposing ``register(subparsers)`` (or, for the
+``account``/``calibrate`` groups, ``register_account`` / ``register_calibrate``) that adds its parsers and
+sets ``handler=callable(args) -> int`` as a default. Registration modules import heavy dependencies
+inside their handlers only, so ``secagg-dp --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from secagg_dp.errors import SecAggDPError
+
+# (module, function, group): group None registers a top-level subcommand.
+_REGISTRY: tuple[tuple[str, str, str | None], ...] = (
+    ("simulations.simulate_cli", "register", None),
+    ("simulations.verify", "register", None),
+    ("secagg_dp.accounting.cli", "register_account", "account"),
+    ("secagg_dp.accounting.cli_checkin", "register_account", "account"),
+    ("secagg_dp.accounting.cli_shuffle", "register_account", "account"),
+    ("secagg_dp.accounting.cli", "register_calibrate", "calibrate"),
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="secagg-dp",
+        description="Secure aggregation with discrete DP noise: simulate, verify, account, calibrate.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    groups: dict[str, argparse._SubParsersAction] = {}
+    for name, help_text in (
+        ("account", "certify (epsilon, delta) for a mechanism and a number of rounds"),
+        ("calibrate", "find the smallest noise meeting a target (epsilon, delta)"),
+    ):
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        groups[name] = p.add_subparsers(dest="mechanism", metavar="MECHANISM", required=True)
+    for module_name, func_name, group in _REGISTRY:
+        module = importlib.import_module(module_name)
+        getattr(module, func_name)(groups[group] if group else sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except SecAggDPError as exc:
+        print(f"secagg-dp: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
