@@ -1,0 +1,138 @@
+"""Unbiased and conditional randomized rounding to the integer grid, and the norm bounds it implies.
+
+Source: Kairouz, Liu & Steinke 2021, "The distributed discrete Gaussian mechanism for federated learning
+with secure aggregation" (ICML 2021; arXiv:2102.06387 v4), Sec. 4.1, Theorem 1 / Eq. (2) and
+Proposition 22 (conditional randomized rounding). Referred to below as [KLS21].
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from secagg_dp._validate import check_int, check_real
+from secagg_dp.errors import ParameterError, RoundingError
+from secagg_dp.rng import resolve_rng
+
+__all__ = [
+    "rounded_l2_bound",
+    "rounded_l1_bound",
+    "stochastic_round",
+    "conditional_round",
+]
+
+_EPS = 2.0**-53  # unit roundoff of float64
+
+
+def rounded_l2_bound(norm_bound: float, dim: int, beta: float) -> float:
+    """Δ₂: the L2 norm bound of a vector of norm ≤ ``norm_bound`` after (conditional) randomized rounding.
+
+    [KLS21] Theorem 1 / Eq. (2), Proposition 22, with d the (padded) dimension:
+
+        Δ₂ = min{ C + √d,  sqrt( C² + d/4 + sqrt(2 ln(1/β)) · (C + √d/2) ) }
+
+    The first term is deterministic (every coordinate moves by less than 1); the second holds with
+    probability ≥ 1 − β for unconditional rounding, so rounding redrawn until ‖x̃‖₂ ≤ Δ₂ stops after
+    ≤ 1/(1 − β) draws in expectation. β = 0 means unconditional rounding: Δ₂ = C + √d.
+    """
+    c = check_real("norm_bound", norm_bound, lo=0.0)
+    d = check_int("dim", dim, lo=1)
+    beta = check_real("beta", beta, lo=0.0, hi=1.0, hi_open=True)
+    bound1 = c + math.sqrt(d)
+    if beta == 0.0:
+        return bound1
+    sq2 = c * c + d / 4.0 + math.sqrt(2.0 * math.log(1.0 / beta)) * (c + math.sqrt(d) / 2.0)
+    return min(bound1, math.sqrt(sq2))
+
+
+def rounded_l1_bound(l2_bound: float, dim: int) -> float:
+    """Δ₁ = Δ₂ · min(√d, Δ₂) for an integer vector with ‖x̃‖₂ ≤ Δ₂.
+
+    ‖v‖₁ ≤ √d ‖v‖₂ (Cauchy–Schwarz), and for integer v, |v_i| ≤ v_i² so ‖v‖₁ ≤ ‖v‖₂². Used for the
+    L1 sensitivity in [KLS21] Proposition 14 / Eq. (17).
+    """
+    l2 = check_real("l2_bound", l2_bound, lo=0.0)
+    d = check_int("dim", dim, lo=1)
+    return l2 * min(math.sqrt(d), l2)
+
+
+def stochastic_round(y: np.ndarray, *, rng: np.random.Generator | None = None) -> np.ndarray:
+    """Unbiased randomized rounding: ⌊y⌋ + Bernoulli(y − ⌊y⌋), coordinatewise, returned as int64.
+
+    E[x̃] = y up to the 2^-53 granularity of ``rng.random`` ([KLS21] Sec. 4.1). The fractional part
+    y − ⌊y⌋ is computed exactly in float64. Caller guarantees |y| < 2^62 (checked here).
+    """
+    rng = resolve_rng(rng)
+    y = np.asarray(y, dtype=np.float64)
+    if y.size and not np.all(np.abs(y) < 2.0**62):
+        raise ParameterError("Argument 'y' must be finite with |y| < 2^62 to be rounded to int64.")
+    floor = np.floor(y)
+    frac = y - floor
+    up = rng.random(y.shape) < frac
+    out = floor.astype(np.int64)
+    out += up
+    return out
+
+
+def _within(rows: np.ndarray, bound: float) -> np.ndarray:
+    """Exact test ‖row‖₂ ≤ bound for int64 rows (2-D), float fast path with an exact fallback.
+
+    The float64 sum of d squares has relative error ≤ (d + 1)·2^-53 (recursive summation bound, Higham
+    2002, Eq. 4.4 with γ_{d+1}); rows whose float result falls inside that band are decided with
+    Python integers against the exact square of the float ``bound``.
+    """
+    d = rows.shape[-1]
+    f = rows.astype(np.float64)
+    sq = np.einsum("ij,ij->i", f, f)
+    b2 = bound * bound
+    band = 4.0 * (d + 2) * _EPS
+    ok = sq <= b2 * (1.0 - band)
+    undecided = np.nonzero(~ok & (sq <= b2 * (1.0 + band)))[0]
+    if undecided.size:
+        exact_b2 = Fraction(bound) ** 2
+        for i in undecided:
+            ok[i] = sum(int(v) * int(v) for v in rows[i].tolist()) <= exact_b2
+    return ok
+
+
+def conditional_round(
+    y: np.ndarray,
+    bound: float,
+    *,
+    rng: np.random.Generator | None = None,
+    max_attempts: int = 1000,
+) -> np.ndarray:
+    """Conditional randomized rounding ([KLS21] Proposition 22): redraw each row until ‖x̃‖₂ ≤ ``bound``.
+
+    ``y`` is 1-D (one vector) or 2-D (one vector per row; rows are redrawn independently, so a batch of
+    clients costs one vectorised draw plus redraws of the few rejected rows). Raises
+    :class:`RoundingError` if some row is still above the bound after ``max_attempts`` draws.
+
+    Departure from plain stochastic rounding, as in [KLS21]: conditioning makes x̃ slightly biased; use
+    β = 0 (bound = C + √d, never rejects) where exact unbiasedness matters more than Δ₂.
+    """
+    rng = resolve_rng(rng)
+    bound = check_real("bound", bound, lo=0.0)
+    max_attempts = check_int("max_attempts", max_attempts, lo=1)
+    y = np.asarray(y, dtype=np.float64)
+    if y.ndim not in (1, 2):
+        raise ParameterError(f"Argument 'y' must be 1-D or 2-D, not shape {y.shape}.")
+    y2 = y.reshape(1, -1) if y.ndim == 1 else y
+    out = np.empty(y2.shape, dtype=np.int64)
+    pending = np.arange(y2.shape[0])
+    for _ in range(max_attempts):
+        if pending.size == 0:
+            break
+        r = stochastic_round(y2[pending], rng=rng)
+        ok = _within(r, bound)
+        out[pending[ok]] = r[ok]
+        pending = pending[~ok]
+    if pending.size:
+        raise RoundingError(
+            f"Conditional randomized rounding did not reach ‖x̃‖₂ ≤ {bound:.6g} for {pending.size} vector(s) "
+            f"within max_attempts={max_attempts} draws. To fix, check that the input norm is at most the "
+            "clip (the bound assumes it), raise 'max_attempts', or use a smaller 'beta' (β = 0 never rejects)."
+        )
+    return out.reshape(y.shape)
