@@ -1,0 +1,62 @@
+"""HKDF-SHA256 (RFC 5869) with one distinct ``info`` label per purpose.
+
+Raw X25519 outputs are never used as keys: every use passes through :func:`derive` with its own label,
+and the label is followed by the round id and the (ordered) party ids, so keys of different purposes,
+rounds or pairs are independent.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from secagg_dp._validate import check_int
+from secagg_dp.errors import ParameterError
+
+__all__ = [
+    "LABEL_CHANNEL",
+    "LABEL_PAIRWISE_MASK",
+    "LABEL_SELF_MASK_COMMIT",
+    "LABEL_SIM_CLIENT",
+    "LABEL_SIM_SERVER",
+    "LABEL_SIM_ROUND",
+    "LABELS",
+    "derive",
+    "context",
+]
+
+LABEL_CHANNEL = b"secagg-dp/v1/aead-channel-key"
+LABEL_PAIRWISE_MASK = b"secagg-dp/v1/pairwise-mask-seed"
+LABEL_SELF_MASK_COMMIT = b"secagg-dp/v1/self-mask-commitment"
+LABEL_SIM_CLIENT = b"secagg-dp/v1/simulation/client-randomness"
+LABEL_SIM_SERVER = b"secagg-dp/v1/simulation/server-randomness"
+LABEL_SIM_ROUND = b"secagg-dp/v1/simulation/round-id"
+LABELS = (
+    LABEL_CHANNEL,
+    LABEL_PAIRWISE_MASK,
+    LABEL_SELF_MASK_COMMIT,
+    LABEL_SIM_CLIENT,
+    LABEL_SIM_SERVER,
+    LABEL_SIM_ROUND,
+)
+
+
+def context(label: bytes, round_id: bytes, *ids: int) -> bytes:
+    """``label || 0x00 || round_id || ids as big-endian uint32``: the HKDF ``info`` for one use."""
+    if label not in LABELS:
+        raise ParameterError(f"Argument 'label' must be one of the registered HKDF labels, not {label!r}.")
+    for i in ids:
+        check_int("id", i, lo=0, hi=0xFFFFFFFF)
+    return label + b"\x00" + bytes(round_id) + struct.pack(f">{len(ids)}I", *ids)
+
+
+def derive(ikm: bytes, *, info: bytes, length: int = 32, salt: bytes | None = None) -> bytes:
+    """HKDF-SHA256(salt, ikm, info) truncated to ``length`` bytes (RFC 5869)."""
+    if not isinstance(ikm, (bytes, bytearray)) or len(ikm) < 16:
+        raise ParameterError("Argument 'ikm' must be at least 16 bytes of key material.")
+    if not isinstance(info, (bytes, bytearray)) or not any(bytes(info).startswith(lab) for lab in LABELS):
+        raise ParameterError("Argument 'info' must start with a registered purpose label (see kdf.LABELS).")
+    length = check_int("length", length, lo=1, hi=255 * 32)
+    return HKDF(algorithm=hashes.SHA256(), length=length, salt=salt, info=bytes(info)).derive(bytes(ikm))

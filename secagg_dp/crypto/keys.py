@@ -1,0 +1,59 @@
+"""X25519 key agreement (RFC 7748) via ``cryptography``.
+
+Each client holds two key pairs per round: one for the AEAD channel, one for mask agreement. The shared
+secret is raw curve output and must go through :func:`secagg_dp.crypto.kdf.derive` before any use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+
+from secagg_dp.crypto.randomness import RandomSource, resolve_source
+from secagg_dp.errors import AuthenticationError, ParameterError
+
+__all__ = ["KEY_LEN", "KeyPair", "generate_keypair", "keypair_from_private", "public_from_private", "exchange"]
+
+KEY_LEN = 32
+
+
+@dataclass(frozen=True)
+class KeyPair:
+    """An X25519 key pair; the private half is excluded from ``repr`` and equality."""
+
+    public: bytes
+    private: bytes = field(repr=False, compare=False)
+    _key: X25519PrivateKey = field(repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if len(self.public) != KEY_LEN or len(self.private) != KEY_LEN:
+            raise ParameterError(f"X25519 keys must be {KEY_LEN} bytes.")
+
+
+def keypair_from_private(private: bytes) -> KeyPair:
+    """The key pair whose private scalar is the 32 bytes ``private`` (clamped by X25519 itself)."""
+    if not isinstance(private, (bytes, bytearray)) or len(private) != KEY_LEN:
+        raise ParameterError(f"Argument 'private' must be {KEY_LEN} bytes.")
+    key = X25519PrivateKey.from_private_bytes(bytes(private))
+    return KeyPair(public=key.public_key().public_bytes_raw(), private=bytes(private), _key=key)
+
+
+def generate_keypair(*, source: RandomSource | None = None) -> KeyPair:
+    """A fresh key pair from 32 bytes of ``source`` (``None``: ``os.urandom``)."""
+    return keypair_from_private(resolve_source(source).bytes(KEY_LEN))
+
+
+def public_from_private(private: bytes) -> bytes:
+    """The X25519 public key of a private scalar (used to verify a reconstructed key)."""
+    return keypair_from_private(private).public
+
+
+def exchange(own: KeyPair, peer_public: bytes) -> bytes:
+    """Raw X25519(own.private, peer_public). A low-order peer key (all-zero output) raises AuthenticationError."""
+    if not isinstance(peer_public, (bytes, bytearray)) or len(peer_public) != KEY_LEN:
+        raise ParameterError(f"Argument 'peer_public' must be {KEY_LEN} bytes.")
+    try:
+        return own._key.exchange(X25519PublicKey.from_public_bytes(bytes(peer_public)))
+    except ValueError:  # cryptography refuses the all-zero shared secret of low-order points
+        raise AuthenticationError("key agreement failed") from None

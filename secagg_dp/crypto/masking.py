@@ -1,0 +1,86 @@
+"""The masking recipe of secure aggregation (Bonawitz et al. 2017, Sec. 4), built only from this package.
+
+    y_u = x_u + PRG(b_u) + sum_{v in N(u), v > u} PRG(s_uv) - sum_{v in N(u), v < u} PRG(s_uv)   (mod 2^bits)
+
+b_u is a fresh 32-byte self-mask seed; s_uv = HKDF(X25519(sk_u, pk_v), info = pairwise label, round, min(u,v),
+max(u,v)) is symmetric in (u, v), so the pairwise terms cancel in the sum over survivors. The channel key
+for the shares between u and v is derived from the other key pair with a different label.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+import numpy as np
+
+from secagg_dp.crypto import kdf
+from secagg_dp.crypto.keys import KeyPair, exchange
+from secagg_dp.crypto.prg import SEED_LEN, accumulate_mask
+from secagg_dp.crypto.randomness import RandomSource, resolve_source
+from secagg_dp.zq import check_bits, check_residues
+
+__all__ = [
+    "new_self_mask_seed",
+    "pairwise_seed",
+    "channel_key",
+    "self_mask_commitment",
+    "mask_sign",
+    "mask_input",
+    "apply_masks",
+]
+
+
+def new_self_mask_seed(*, source: RandomSource | None = None) -> bytes:
+    """A fresh 32-byte self-mask seed b_u."""
+    return resolve_source(source).bytes(SEED_LEN)
+
+
+def pairwise_seed(own: KeyPair, peer_public: bytes, *, round_id: bytes, own_id: int, peer_id: int) -> bytes:
+    """s_uv = HKDF-SHA256(X25519(own, peer), info = 'pairwise-mask-seed' || round || min id || max id)."""
+    lo, hi = sorted((own_id, peer_id))
+    info = kdf.context(kdf.LABEL_PAIRWISE_MASK, round_id, lo, hi)
+    return kdf.derive(exchange(own, peer_public), info=info)
+
+
+def channel_key(own: KeyPair, peer_public: bytes, *, round_id: bytes, own_id: int, peer_id: int) -> bytes:
+    """AES-256-GCM key for shares between two clients: HKDF over X25519 of their channel key pairs."""
+    lo, hi = sorted((own_id, peer_id))
+    info = kdf.context(kdf.LABEL_CHANNEL, round_id, lo, hi)
+    return kdf.derive(exchange(own, peer_public), info=info)
+
+
+def self_mask_commitment(seed: bytes, *, round_id: bytes, owner: int) -> bytes:
+    """SHA-256(label || round || owner || b_u): lets the server check a reconstructed b_u (seed has 256 bits
+    of entropy, so the digest hides it in the random-oracle model). Our addition, not in Bonawitz et al."""
+    return hashlib.sha256(kdf.context(kdf.LABEL_SELF_MASK_COMMIT, round_id, owner) + bytes(seed)).digest()
+
+
+def mask_sign(own_id: int, peer_id: int) -> int:
+    """+1 if the peer's id is larger, else -1 (the sign of PRG(s_uv) in y_u)."""
+    return 1 if peer_id > own_id else -1
+
+
+def apply_masks(
+    acc: np.ndarray, bits: int, *, add: Iterable[bytes] = (), subtract: Iterable[bytes] = ()
+) -> np.ndarray:
+    """In place: acc <- acc + sum PRG(add) - sum PRG(subtract) (mod 2^bits); returns acc reduced."""
+    bits = check_bits(bits)
+    for seed in add:
+        accumulate_mask(acc, seed, bits, sign=1)
+    for seed in subtract:
+        accumulate_mask(acc, seed, bits, sign=-1)
+    acc &= np.uint64((1 << bits) - 1)
+    return acc
+
+
+def mask_input(
+    x: np.ndarray, *, bits: int, self_seed: bytes, pairwise: Iterable[tuple[bytes, int]]
+) -> np.ndarray:
+    """y = x + PRG(self_seed) + sum sign * PRG(seed) over ``pairwise`` (seed, sign) pairs, mod 2^bits."""
+    bits = check_bits(bits)
+    acc = np.array(check_residues("x", x, bits), dtype=np.uint64, copy=True, order="C").ravel()
+    plus, minus = [self_seed], []
+    for seed, sign in pairwise:
+        (plus if sign == 1 else minus).append(seed)
+    return apply_masks(acc, bits, add=plus, subtract=minus)

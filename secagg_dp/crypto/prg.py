@@ -1,0 +1,101 @@
+"""Pseudorandom generator: AES-256-CTR keystream from a full 32-byte seed, mapped to exactly uniform Z_q.
+
+For q = 2^b the keystream is read as little-endian words of w bits (w = 32 for b <= 32, else 64) and the
+low b bits are kept: q divides 2^w, so each residue is exactly uniform (given a uniform keystream). Since q
+also divides 2^64, sums of *unreduced* words taken modulo 2^64 and reduced once at the end equal the sum of
+the reduced masks; :func:`accumulate_mask` uses this to add a mask at the cost of one keystream and one
+numpy add, in cache-sized chunks. Other moduli use rejection sampling (:func:`uniform_mod`).
+
+Each seed keys exactly one stream (fixed all-zero initial counter block); callers derive a fresh seed per
+purpose and round (HKDF, see :mod:`secagg_dp.crypto.kdf`) so no (key, counter) pair is ever reused.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+from secagg_dp._validate import check_int
+from secagg_dp.errors import ParameterError
+from secagg_dp.zq import check_bits
+
+__all__ = ["SEED_LEN", "keystream", "word_dtype", "accumulate_mask", "expand_mask", "uniform_mod"]
+
+SEED_LEN = 32
+_CHUNK_ELEMS = 1 << 15  # 128-256 KiB of keystream per chunk: stays in L2 between AES and the add
+
+
+def _encryptor(seed: bytes):
+    if not isinstance(seed, (bytes, bytearray)):
+        raise TypeError(f"Argument 'seed' must be bytes, not {type(seed).__name__}.")
+    if len(seed) != SEED_LEN:
+        raise ParameterError(f"Argument 'seed' must be exactly {SEED_LEN} bytes, not {len(seed)}.")
+    return Cipher(algorithms.AES(bytes(seed)), modes.CTR(bytes(16))).encryptor()
+
+
+def keystream(seed: bytes, nbytes: int) -> bytes:
+    """The first ``nbytes`` of the AES-256-CTR keystream under ``seed`` (all-zero initial counter)."""
+    nbytes = check_int("nbytes", nbytes, lo=0)
+    return _encryptor(seed).update(bytes(nbytes))
+
+
+def word_dtype(bits: int) -> np.dtype:
+    """Keystream word type used for Z_{2^bits}: uint32 if bits <= 32, else uint64 (little-endian)."""
+    return np.dtype("<u4") if check_bits(bits) <= 32 else np.dtype("<u8")
+
+
+def accumulate_mask(acc: np.ndarray, seed: bytes, bits: int, *, sign: int = 1) -> np.ndarray:
+    """In place: ``acc += sign * PRG(seed)`` modulo 2^64 (reduce with ``& (2^bits - 1)`` when done).
+
+    ``acc`` must be a contiguous 1-D uint64 array; ``sign`` is +1 or -1. Returns ``acc``.
+    """
+    if not isinstance(acc, np.ndarray) or acc.dtype != np.uint64 or acc.ndim != 1 or not acc.flags.c_contiguous:
+        raise ParameterError("Argument 'acc' must be a contiguous 1-D uint64 array.")
+    if sign not in (1, -1):
+        raise ParameterError(f"Argument 'sign' must be +1 or -1, not {sign!r}.")
+    dt = word_dtype(bits)
+    enc = _encryptor(seed)
+    n = acc.size
+    chunk = min(n, _CHUNK_ELEMS)
+    zeros = bytes(chunk * dt.itemsize)
+    buf = bytearray(chunk * dt.itemsize + 15)  # update_into needs len(data) + block_size - 1
+    words_all = np.frombuffer(buf, dtype=dt, count=chunk)
+    op = np.add if sign == 1 else np.subtract
+    for start in range(0, n, chunk):
+        stop = min(start + chunk, n)
+        m = stop - start
+        enc.update_into(zeros[: m * dt.itemsize] if m != chunk else zeros, buf)
+        op(acc[start:stop], words_all[:m], out=acc[start:stop])
+    return acc
+
+
+def expand_mask(seed: bytes, length: int, bits: int) -> np.ndarray:
+    """PRG(seed) as ``length`` exactly uniform residues in Z_{2^bits} (uint64)."""
+    length = check_int("length", length, lo=0)
+    bits = check_bits(bits)
+    acc = np.zeros(length, dtype=np.uint64)
+    accumulate_mask(acc, seed, bits)
+    acc &= np.uint64((1 << bits) - 1)
+    return acc
+
+
+def uniform_mod(seed: bytes, length: int, q: int) -> np.ndarray:
+    """PRG(seed) as ``length`` exactly uniform residues in Z_q for any 2 <= q <= 2^62, by rejection sampling.
+
+    Candidates are the low bitlen(q - 1) bits of successive 64-bit keystream words; those >= q are
+    discarded and the stream continues, so every residue, including q - 1, has probability exactly 1/q.
+    """
+    length = check_int("length", length, lo=0)
+    q = check_int("q", q, lo=2, hi=1 << 62)
+    enc = _encryptor(seed)
+    low = np.uint64((1 << (q - 1).bit_length()) - 1)
+    out = np.empty(length, dtype=np.uint64)
+    filled = 0
+    while filled < length:
+        need = length - filled
+        draw = need + need // 2 + 16
+        words = np.frombuffer(enc.update(bytes(8 * draw)), dtype="<u8") & low
+        ok = words[words < np.uint64(q)][:need]
+        out[filled : filled + ok.size] = ok
+        filled += ok.size
+    return out
