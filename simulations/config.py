@@ -1,0 +1,440 @@
+"""Scenario configuration: TOML schema, overrides and validation before any work starts.
+
+A scenario is a TOML file (``simulations/configs/*.toml``) with the sections below; every key is
+optional and has the default shown. Unknown sections or keys, wrong types and impossible combinations
+raise one :class:`~secagg_dp.errors.ConfigError` naming the key, before a single client runs.
+
+.. code-block:: toml
+
+    name = "default"
+    mode = "ideal"              # "ideal" (modular sum computed directly) | "crypto" (run_secagg_round)
+    rounds = 5
+    seed = 0                    # omit for a fresh random seed (recorded in results.json)
+    executor = "inprocess"      # "inprocess" | "dask"
+    scheduler = ""              # dask scheduler address; "" starts a LocalCluster
+
+    [population]
+    clients = 100               # n
+    checkin = 0.5               # p: each client's own check-in coin
+    dropout = 0.0               # p': per client and per protocol stage
+    sampling = "checkin"        # "checkin" | "fixed" (round(p*n) clients without replacement)
+
+    [secagg]
+    bits = 20                   # q = 2^bits
+    threshold_fraction = 0.5    # t = ceil(fraction * checked-in clients) ...
+    # threshold = 10            # ... or an absolute t (not both)
+    # neighbours = 10           # SecAgg+ k-regular graph; omit for the full graph
+
+    [privacy]
+    mechanism = "ddg"           # "ddg" (distributed discrete Gaussian) | "skellam"
+    clip = 1.0                  # L2 clip c (of a client's vector; of one sample for logreg)
+    noise_multiplier = 1.0      # z: the noise of the expected check-ins sums to std z*c
+    k_stddevs = 4.0             # scale rule: k standard deviations fit in Z_q
+    beta = 0.6065306597126334   # conditional rounding parameter, exp(-1/2)
+    delta = 1e-5
+    method = "rdp"              # "rdp" (binomial mixture) | "window" (window certificate)
+
+    [task]
+    name = "mean"               # "mean" | "logreg"
+    dim = 256                   # mean only: dimension of the client vectors
+    # logreg only: local_steps = 1, sample_rate = 0.5, learning_rate = 2.0
+
+    [study]                     # optional: a grid of variants, each a full run
+    grid = { "population.dropout" = [0.0, 0.1, 0.3, 0.5] }
+    x = "epsilon"               # plotted x-axis ("epsilon" | "round" | "bits" | any swept key)
+
+Overrides (``key=value`` on the command line) use dotted keys, e.g. ``population.dropout=0.3``;
+values are parsed as TOML values (``mode="crypto"`` and ``mode=crypto`` both work).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from secagg_dp.errors import ConfigError
+
+__all__ = [
+    "SimConfig",
+    "Population",
+    "SecAggParams",
+    "PrivacyParams",
+    "TaskParams",
+    "StudyParams",
+    "DEFAULTS",
+    "load_config",
+    "parse_override",
+    "apply_overrides",
+    "build_config",
+    "expand_study",
+    "CONFIG_DIR",
+]
+
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+
+DEFAULTS: dict[str, Any] = {
+    "name": "default",
+    "mode": "ideal",
+    "rounds": 5,
+    "seed": None,
+    "executor": "inprocess",
+    "scheduler": "",
+    "population": {"clients": 100, "checkin": 0.5, "dropout": 0.0, "sampling": "checkin"},
+    "secagg": {"bits": 20, "threshold_fraction": 0.5, "threshold": None, "neighbours": None},
+    "privacy": {
+        "mechanism": "ddg",
+        "clip": 1.0,
+        "noise_multiplier": 1.0,
+        "k_stddevs": 4.0,
+        "beta": math.exp(-0.5),
+        "delta": 1e-5,
+        "method": "rdp",
+    },
+    "task": {"name": "mean", "dim": 256, "local_steps": 1, "sample_rate": 0.5, "learning_rate": 2.0},
+    "study": {"grid": {}, "x": "epsilon"},
+}
+
+_TASK_KEYS = {"mean": {"name", "dim"}, "logreg": {"name", "local_steps", "sample_rate", "learning_rate"}}
+_LOGREG_DIM = 65 * 10  # 64 pixel features + bias, 10 classes (sklearn digits)
+
+
+def _err(key: str, expected: str, value: Any) -> ConfigError:
+    return ConfigError(f"Config key '{key}' must be {expected}, not {value!r}.")
+
+
+def _int(key: str, v: Any, lo: int | None = None, hi: int | None = None) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise _err(key, "an integer", v)
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        rng = f" in [{lo}, {hi}]" if hi is not None else f" >= {lo}"
+        raise _err(key, f"an integer{rng}", v)
+    return v
+
+
+def _real(key: str, v: Any, lo: float, hi: float = math.inf, *, lo_open: bool = False, hi_open: bool = False) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise _err(key, "a finite number", v)
+    v = float(v)
+    if v < lo or v > hi or (lo_open and v == lo) or (hi_open and v == hi):
+        left, right = ("(" if lo_open else "["), (")" if hi_open else "]")
+        raise _err(key, f"a number in {left}{lo:g}, {hi:g}{right}", v)
+    return v
+
+
+def _choice(key: str, v: Any, options: tuple[str, ...]) -> str:
+    if v not in options:
+        raise _err(key, "one of " + ", ".join(repr(o) for o in options), v)
+    return v
+
+
+@dataclass(frozen=True)
+class Population:
+    clients: int
+    checkin: float
+    dropout: float
+    sampling: str
+
+    def __post_init__(self) -> None:
+        _int("population.clients", self.clients, 1)
+        _real("population.checkin", self.checkin, 0.0, 1.0, lo_open=True)
+        _real("population.dropout", self.dropout, 0.0, 1.0, hi_open=True)
+        _choice("population.sampling", self.sampling, ("checkin", "fixed"))
+        if self.sampling == "fixed" and round(self.checkin * self.clients) < 1:
+            raise ConfigError(
+                f"Config keys 'population.checkin' x 'population.clients' must give at least one sampled client "
+                f"for sampling = 'fixed', not round({self.checkin} * {self.clients}) = 0."
+            )
+
+    @property
+    def fixed_size(self) -> int:
+        """Number of clients sampled without replacement when ``sampling = 'fixed'``."""
+        return max(1, round(self.checkin * self.clients))
+
+    @property
+    def expected_checkins(self) -> float:
+        return float(self.fixed_size) if self.sampling == "fixed" else self.checkin * self.clients
+
+
+@dataclass(frozen=True)
+class SecAggParams:
+    bits: int
+    threshold_fraction: float | None
+    threshold: int | None
+    neighbours: int | None
+
+    def __post_init__(self) -> None:
+        _int("secagg.bits", self.bits, 1, 62)
+        if self.threshold is not None and self.threshold_fraction is not None:
+            raise ConfigError(
+                "Config keys 'secagg.threshold' and 'secagg.threshold_fraction' are exclusive; set one, not both."
+            )
+        if self.threshold is not None:
+            _int("secagg.threshold", self.threshold, 1)
+        elif self.threshold_fraction is not None:
+            _real("secagg.threshold_fraction", self.threshold_fraction, 0.0, 1.0, lo_open=True)
+        else:
+            raise ConfigError("Config needs 'secagg.threshold' or 'secagg.threshold_fraction'.")
+        if self.neighbours is not None:
+            _int("secagg.neighbours", self.neighbours, 2)
+
+    def threshold_for(self, checked_in: int) -> int:
+        """The Shamir threshold t used for a round in which ``checked_in`` clients take part."""
+        if self.threshold is not None:
+            return self.threshold
+        return max(1, math.ceil(self.threshold_fraction * checked_in))
+
+
+@dataclass(frozen=True)
+class PrivacyParams:
+    mechanism: str
+    clip: float
+    noise_multiplier: float
+    k_stddevs: float
+    beta: float
+    delta: float
+    method: str
+
+    def __post_init__(self) -> None:
+        _choice("privacy.mechanism", self.mechanism, ("ddg", "skellam"))
+        _real("privacy.clip", self.clip, 0.0, lo_open=True)
+        _real("privacy.noise_multiplier", self.noise_multiplier, 0.0, lo_open=True)
+        _real("privacy.k_stddevs", self.k_stddevs, 0.0, lo_open=True)
+        _real("privacy.beta", self.beta, 0.0, 1.0, hi_open=True)
+        _real("privacy.delta", self.delta, 0.0, 1.0, lo_open=True, hi_open=True)
+        _choice("privacy.method", self.method, ("rdp", "window"))
+
+
+@dataclass(frozen=True)
+class TaskParams:
+    name: str
+    dim: int
+    local_steps: int
+    sample_rate: float
+    learning_rate: float
+
+    def __post_init__(self) -> None:
+        _choice("task.name", self.name, tuple(_TASK_KEYS))
+        _int("task.dim", self.dim, 1, 1 << 24)
+        _int("task.local_steps", self.local_steps, 1, 1000)
+        _real("task.sample_rate", self.sample_rate, 0.0, 1.0, lo_open=True)
+        _real("task.learning_rate", self.learning_rate, 0.0, lo_open=True)
+
+    @property
+    def vector_dim(self) -> int:
+        """Length of the real vector each client encodes."""
+        return self.dim if self.name == "mean" else _LOGREG_DIM
+
+
+@dataclass(frozen=True)
+class StudyParams:
+    grid: dict[str, list[Any]] = field(default_factory=dict)
+    x: str = "epsilon"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.grid, dict):
+            raise _err("study.grid", "a table of key = [values]", self.grid)
+        for k, v in self.grid.items():
+            if k.startswith("study") or k not in _ALL_KEYS:
+                raise ConfigError(f"Config key 'study.grid' names unknown or unsweepable key {k!r}.")
+            if not isinstance(v, list) or not v:
+                raise _err(f"study.grid.{k}", "a non-empty list of values", v)
+        if not isinstance(self.x, str):
+            raise _err("study.x", "a string", self.x)
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """A validated scenario. Build it with :func:`build_config` (from a dict) or :func:`load_config`."""
+
+    name: str
+    mode: str
+    rounds: int
+    seed: int | None
+    executor: str
+    scheduler: str
+    population: Population
+    secagg: SecAggParams
+    privacy: PrivacyParams
+    task: TaskParams
+    study: StudyParams
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise _err("name", "a non-empty string", self.name)
+        _choice("mode", self.mode, ("ideal", "crypto"))
+        _int("rounds", self.rounds, 1, 10**6)
+        if self.seed is not None:
+            _int("seed", self.seed, 0, 2**63 - 1)
+        _choice("executor", self.executor, ("inprocess", "dask"))
+        if not isinstance(self.scheduler, str):
+            raise _err("scheduler", "a string (address) or ''", self.scheduler)
+        self._check_combination()
+
+    def _check_combination(self) -> None:
+        n = self.population.clients
+        t = self.secagg.threshold
+        if t is not None and t > n:
+            raise ConfigError(f"Config key 'secagg.threshold' must be <= population.clients = {n}, not {t}.")
+        if self.secagg.neighbours is not None and self.secagg.neighbours >= n:
+            raise ConfigError(
+                f"Config key 'secagg.neighbours' must be < population.clients = {n}, not {self.secagg.neighbours}."
+            )
+        if self.population.sampling == "fixed" and self.population.dropout > 0:
+            raise ConfigError(
+                "Config key 'population.dropout' must be 0 with sampling = 'fixed': the without-replacement "
+                f"accountant covers a fixed number of noise shares, not {self.population.dropout}."
+            )
+        if self.task.name == "mean" and self.task.local_steps != 1:
+            raise ConfigError("Config key 'task.local_steps' applies to task 'logreg' only; task 'mean' has one step.")
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _flat_keys(doc: dict[str, Any], prefix: str = "") -> set[str]:
+    keys: set[str] = set()
+    for k, v in doc.items():
+        if isinstance(v, dict) and k != "grid":
+            keys |= _flat_keys(v, f"{prefix}{k}.")
+        else:
+            keys.add(prefix + k)
+    return keys
+
+
+_ALL_KEYS = _flat_keys(DEFAULTS)
+
+
+def _merge(base: dict[str, Any], raw: dict[str, Any], where: str = "") -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, val in raw.items():
+        full = f"{where}{key}"
+        if key not in base:
+            known = ", ".join(sorted(base))
+            raise ConfigError(f"Unknown config key '{full}'. Known keys{' in [' + where[:-1] + ']' if where else ''}: {known}.")
+        if isinstance(base[key], dict) and key != "grid":
+            if not isinstance(val, dict):
+                raise _err(full, "a table", val)
+            out[key] = _merge(base[key], val, f"{full}.")
+        else:
+            out[key] = val
+    return out
+
+
+def build_config(raw: dict[str, Any] | None = None, overrides: list[str] | None = None) -> SimConfig:
+    """Validate ``raw`` (a parsed TOML document) plus ``key=value`` overrides into a :class:`SimConfig`."""
+    merged = _merge(DEFAULTS, raw or {})
+    merged = apply_overrides(merged, overrides or [])
+    task = merged["task"]
+    used = _TASK_KEYS.get(task.get("name"), set())
+    given = set((raw or {}).get("task", {})) | {o.split("=", 1)[0].split(".", 1)[1] for o in overrides or [] if o.startswith("task.")}
+    stray = sorted(given - used)
+    if task.get("name") in _TASK_KEYS and stray:
+        raise ConfigError(f"Config key 'task.{stray[0]}' does not apply to task {task['name']!r} (its keys: {sorted(used)}).")
+    sec = merged["secagg"]
+    if sec["threshold"] is not None and "threshold_fraction" not in (raw or {}).get("secagg", {}) and not any(
+        o.startswith("secagg.threshold_fraction=") for o in overrides or []
+    ):
+        sec["threshold_fraction"] = None
+    try:
+        return SimConfig(
+            name=merged["name"],
+            mode=merged["mode"],
+            rounds=merged["rounds"],
+            seed=merged["seed"],
+            executor=merged["executor"],
+            scheduler=merged["scheduler"],
+            population=Population(**merged["population"]),
+            secagg=SecAggParams(**merged["secagg"]),
+            privacy=PrivacyParams(**merged["privacy"]),
+            task=TaskParams(**merged["task"]),
+            study=StudyParams(**merged["study"]),
+        )
+    except TypeError as exc:  # a dataclass got a key it does not know (cannot happen after _merge) or bad shape
+        raise ConfigError(f"Invalid config: {exc}") from exc
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """Parse ``key=value`` (value as a TOML value; a bare word is taken as a string)."""
+    if "=" not in text:
+        raise ConfigError(f"Override must look like key=value (e.g. population.dropout=0.3), not {text!r}.")
+    key, value = (s.strip() for s in text.split("=", 1))
+    if key not in _ALL_KEYS:
+        raise ConfigError(f"Unknown config key '{key}' in override {text!r}. Known keys: {', '.join(sorted(_ALL_KEYS))}.")
+    try:
+        parsed = tomllib.loads(f"v = {value}")["v"]
+    except tomllib.TOMLDecodeError:
+        parsed = value
+    return key, parsed
+
+
+def apply_overrides(doc: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Return a copy of ``doc`` with dotted ``key=value`` overrides applied."""
+    out = copy.deepcopy(doc)
+    for text in overrides:
+        key, val = parse_override(text)
+        _set(out, key, val)
+    return out
+
+
+def _set(doc: dict[str, Any], key: str, val: Any) -> None:
+    parts = key.split(".")
+    node = doc
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+    node[parts[-1]] = val
+
+
+def load_config(path: str | Path | None, overrides: list[str] | None = None) -> SimConfig:
+    """Load a TOML scenario (a path, or a bare name of a file in ``simulations/configs``)."""
+    raw: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.exists() and (CONFIG_DIR / f"{path}.toml").exists():
+            p = CONFIG_DIR / f"{path}.toml"
+        if not p.exists():
+            raise ConfigError(f"Config file {str(path)!r} does not exist (bundled: {', '.join(list_bundled())}).")
+        try:
+            raw = tomllib.loads(p.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"Config file {str(p)!r} is not valid TOML: {exc}.") from exc
+    return build_config(raw, overrides)
+
+
+def list_bundled() -> list[str]:
+    return sorted(f.stem for f in CONFIG_DIR.glob("*.toml"))
+
+
+def expand_study(cfg: SimConfig) -> list[tuple[str, dict[str, Any], SimConfig]]:
+    """Expand the study grid into (label, {key: value}, config) variants, each validated up front."""
+    grid = cfg.study.grid
+    if not grid:
+        return [(cfg.name, {}, cfg)]
+    keys = list(grid)
+    base = cfg.as_dict()
+    base["study"] = {"grid": {}, "x": cfg.study.x}
+    if base["secagg"]["threshold"] is not None:
+        base["secagg"]["threshold_fraction"] = None
+    variants = []
+    for combo in itertools.product(*(grid[k] for k in keys)):
+        doc = copy.deepcopy(base)
+        for k, v in zip(keys, combo):
+            _set(doc, k, v)
+        label = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in zip(keys, combo))
+        doc["name"] = f"{cfg.name}[{label}]"
+        try:
+            variant = SimConfig(
+                name=doc["name"], mode=doc["mode"], rounds=doc["rounds"], seed=doc["seed"],
+                executor=doc["executor"], scheduler=doc["scheduler"],
+                population=Population(**doc["population"]), secagg=SecAggParams(**doc["secagg"]),
+                privacy=PrivacyParams(**doc["privacy"]), task=TaskParams(**doc["task"]),
+                study=StudyParams(grid={}, x=cfg.study.x),
+            )
+        except ConfigError as exc:
+            raise ConfigError(f"Study variant {label}: {exc}") from exc
+        variants.append((label, dict(zip(keys, combo)), variant))
+    return variants

@@ -1,0 +1,92 @@
+"""The ``results.json`` document: schema, atomic writes, and a reader that checks the schema.
+
+A run rewrites its document atomically (write to a temporary file in the same directory, fsync,
+``os.replace``) after every round, so a run that is interrupted or killed at any moment leaves a complete,
+readable JSON file whose ``status`` says how far it got ("running" if the process died without a chance to
+say more, "interrupted" after Ctrl-C, "failed" after an error, "complete").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SCHEMA", "STUDY_SCHEMA", "write_atomic", "read_results", "check_results", "jsonable"]
+
+SCHEMA = "secagg-dp/simulate-results/1"
+STUDY_SCHEMA = "secagg-dp/simulate-study/1"
+_STATUSES = {"running", "complete", "interrupted", "failed"}
+_RUN_KEYS = {"schema", "status", "config", "seeds", "derived", "privacy", "rounds", "summary", "software"}
+_ROUND_KEYS = {"round", "checked_in", "included", "aborted", "epsilon", "order", "metrics", "seconds"}
+
+
+def jsonable(obj: Any) -> Any:
+    """Convert numpy scalars/arrays and non-finite floats into strict JSON values."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        items = sorted(obj) if isinstance(obj, (set, frozenset)) else obj
+        return [jsonable(v) for v in items]
+    if hasattr(obj, "tolist"):
+        return jsonable(obj.tolist())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    return obj
+
+
+def write_atomic(path: str | Path, doc: dict[str, Any]) -> None:
+    """Write ``doc`` as JSON to ``path`` atomically (readers see the old or the new file, never a torn one)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(jsonable(doc), indent=2, allow_nan=False)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def check_results(doc: dict[str, Any]) -> None:
+    """Raise ``ValueError`` naming the first schema violation of a run or study document."""
+    if doc.get("schema") == STUDY_SCHEMA:
+        for key in ("status", "study", "runs"):
+            if key not in doc:
+                raise ValueError(f"study results lack key {key!r}")
+        for run in doc["runs"]:
+            for key in ("label", "values", "out", "results"):
+                if key not in run:
+                    raise ValueError(f"study run lacks key {key!r}")
+            check_results(run["results"])
+        return
+    if doc.get("schema") != SCHEMA:
+        raise ValueError(f"unknown schema {doc.get('schema')!r}")
+    missing = _RUN_KEYS - set(doc)
+    if missing:
+        raise ValueError(f"results lack keys {sorted(missing)}")
+    if doc["status"] not in _STATUSES:
+        raise ValueError(f"bad status {doc['status']!r}")
+    for key in ("method", "neighbouring", "delta", "accountant"):
+        if key not in doc["privacy"]:
+            raise ValueError(f"privacy lacks key {key!r}")
+    for i, rnd in enumerate(doc["rounds"], start=1):
+        if _ROUND_KEYS - set(rnd):
+            raise ValueError(f"round {i} lacks keys {sorted(_ROUND_KEYS - set(rnd))}")
+        if rnd["round"] != i:
+            raise ValueError(f"round {i} is numbered {rnd['round']}")
+
+
+def read_results(path: str | Path) -> dict[str, Any]:
+    """Load and schema-check a results.json (a run's or a study's)."""
+    doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    check_results(doc)
+    return doc

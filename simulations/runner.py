@@ -1,0 +1,361 @@
+"""Run a scenario round by round: check-in, dropouts, encode + noise, aggregate, decode, update, account.
+
+One round (issue 7): the server opens round r; each of the n clients checks in by its own coin p (or, for
+the comparison study, exactly round(p n) clients are sampled without replacement); dropouts are drawn per
+client and per protocol stage with probability p'; every participant computes its update, clips, encodes
+onto Z_q, adds discrete Gaussian or Skellam noise; the vectors go through the real protocol (``crypto``) or
+the ideal aggregator (``ideal``); the server decodes the modular sum and updates the model; the ledger
+records the round and the accountant reports the certified epsilon so far. ``results.json`` is rewritten
+atomically after every round.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from secagg_dp import zq
+from secagg_dp.errors import ConfigError, ParameterError, ProtocolError
+from simulations import aggregators
+from simulations.clients import (
+    PURPOSE_CHECKIN,
+    PURPOSE_CRYPTO,
+    PURPOSE_DROPOUT,
+    PURPOSE_ROTATION,
+    RoundSpec,
+    blocks_of,
+    make_codec,
+    run_blocks,
+    client_truth,
+)
+from simulations.config import SimConfig
+from simulations.results import SCHEMA, write_atomic
+from simulations.tasks import make_task
+
+__all__ = ["Plan", "plan", "run_scenario", "RoundRecord", "RoundAggregate", "aggregate_round", "aggregate_both_modes", "SEED_DERIVATION"]
+
+SEED_DERIVATION = (
+    "numpy SeedSequence(root, spawn_key=...): data (0, ...); round r check-in (1, r, 0), dropouts (1, r, 1), "
+    "public rotation seed (1, r, 2), protocol seed (1, r, 3), participant block b (1, r, 4, b)"
+)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Quantities derived from a config before any work: the codec scale and the noise on the grid."""
+
+    dim: int
+    padded_dim: int
+    expected_checkins: float
+    scale_clients: int
+    signal_norm: float  # per-client L2 norm the scale rule budgets for (c, or S*q*m*C for logreg)
+    sigma_local: float  # per-client, per-step noise std in original units
+    sigma_int: float  # the same on the integer grid (sigma_local * scale)
+    scale: float
+    l2_sensitivity: float  # Delta_2 of one encoded vector (one client, or one sample for logreg)
+    l1_sensitivity: float
+    shard_size: int | None
+    wrap_probability_bound: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def plan(cfg: SimConfig, root_seed: int = 0) -> Plan:
+    """Derive the codec scale and noise; raise one ConfigError if the bit width cannot carry the sum."""
+    pop, priv, task_cfg = cfg.population, cfg.privacy, cfg.task
+    n_exp = pop.expected_checkins
+    if pop.sampling == "fixed":
+        n_scale = pop.fixed_size
+    else:  # a high-probability upper bound on the number of participants K ~ Bin(n, p)
+        n_scale = min(pop.clients, math.ceil(n_exp + 4.0 * math.sqrt(n_exp * (1.0 - pop.checkin)) + 1.0))
+    sigma_local = priv.noise_multiplier * priv.clip / math.sqrt(n_exp)
+    task = make_task(cfg)
+    shard = None
+    if task_cfg.name == "mean":
+        signal, sigma_total = priv.clip, sigma_local
+    else:
+        shard = task.shard_size(root_seed) if pop.clients <= 1437 else 0
+        if not shard:
+            task.init_model(root_seed)  # raises the ConfigError naming the limit
+        signal = task_cfg.local_steps * task_cfg.sample_rate * shard * priv.clip
+        sigma_total = sigma_local * math.sqrt(task_cfg.local_steps)
+    dim = task.vector_dim
+    from secagg_dp.quantize import ZqCodec
+
+    try:
+        scale = ZqCodec.scale_for(
+            bits=cfg.secagg.bits, n_clients=n_scale, clip=signal, dim=dim, sigma=sigma_total,
+            k=priv.k_stddevs, beta=priv.beta,
+        )
+    except ParameterError as exc:
+        raise ConfigError(
+            f"Config key 'secagg.bits' = {cfg.secagg.bits} is too small for up to {n_scale} clients of dimension "
+            f"{dim} (clip {signal:g}, noise std {sigma_total:.4g}, k = {priv.k_stddevs:g}): {exc}"
+        ) from exc
+    codec = ZqCodec(dim, cfg.secagg.bits, priv.clip, scale, rotation_seed=0, beta=priv.beta)
+    wrap = None
+    if task_cfg.name == "mean":
+        try:
+            wrap = float(codec.wrap_bound(n_scale, sigma_local).probability)
+        except (AttributeError, ParameterError):
+            wrap = None
+    return Plan(
+        dim=dim, padded_dim=codec.padded_dim, expected_checkins=n_exp, scale_clients=n_scale, signal_norm=signal,
+        sigma_local=sigma_local, sigma_int=sigma_local * scale, scale=scale,
+        l2_sensitivity=float(codec.l2_sensitivity), l1_sensitivity=float(codec.l1_sensitivity),
+        shard_size=shard, wrap_probability_bound=wrap,
+    )
+
+
+@dataclass
+class RoundRecord:
+    round: int
+    checked_in: int
+    included: int
+    threshold: int
+    dropped: dict[str, int]
+    aborted: bool
+    epsilon: float
+    order: float | None
+    metrics: dict[str, float]
+    seconds: dict[str, float]
+
+
+def _round_rng(root: int, r: int, purpose: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence(root, spawn_key=(1, r, purpose)))
+
+
+def _round_int(root: int, r: int, purpose: int) -> int:
+    words = np.random.SeedSequence(root, spawn_key=(1, r, purpose)).generate_state(2, np.uint32)
+    return (int(words[0]) | (int(words[1]) << 32)) >> 1  # a 63-bit non-negative integer
+
+
+def select_participants(cfg: SimConfig, root: int, r: int) -> list[int]:
+    """Check-in by each client's own coin p, or fixed-size sampling without replacement (comparison)."""
+    rng = _round_rng(root, r, PURPOSE_CHECKIN)
+    n = cfg.population.clients
+    if cfg.population.sampling == "fixed":
+        return sorted(int(i) for i in rng.choice(n, size=cfg.population.fixed_size, replace=False))
+    return [int(i) for i in np.flatnonzero(rng.random(n) < cfg.population.checkin)]
+
+
+def software_info() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ver = version("secagg-dp")
+    except PackageNotFoundError:  # running from a source tree
+        ver = "unknown"
+    return {"secagg_dp": ver, "python": platform.python_version(), "numpy": np.__version__}
+
+
+def run_scenario(
+    cfg: SimConfig,
+    out_dir: str | Path,
+    *,
+    executor: Any = None,
+    accountant: Any = None,
+    progress: bool = False,
+    on_round: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Run every round of ``cfg``, writing ``out_dir/results.json`` after each; return the document.
+
+    ``accountant`` defaults to :func:`simulations.privacy.make_accountant` (ledger in ``out_dir``);
+    ``executor`` to the one named by the config. ``on_round`` is called with the document after each round.
+    """
+    from simulations.executors import make_executor
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    root = cfg.seed if cfg.seed is not None else secrets.randbits(63)
+    p = plan(cfg, root)  # validation that needs the codec: before any work
+    task = make_task(cfg)
+    model = task.init_model(root)
+    own_exec = executor is None
+    if own_exec:
+        executor = make_executor(cfg.executor, cfg.scheduler)
+    if accountant is None:
+        from simulations.privacy import make_accountant
+
+        accountant = make_accountant(cfg, p, out / "ledger.sqlite")
+    acct = accountant
+    config_doc = cfg.as_dict()
+    config_doc["seed"] = root
+    doc: dict[str, Any] = {
+        "schema": SCHEMA,
+        "status": "running",
+        "config": config_doc,
+        "seeds": {"root": root, "derivation": SEED_DERIVATION, "block_size": 64},
+        "derived": p.as_dict(),
+        "privacy": acct.describe(),
+        "rounds": [],
+        "summary": {},
+        "software": software_info(),
+    }
+    results_path = out / "results.json"
+    write_atomic(results_path, doc)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=cfg.rounds, desc=cfg.name, unit="round", leave=False)
+    start = time.perf_counter()
+    try:
+        for r in range(1, cfg.rounds + 1):
+            rec, model = _one_round(cfg, p, task, model, root, r, executor, acct)
+            doc["rounds"].append(asdict(rec))
+            doc["privacy"] = acct.describe()
+            doc["summary"] = _summary(doc, time.perf_counter() - start)
+            write_atomic(results_path, doc)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(eps=f"{rec.epsilon:.3g}", **{k: f"{v:.3g}" for k, v in rec.metrics.items()})
+            if on_round is not None:
+                on_round(doc)
+        doc["status"] = "complete"
+    except KeyboardInterrupt:
+        doc["status"] = "interrupted"
+        raise
+    except BaseException:
+        doc["status"] = "failed"
+        raise
+    finally:
+        doc["summary"] = _summary(doc, time.perf_counter() - start)
+        write_atomic(results_path, doc)
+        if bar is not None:
+            bar.close()
+        if own_exec:
+            executor.close()
+        close = getattr(acct, "close", None)
+        if close is not None:
+            close()
+    return doc
+
+
+def _summary(doc: dict[str, Any], seconds: float) -> dict[str, Any]:
+    rounds = doc["rounds"]
+    last = rounds[-1] if rounds else None
+    scored = [r for r in rounds if r["metrics"]]
+    return {
+        "rounds_completed": len(rounds),
+        "epsilon": last["epsilon"] if last else 0.0,
+        "delta": doc["privacy"].get("delta"),
+        "method": doc["privacy"].get("method"),
+        "aborted_rounds": sum(r["aborted"] for r in rounds),
+        "mean_included": float(np.mean([r["included"] for r in rounds])) if rounds else 0.0,
+        "final_metrics": scored[-1]["metrics"] if scored else {},
+        "seconds": seconds,
+    }
+
+
+@dataclass
+class RoundAggregate:
+    ids: list[int]
+    dropouts: dict[str, set[int]]
+    included: frozenset[int]
+    threshold: int
+    spec: RoundSpec
+    aggregate: np.ndarray | None  # None when the round aborted
+    truth: np.ndarray | None
+    seconds: dict[str, float]
+
+
+def aggregate_round(cfg: SimConfig, p: Plan, root: int, r: int, model: Any, executor: Any, mode: str) -> RoundAggregate:
+    """Check-in, dropouts, client encoding and the modular sum of round ``r`` in ``mode`` (ideal|crypto)."""
+    t0 = time.perf_counter()
+    secs: dict[str, float] = {}
+    ids = select_participants(cfg, root, r)
+    dropouts = aggregators.draw_dropouts(ids, cfg.population.dropout, _round_rng(root, r, PURPOSE_DROPOUT))
+    included = aggregators.included_clients(ids, dropouts)
+    t = cfg.secagg.threshold_for(len(ids))
+    secs["checkin"] = time.perf_counter() - t0
+    spec = RoundSpec(
+        task=cfg.task.name, round=r, root_seed=root, n_clients=cfg.population.clients, dim=p.dim,
+        bits=cfg.secagg.bits, clip=cfg.privacy.clip, scale=p.scale, rotation_seed=_round_int(root, r, PURPOSE_ROTATION),
+        beta=cfg.privacy.beta, mechanism=cfg.privacy.mechanism, sigma_int=p.sigma_int,
+        local_steps=cfg.task.local_steps, sample_rate=cfg.task.sample_rate, learning_rate=cfg.task.learning_rate,
+        model=model,
+    )
+    aggregate = truth = None
+    n_chunks = max(1, 4 * executor.parallelism) if executor.parallelism > 1 else 1
+    blocks = blocks_of(ids)
+    chunks = [c for c in (blocks[i::n_chunks] for i in range(n_chunks)) if c]
+    t1 = time.perf_counter()
+    if mode == "ideal":
+        if not aggregators.ideal_aborts(ids, dropouts, t):
+            parts = executor.map_chunks(run_blocks, spec, chunks, included=included)
+            aggregate = zq.sum_mod(np.stack([pt[1] for pt in parts]), cfg.secagg.bits)
+            if spec.task == "mean":
+                truth = np.sum([pt[2] for pt in parts], axis=0)
+        secs["clients"] = time.perf_counter() - t1
+    else:
+        parts = executor.map_chunks(run_blocks, spec, chunks) if ids else []
+        secs["clients"] = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        if parts and len(ids) >= t:
+            all_ids = [cid for pt in parts for cid in pt[0]]
+            vectors = np.concatenate([pt[1] for pt in parts])
+            try:
+                aggregate, survivors = aggregators.crypto_aggregate(
+                    all_ids, vectors, bits=cfg.secagg.bits, threshold=t, dropouts=dropouts,
+                    neighbours=cfg.secagg.neighbours, seed=_round_int(root, r, PURPOSE_CRYPTO),
+                )
+            except ProtocolError:
+                aggregate = None
+            else:
+                if survivors != included:
+                    raise ProtocolError(
+                        f"Round {r}: the protocol's survivors ({len(survivors)}) differ from the clients whose "
+                        f"masked input should have arrived ({len(included)})."
+                    )
+                truth = client_truth(spec, sorted(included))
+        secs["secagg"] = time.perf_counter() - t2
+    return RoundAggregate(ids, dropouts, included, t, spec, aggregate, truth, secs)
+
+
+def _one_round(cfg, p: Plan, task, model, root: int, r: int, executor, acct) -> tuple[RoundRecord, Any]:
+    t0 = time.perf_counter()
+    ra = aggregate_round(cfg, p, root, r, model, executor, cfg.mode)
+    secs = ra.seconds
+    aborted = ra.aggregate is None
+    t3 = time.perf_counter()
+    metrics: dict[str, float] = {}
+    if not aborted:
+        spec = ra.spec
+        codec = make_codec(spec.dim, spec.bits, spec.clip, spec.scale, spec.rotation_seed, spec.beta)
+        decoded = codec.decode(ra.aggregate)
+        model, metrics = task.server_update(model, decoded, len(ra.included), ra.truth, root)
+    secs["decode"] = time.perf_counter() - t3
+    t4 = time.perf_counter()
+    # Every round is recorded, aborted ones too (conservative: an abort at unmasking reveals nothing).
+    eps, order = acct.record_round()
+    secs["account"] = time.perf_counter() - t4
+    secs["total"] = time.perf_counter() - t0
+    rec = RoundRecord(
+        round=r, checked_in=len(ra.ids), included=0 if aborted else len(ra.included), threshold=ra.threshold,
+        dropped={s: len(v) for s, v in ra.dropouts.items()}, aborted=aborted, epsilon=float(eps),
+        order=None if order is None else float(order), metrics=metrics, seconds=secs,
+    )
+    return rec, model
+
+
+def aggregate_both_modes(cfg: SimConfig, round_: int = 1, executor: Any = None) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The round's modular sum from the ideal aggregator and from the full protocol, same seeds."""
+    from simulations.executors import InProcessExecutor
+
+    root = cfg.seed if cfg.seed is not None else 0
+    p = plan(cfg, root)
+    model = make_task(cfg).init_model(root)
+    ex = executor or InProcessExecutor()
+    ideal = aggregate_round(cfg, p, root, round_, model, ex, "ideal").aggregate
+    crypto = aggregate_round(cfg, p, root, round_, model, ex, "crypto").aggregate
+    return ideal, crypto

@@ -1,0 +1,128 @@
+"""Run a scenario or a study grid (several scenario variants) and write results + plots into one folder."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from pathlib import Path
+from typing import Any
+
+from simulations.config import SimConfig, expand_study
+from simulations.results import STUDY_SCHEMA, write_atomic
+
+__all__ = ["run", "summary_rows", "format_table"]
+
+
+def _slug(i: int, label: str) -> str:
+    return f"{i:02d}-" + (re.sub(r"[^A-Za-z0-9.=_-]+", "_", label).strip("_") or "run")
+
+
+def run(
+    cfg: SimConfig,
+    out_dir: str | Path,
+    *,
+    executor: Any = None,
+    progress: bool = False,
+    plots: bool = True,
+    on_round: Any = None,
+) -> dict[str, Any]:
+    """Run ``cfg`` (a single scenario, or every variant of its ``[study]`` grid) into ``out_dir``.
+
+    Every variant is validated (including the bit-width feasibility) before the first one starts. A study
+    uses one root seed for all variants so they see the same data, check-in coins and noise seeds.
+    """
+    from simulations.runner import plan, run_scenario
+
+    out = Path(out_dir)
+    variants = expand_study(cfg)
+    root = cfg.seed if cfg.seed is not None else secrets.randbits(63)
+    variants = [(label, vals, _with_seed(v, root)) for label, vals, v in variants]
+    for _, _, v in variants:
+        plan(v, root)  # raises ConfigError before any work
+    if not cfg.study.grid:
+        doc = run_scenario(variants[0][2], out, executor=executor, progress=progress, on_round=on_round)
+        if plots:
+            from simulations.plots import plot_run
+
+            doc["plots"] = [p.name for p in plot_run(doc, out)]
+            write_atomic(out / "results.json", doc)
+        return doc
+    study: dict[str, Any] = {
+        "schema": STUDY_SCHEMA,
+        "status": "running",
+        "study": {"name": cfg.name, "grid": cfg.study.grid, "x": cfg.study.x, "seed": root},
+        "runs": [],
+    }
+    try:
+        for i, (label, vals, v) in enumerate(variants):
+            sub = out / _slug(i, label)
+            doc = run_scenario(v, sub, executor=executor, progress=progress, on_round=on_round)
+            if plots:
+                from simulations.plots import plot_run
+
+                doc["plots"] = [p.name for p in plot_run(doc, sub)]
+                write_atomic(sub / "results.json", doc)
+            study["runs"].append({"label": label, "values": vals, "out": sub.name, "results": doc})
+            write_atomic(out / "results.json", study)
+        study["status"] = "complete"
+    except KeyboardInterrupt:
+        study["status"] = "interrupted"
+        raise
+    except BaseException:
+        study["status"] = "failed"
+        raise
+    finally:
+        write_atomic(out / "results.json", study)
+    if plots:
+        from simulations.plots import plot_study
+
+        study["plots"] = [p.name for p in plot_study(study, out)]
+        write_atomic(out / "results.json", study)
+    return study
+
+
+def _with_seed(cfg: SimConfig, root: int) -> SimConfig:
+    from dataclasses import replace
+
+    return replace(cfg, seed=root)
+
+
+def summary_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per run: label, rounds, mean participants, certified epsilon, final utility."""
+    runs = doc["runs"] if "runs" in doc else [{"label": doc["config"]["name"], "results": doc}]
+    rows = []
+    for run in runs:
+        res = run["results"]
+        s = res["summary"]
+        row = {
+            "run": run["label"],
+            "mode": res["config"]["mode"],
+            "rounds": s.get("rounds_completed", 0),
+            "included/round": s.get("mean_included", 0.0),
+            "aborted": s.get("aborted_rounds", 0),
+            "epsilon": s.get("epsilon", 0.0),
+            "delta": s.get("delta"),
+            "method": s.get("method"),
+        }
+        row.update(s.get("final_metrics", {}))
+        row["seconds"] = s.get("seconds", 0.0)
+        rows.append(row)
+    return rows
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "(no runs)"
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return "" if v is None else str(v)
+
+    cells = [[fmt(r.get(c)) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    line = "  ".join(c.ljust(w) for c, w in zip(cols, widths))
+    sep = "  ".join("-" * w for w in widths)
+    body = ["  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(row, widths))) for row in cells]
+    return "\n".join([line, sep, *body])
