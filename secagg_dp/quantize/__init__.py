@@ -9,6 +9,7 @@ from secagg_dp.quantize.rounding import (
     conditional_round,
     rounded_l1_bound,
     rounded_l2_bound,
+    shrink_to_norm,
     stochastic_round,
 )
 from secagg_dp.quantize.scale import DEFAULT_BETA, WrapBound, scale_for, wrap_around_bound
@@ -21,6 +22,7 @@ __all__ = [
     "rademacher_signs",
     "rotate",
     "unrotate",
+    "shrink_to_norm",
     "stochastic_round",
     "conditional_round",
     "rounded_l2_bound",

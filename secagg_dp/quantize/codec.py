@@ -24,7 +24,7 @@ import numpy as np
 from secagg_dp._validate import check_finite_array, check_int, check_real
 from secagg_dp.errors import ParameterError
 from secagg_dp.quantize.hadamard import next_pow2, rademacher_signs, rotate, unrotate
-from secagg_dp.quantize.rounding import conditional_round, rounded_l1_bound, rounded_l2_bound
+from secagg_dp.quantize.rounding import conditional_round, rounded_l1_bound, rounded_l2_bound, shrink_to_norm
 from secagg_dp.quantize.scale import DEFAULT_BETA, MAX_CLIP_SCALE, WrapBound, scale_for, wrap_around_bound
 from secagg_dp.rng import resolve_rng
 from secagg_dp.zq import add_mod, centered, check_bits, check_residues, wrap_int64
@@ -136,6 +136,7 @@ class ZqCodec:
         arr = self._check_input(x)
         y = self.rotate(clip_l2(arr, self.clip))
         y *= self.scale
+        y = shrink_to_norm(y, self.clip * self.scale)  # exact ‖y‖₂ ≤ c·s despite float error
         return conditional_round(y, self.l2_sensitivity, rng=rng, max_attempts=self.max_attempts)
 
     # ----- public codec ---------------------------------------------------------------------------
