@@ -1,0 +1,217 @@
+"""Subsampled shuffle Gaussian and shuffled check-in Gaussian RDP (seed 003 Thms 2, 3; seed 001 Thm 2, 5).
+
+Replace-one neighbours throughout. Which results are what:
+
+* ``pair_lower`` (ours, rigorous LOWER bound): the exact Rényi moment of the pair D = (0,…,0), D' = (1,0,…,0)
+  under check-in: Σ_k Bin(k; n, γ) Σ_j C(λ,j)(1−k/n)^{λ−j}(k/n)^j e^{(j−1)D^SG_j(k)}, D^SG the shuffle
+  Gaussian divergence of :mod:`shuffle_gaussian`. Never a certificate.
+* ``windowed`` with ``base="shuffle-lower"``: seed 001 Thm 2 (rate k/n) with the WBK subsampling bound fed
+  by the shuffle Gaussian LOWER bound (seed 003 Eq. 16–17). Neither a certificate nor a proven lower bound:
+  an optimistic estimate, as seed 001 Sec. 5 says. Reported with bound "lower", certificate false.
+* ``windowed`` with ``base="gaussian-upper"``: the same sum with the Gaussian RDP jc (seed 003 Corollary 1)
+  as base — a valid UPPER bound (certificate), the check-in amplification without shuffling gains.
+* ``chernoff``: seed 003 Thm 3 as printed; rests on Conjecture 1 (monotonicity in n) and uses rate γ in
+  place of k/n (seed 001 Thm 2 has k/n); labelled, never a certificate.
+
+The windowed sums cover k in a window holding all but ``tail`` of the Binomial(n, γ) mass and bound the rest
+by tail-mass × (largest term), so the reported value is an upper bound on the full sum over k.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from scipy.special import gammaln, logsumexp
+from scipy.stats import binom
+
+from secagg_dp._validate import check_int, check_probability, check_real
+from secagg_dp.accounting.checkin_math import log_binom_pmf, log_binom_tail_ub, wor_thm9_log_am1
+from secagg_dp.accounting.shuffle_conversions import wbk_subsampled_log_moments
+from secagg_dp.accounting.shuffle_gaussian import _check_orders, shuffle_gaussian_log_moments
+from secagg_dp.errors import ParameterError
+
+__all__ = [
+    "NEIGHBOURING",
+    "subsampled_shuffle_gaussian_rdp",
+    "shuffled_checkin_gaussian_rdp_chernoff",
+    "shuffled_checkin_gaussian_rdp_windowed",
+    "shuffled_checkin_gaussian_rdp_pair_lower",
+    "binomial_window",
+]
+
+NEIGHBOURING = "replace-one"
+
+
+def _sg_rdp_vector(L: int, k: int, sigma: float) -> np.ndarray:
+    """ε^SG_k(j) for j = 2..L (shuffle Gaussian LOWER bound with k shuffled reports)."""
+    lm = shuffle_gaussian_log_moments(L, n=k, sigma=sigma)
+    j = np.arange(2, L + 1)
+    return lm[2:] / (j - 1.0)
+
+
+def subsampled_shuffle_gaussian_rdp(orders: int | Sequence[int], *, m: int, n: int, sigma: float) -> np.ndarray:
+    """Seed 003 Thm 2 (= seed 001 Thm 5): m of n users sampled without replacement, then shuffle Gaussian.
+
+    WBK subsampling bound at rate m/n applied to the shuffle Gaussian LOWER bound ε^SG_m: an optimistic
+    estimate, not a certificate (module docstring).
+    """
+    arr = _check_orders(orders)
+    n = check_int("n", n, lo=1)
+    m = check_int("m", m, lo=1, hi=n)
+    sigma = check_real("sigma", sigma, lo=0.0, lo_open=True)
+    L = int(arr.max())
+    lm = wbk_subsampled_log_moments(_sg_rdp_vector(L, m, sigma), m / n)
+    return lm[arr - 2] / (arr - 1.0)
+
+
+def binomial_window(n: int, gamma: float, tail: float) -> tuple[int, int, float]:
+    """[lo, hi] holding all but at most ``tail`` of Binomial(n, γ); returns (lo, hi, exact outside mass)."""
+    lo = int(binom.ppf(tail / 2.0, n, gamma))
+    hi = int(binom.isf(tail / 2.0, n, gamma))
+    lo, hi = max(lo, 0), min(hi, n)
+    outside = float(binom.cdf(lo - 1, n, gamma) + binom.sf(hi, n, gamma)) if lo > 0 or hi < n else 0.0
+    return lo, hi, outside
+
+
+def _log_binom_pmf(k: np.ndarray, n: int, gamma: float) -> np.ndarray:
+    return binom.logpmf(k, n, gamma)
+
+
+def _checkin_setup(orders, n, gamma, sigma, tail):
+    arr = _check_orders(orders)
+    n = check_int("n", n, lo=1)
+    gamma = check_probability("gamma", gamma, allow_zero=False)
+    sigma = check_real("sigma", sigma, lo=0.0, lo_open=True)
+    tail = check_real("tail", tail, lo=0.0, hi=1e-3, lo_open=True)
+    return arr, n, gamma, sigma, tail
+
+
+def _log_moment_rows(ks: np.ndarray, n: int, L: int, base_rows: np.ndarray, orders: np.ndarray) -> np.ndarray:
+    """log A_k(λ) (WBK Thm 9 at rate k/n, via the check-in kernel) for rows k ≥ 1; shape (K, len(orders))."""
+    log_q = np.log(ks / n)
+    return np.logaddexp(0.0, wor_thm9_log_am1(log_q, base_rows, orders))
+
+
+def shuffled_checkin_gaussian_rdp_windowed(
+    orders: int | Sequence[int],
+    *,
+    n: int,
+    gamma: float,
+    sigma: float,
+    base: str = "shuffle-lower",
+    tail: float = 1e-12,
+) -> np.ndarray:
+    """Seed 001 Thm 2: (1/(λ−1))·log Σ_k Bin(k; n, γ)·A_k(λ), A_k = WBK Thm 9 moment at rate k/n.
+
+    ``base="shuffle-lower"``: base RDP ε^SG_k from the shuffle Gaussian lower bound — optimistic estimate,
+    NOT a certificate. ``base="gaussian-upper"``: base RDP jc (seed 003 Cor. 1) — an UPPER bound.
+    k = 0 contributes moment 1. Outside the window, blocks of k are bounded rigorously by the binomial tail
+    bound of the check-in kernel times the Gaussian-base moment at the block's largest k (non-decreasing
+    in k), so the result upper-bounds the full sum over k for the chosen base. Cost O(window · L²).
+    """
+    arr, n, gamma, sigma, tail = _checkin_setup(orders, n, gamma, sigma, tail)
+    if base not in ("shuffle-lower", "gaussian-upper"):
+        raise ParameterError(f"Argument 'base' must be 'shuffle-lower' or 'gaussian-upper', not {base!r}.")
+    L = int(arr.max())
+    lam = np.arange(2, L + 1)
+    jj = np.arange(L + 1, dtype=np.float64)
+    gauss_row = jj / (2.0 * sigma * sigma)
+    lo, hi, _ = binomial_window(n, gamma, tail)
+    ks = np.arange(max(lo, 1), hi + 1)
+    if base == "gaussian-upper":
+        rows = np.broadcast_to(gauss_row, (ks.size, L + 1))
+    else:
+        rows = np.zeros((ks.size, L + 1))
+        for i, k in enumerate(ks):
+            lm = shuffle_gaussian_log_moments(L, n=int(k), sigma=sigma)
+            rows[i, 2:] = lm[2:] / (jj[2:] - 1.0)
+    log_sum = logsumexp(log_binom_pmf(n, ks, gamma)[:, None] + _log_moment_rows(ks, n, L, rows, lam), axis=0)
+    if lo == 0:
+        log_sum = np.logaddexp(log_sum, float(log_binom_pmf(n, np.array([0]), gamma)[0]))
+    # rigorous tail blocks: below the window [1, lo−1], above it [hi+1, 2hi+1], … up to n
+    blocks = []
+    if lo > 1:
+        blocks.append((1, lo - 1))
+    a = hi + 1
+    while a <= n:
+        b = min(n, 2 * a)
+        blocks.append((a, b))
+        a = b + 1
+    if blocks:
+        ba = np.array([blk[0] for blk in blocks], dtype=np.float64)
+        bb = np.array([blk[1] for blk in blocks], dtype=np.float64)
+        log_mass = log_binom_tail_ub(n, ba, bb, gamma)
+        worst = _log_moment_rows(bb, n, L, np.broadcast_to(gauss_row, (bb.size, L + 1)), lam)
+        log_sum = np.logaddexp(log_sum, logsumexp(log_mass[:, None] + worst, axis=0))
+    return np.maximum(log_sum[arr - 2], 0.0) / (arr - 1.0)
+
+
+def shuffled_checkin_gaussian_rdp_pair_lower(
+    orders: int | Sequence[int], *, n: int, gamma: float, sigma: float, tail: float = 1e-12
+) -> np.ndarray:
+    """Rigorous LOWER bound: exact moment of the pair (0,…,0) vs (1,0,…,0) under shuffled check-in (ours).
+
+    Given k check-ins the differing user is among them with probability k/n, so the λ-th moment is
+    Σ_j C(λ,j)(1−k/n)^{λ−j}(k/n)^j e^{(j−1)D^SG_j(k)}; k outside the window is dropped (terms are ≥ 0, so the
+    result stays a lower bound). Not a certificate.
+    """
+    arr, n, gamma, sigma, tail = _checkin_setup(orders, n, gamma, sigma, tail)
+    L = int(arr.max())
+    lo, hi, _ = binomial_window(n, gamma, tail)
+    ks = np.arange(max(lo, 1), hi + 1)
+    lam = np.arange(2, L + 1, dtype=np.float64)
+    jj = np.arange(0, L + 1, dtype=np.float64)
+    acc = np.full(L - 1, -np.inf)
+    if lo == 0:
+        acc = np.full(L - 1, float(_log_binom_pmf(np.array([0]), n, gamma)[0]))
+    if ks.size:
+        LM = np.stack([shuffle_gaussian_log_moments(L, n=int(k), sigma=sigma) for k in ks])  # (K, L+1)
+        r = ks / n
+        log_r = np.log(r)[:, None]
+        with np.errstate(divide="ignore"):
+            log_1r = np.log1p(-r)[:, None]
+        lw = log_binom_pmf(n, ks, gamma)
+        for i, lamv in enumerate(lam):
+            li = int(lamv)
+            J = jj[: li + 1]
+            rest = li - J
+            with np.errstate(invalid="ignore"):
+                t = (
+                    (gammaln(lamv + 1) - gammaln(J + 1) - gammaln(rest + 1))[None, :]
+                    + J[None, :] * log_r
+                    + np.where(rest[None, :] > 0, rest[None, :] * log_1r, 0.0)
+                    + LM[:, : li + 1]
+                )
+            acc[i] = np.logaddexp(acc[i], logsumexp(lw + logsumexp(t, axis=1)))
+    return np.maximum(acc[arr - 2], 0.0) / (arr - 1.0)
+
+
+def shuffled_checkin_gaussian_rdp_chernoff(
+    orders: int | Sequence[int], *, n: int, gamma: float, sigma: float, deltas: Sequence[float] | None = None
+) -> np.ndarray:
+    """Seed 003 Thm 3 as printed (rests on Conjecture 1; rate γ instead of k/n): NOT a certificate.
+
+    ε(λ) ≤ 1/(λ−1)·log(e^{(λ−1)ε^SSG_{γ,1}(λ) − Δ²nγ/2} + e^{(λ−1)ε^SSG_{γ,k0+1}(λ)}), k0 = ⌊(1−Δ)nγ⌋,
+    minimised over Δ in ``deltas`` (default a grid in (0, 1)) for each order.
+    """
+    arr = _check_orders(orders)
+    n = check_int("n", n, lo=1)
+    gamma = check_probability("gamma", gamma, allow_zero=False)
+    sigma = check_real("sigma", sigma, lo=0.0, lo_open=True)
+    grid = np.linspace(0.02, 0.98, 49) if deltas is None else np.asarray(deltas, dtype=np.float64)
+    if grid.size == 0 or np.any((grid <= 0) | (grid >= 1)):
+        raise ParameterError(f"Argument 'deltas' must be values in (0, 1), not {deltas!r}.")
+    L = int(arr.max())
+    first = wbk_subsampled_log_moments(_sg_rdp_vector(L, 1, sigma), gamma)
+    best = np.full(L - 1, np.inf)
+    cache: dict[int, np.ndarray] = {}
+    for d in grid:
+        k0 = int(math.floor((1.0 - d) * n * gamma))
+        k1 = min(k0 + 1, n)
+        if k1 not in cache:
+            cache[k1] = wbk_subsampled_log_moments(_sg_rdp_vector(L, k1, sigma), gamma)
+        val = np.logaddexp(first - d * d * n * gamma / 2.0, cache[k1])
+        best = np.minimum(best, val)
+    return best[arr - 2] / (arr - 1.0)
