@@ -103,19 +103,19 @@ def _encode_logreg_client(spec: RoundSpec, codec, cid: int, rng: np.random.Gener
 
 def run_blocks(
     spec: RoundSpec, blocks: list[tuple[int, list[int]]], included: frozenset[int] | None = None
-) -> tuple[list[int], np.ndarray, np.ndarray | None]:
+) -> tuple[list[int], np.ndarray, list[tuple[int, np.ndarray]] | None]:
     """Encode (and noise) the participants of the given blocks.
 
-    With ``included`` (ideal aggregator) returns ``(ids, partial, truth)`` where ``partial`` is the exact
-    modular sum of the included clients' vectors; without it returns one uint64 row per client (input of
-    the secure-aggregation protocol). ``truth`` is the plain float sum of the included clients'
-    mean-estimation data (None for logreg, or without ``included``), used only to score the estimate.
+    With ``included`` (ideal aggregator) returns ``(ids, partial, truths)`` where ``partial`` is the exact
+    modular sum of the included clients' vectors and ``truths`` lists (block, plain float sum of the
+    included clients' mean-estimation data) to score the estimate (empty for logreg); without it returns
+    one uint64 row per client (input of the secure-aggregation protocol) and None.
     """
     codec = make_codec(spec.dim, spec.bits, spec.clip, spec.scale, spec.rotation_seed, spec.beta)
     ids_out: list[int] = []
     rows: list[np.ndarray] = []
     acc = np.zeros(codec.padded_dim, dtype=np.uint64)
-    truth = np.zeros(spec.dim) if spec.task == "mean" and included is not None else None
+    truths: list[tuple[int, np.ndarray]] = []  # per block, so the caller can sum in a fixed order
     for block, ids in blocks:
         rng = block_rng(spec.root_seed, spec.round, block)
         if spec.task == "mean":
@@ -128,10 +128,10 @@ def run_blocks(
             continue
         keep = np.fromiter((cid in included for cid in ids), dtype=bool, count=len(ids))
         acc += vecs[keep].sum(axis=0, dtype=np.uint64)  # wraps mod 2^64; q divides 2^64, reduced below
-        if truth is not None:
-            truth += x[keep].sum(axis=0)
+        if x is not None:
+            truths.append((block, x[keep].sum(axis=0)))
     if included is not None:
-        return ids_out, acc & np.uint64((1 << spec.bits) - 1), truth
+        return ids_out, acc & np.uint64((1 << spec.bits) - 1), truths
     out = np.concatenate(rows) if rows else np.zeros((0, codec.padded_dim), dtype=np.uint64)
     return ids_out, out, None
 

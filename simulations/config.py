@@ -73,6 +73,7 @@ __all__ = [
     "build_config",
     "expand_study",
     "CONFIG_DIR",
+    "list_bundled",
 ]
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"

@@ -102,12 +102,12 @@ def plan(cfg: SimConfig, root_seed: int = 0) -> Plan:
             f"{dim} (clip {signal:g}, noise std {sigma_total:.4g}, k = {priv.k_stddevs:g}): {exc}"
         ) from exc
     codec = ZqCodec(dim, cfg.secagg.bits, priv.clip, scale, rotation_seed=0, beta=priv.beta)
-    wrap = None
-    if task_cfg.name == "mean":
-        try:
-            wrap = float(codec.wrap_bound(n_scale, sigma_local).probability)
-        except (AttributeError, ParameterError):
-            wrap = None
+    from secagg_dp.quantize import wrap_around_bound
+
+    # P(some coordinate of the aggregate wraps) for the budgeted signal and noise (codec's sub-Gaussian bound)
+    wrap = float(wrap_around_bound(
+        bits=cfg.secagg.bits, scale=scale, clip=signal, dim=dim, n_clients=n_scale, sigma=sigma_total, beta=priv.beta,
+    ).any_coordinate)
     return Plan(
         dim=dim, padded_dim=codec.padded_dim, expected_checkins=n_exp, scale_clients=n_scale, signal_norm=signal,
         sigma_local=sigma_local, sigma_int=sigma_local * scale, scale=scale,
@@ -294,8 +294,10 @@ def aggregate_round(cfg: SimConfig, p: Plan, root: int, r: int, model: Any, exec
         if not aggregators.ideal_aborts(ids, dropouts, t):
             parts = executor.map_chunks(run_blocks, spec, chunks, included=included)
             aggregate = zq.sum_mod(np.stack([pt[1] for pt in parts]), cfg.secagg.bits)
-            if spec.task == "mean":
-                truth = np.sum([pt[2] for pt in parts], axis=0)
+            if spec.task == "mean":  # summed in block order: independent of how blocks were distributed
+                truth = np.zeros(spec.dim)
+                for _, block_sum in sorted((b for pt in parts for b in pt[2]), key=lambda b: b[0]):
+                    truth += block_sum
         secs["clients"] = time.perf_counter() - t1
     else:
         parts = executor.map_chunks(run_blocks, spec, chunks) if ids else []

@@ -1,0 +1,38 @@
+"""Shared helpers for the simulator tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulations.config import build_config
+
+
+class CountingAccountant:
+    """A stand-in accountant for tests about the runner's mechanics (not about privacy numbers)."""
+
+    def __init__(self) -> None:
+        self.rounds = 0
+
+    def describe(self) -> dict:
+        return {"method": "test-counter", "neighbouring": "replace-one", "delta": 1e-5, "accountant": "test"}
+
+    def record_round(self) -> tuple[float, int]:
+        self.rounds += 1
+        return 0.5 * self.rounds, 2
+
+
+@pytest.fixture
+def counting_accountant() -> CountingAccountant:
+    return CountingAccountant()
+
+
+def small_config(**sections):
+    raw = {"rounds": 2, "seed": 11, "population": {"clients": 16, "checkin": 0.75}, "task": {"name": "mean", "dim": 24}}
+    for key, val in sections.items():
+        if key == "task" and "name" in val:
+            raw["task"] = dict(val)
+        elif isinstance(val, dict):
+            raw.setdefault(key, {}).update(val)
+        else:
+            raw[key] = val
+    return build_config(raw)
