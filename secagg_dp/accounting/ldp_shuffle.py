@@ -1,0 +1,250 @@
+"""Shuffled check-in with generic (ε0, δ0)-LDP randomizers (seed 001 Sec. 3) and ε0-LDP bounds (seed 000).
+
+Replace-one neighbours. Building blocks:
+
+* :func:`fmt_shuffle` — Feldman, McMillan & Talwar (2021) Thm 3.8 as quoted in seed 001 Eq. 8–9:
+  ε = log(1 + (e^{ε0}−1)/(e^{ε0}+1)·(8√(e^{ε0} log(4/δ1))/√n + 8e^{ε0}/n)),
+  δ = δ1 + (e^{ε0}+1)(1 + e^{−ε0}/2)·n·δ0, valid when ε0 ≤ log(n/(16 log(2/δ1))); outside that range there is
+  no amplification and (ε0, δ0) is returned (shuffling is post-processing of the one differing report).
+* :func:`subsample_dp` — Balle, Barthe & Gaboardi (2018) Thm 9 (seed 001 Eq. 10): rate r without
+  replacement gives (log(1 + r(e^ε − 1)), rδ).
+* :func:`first_cut` — seed 001 Thm 1 / Eq. 13–14 with δ = β + δ_l, β = P(Bin(n, γ) ≥ l). Eq. 4 prints the
+  factor (e^{ε0}−1)/e^{ε0}; Eq. 11 and 13 (its derivation) give (e^{ε0}−1)/(e^{ε0}+1), which we use.
+* Approaches 1 and 2 (seed 001 Sec. 3.3) over seed 001 Thm 2 (rate k/n for k check-ins).
+
+Departure from seed 001, on purpose: its Lemma 1 turns (ε, δ)-DP with δ > 0 into a finite RDP, which is
+false in general (shuffle_conversions module docstring). We carry δ instead: each per-round guarantee is
+ε-RR outside an event of probability δ ("δ-approximate RDP"), RDP composes on the ε part, and the final
+δ is δ_conv + T·δ_round. Results are upper bounds under that accounting (certificate), with the FMT and
+first-cut formulas taken from the cited papers.
+
+Seed 000 Thm 2 (upper) and Thm 3 (lower) for ε0-LDP randomizers are implemented as printed, with the
+garbled constants read as in Girgis et al. (2021) (see :func:`seed000_upper_log_moment`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import gammaln, logsumexp
+from scipy.stats import binom
+
+from secagg_dp._validate import check_int, check_probability, check_real
+from secagg_dp.accounting.checkin_math import log_binom_pmf
+from secagg_dp.accounting.shuffle_conversions import dp_to_rdp, rdp_to_dp, wbk_subsampled_log_moments
+from secagg_dp.errors import ParameterError
+
+__all__ = [
+    "NEIGHBOURING",
+    "LDPResult",
+    "fmt_shuffle",
+    "subsample_dp",
+    "first_cut",
+    "first_cut_epsilon",
+    "approach_epsilon",
+    "seed000_upper_rdp",
+    "seed000_lower_rdp",
+]
+
+NEIGHBOURING = "replace-one"
+
+
+@dataclass(frozen=True)
+class LDPResult:
+    """(ε, δ) after ``rounds`` compositions, with the best order and the method that produced it."""
+
+    epsilon: float
+    delta: float
+    order: float
+    method: str
+
+
+def fmt_shuffle(eps0, delta0, n, delta1):
+    """Seed 001 Eq. 8–9 (FMT21 Thm 3.8), vectorised over ``n``; (ε0, δ0) outside the validity range."""
+    n = np.asarray(n, dtype=np.float64)
+    e0 = float(eps0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        valid = (n > 0) & (e0 <= np.log(n / (16.0 * math.log(2.0 / delta1))))
+        amp = np.log1p(
+            (math.expm1(e0) / (math.exp(e0) + 1.0))
+            * (8.0 * math.sqrt(math.exp(e0) * math.log(4.0 / delta1)) / np.sqrt(n) + 8.0 * math.exp(e0) / n)
+        )
+    d = delta1 + (math.exp(e0) + 1.0) * (1.0 + math.exp(-e0) / 2.0) * n * delta0
+    use = valid & (amp < e0)
+    return np.where(use, amp, e0), np.where(use, d, delta0)
+
+
+def subsample_dp(eps, delta, rate):
+    """Balle et al. 2018 Thm 9 (seed 001 Eq. 10): without replacement at ``rate``, replace-one."""
+    rate = np.asarray(rate, dtype=np.float64)
+    return np.log1p(rate * np.expm1(eps)), rate * np.asarray(delta)
+
+
+def _check_common(eps0, delta0, n, gamma, delta):
+    eps0 = check_real("eps0", eps0, lo=0.0, lo_open=True)
+    delta0 = check_real("delta0", delta0, lo=0.0, hi=1.0, hi_open=True)
+    n = check_int("n", n, lo=1)
+    gamma = check_probability("gamma", gamma, allow_zero=False)
+    delta = check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    return eps0, delta0, n, gamma, delta
+
+
+def first_cut(eps0: float, delta0: float, *, n: int, gamma: float, l: int, delta1: float) -> tuple[float, float]:
+    """Seed 001 Thm 1: one round of shuffled check-in as (ε, δ) = (ε_l, β + δ_l) with at most l check-ins."""
+    eps0, delta0, n, gamma, delta1 = _check_common(eps0, delta0, n, gamma, delta1)
+    l = check_int("l", l, lo=1, hi=n)
+    beta = float(binom.sf(l - 1, n, gamma))
+    e_sh, d_sh = fmt_shuffle(eps0, delta0, l, delta1)
+    e, d = subsample_dp(float(e_sh), float(d_sh), l / n)
+    return float(e), float(d) + beta
+
+
+def _compose_approx(orders, rdp_round, delta_round, rounds, delta):
+    """δ-approximate RDP composition: ε from T·rdp at δ − T·δ_round (None if δ is exhausted)."""
+    left = delta - rounds * delta_round
+    if left <= 0:
+        return None
+    eps, order = rdp_to_dp(orders, rounds * np.asarray(rdp_round), left)
+    return eps, order
+
+
+def first_cut_epsilon(
+    eps0: float, delta0: float, *, n: int, gamma: float, rounds: int, delta: float, max_order: int = 256
+) -> LDPResult:
+    """Seed 001 baseline: Thm 1 per round → RDP of the ε part → compose ``rounds`` → (ε, δ); best l scanned."""
+    eps0, delta0, n, gamma, delta = _check_common(eps0, delta0, n, gamma, delta)
+    rounds = check_int("rounds", rounds, lo=1)
+    orders = np.arange(2, check_int("max_order", max_order, lo=2) + 1)
+    mean = n * gamma
+    ls = np.unique(np.clip(np.round(mean + np.linspace(0, 12, 97) * math.sqrt(max(mean, 1.0))), 1, n)).astype(int)
+    best = LDPResult(math.inf, delta, math.nan, "first-cut")
+    for l in ls:
+        e, d = first_cut(eps0, delta0, n=n, gamma=gamma, l=int(l), delta1=delta / (4.0 * rounds))
+        res = _compose_approx(orders, dp_to_rdp(e, orders), d, rounds, delta)
+        if res is not None and res[0] < best.epsilon:
+            best = LDPResult(res[0], delta, res[1], "first-cut (seed 001 Thm 1)")
+    return best
+
+
+def approach_epsilon(
+    eps0: float,
+    delta0: float,
+    *,
+    n: int,
+    gamma: float,
+    rounds: int,
+    delta: float,
+    approach: int,
+    max_order: int = 64,
+    tail: float = 1e-15,
+) -> LDPResult:
+    """Seed 001 Approach 1 or 2 over Thm 2 (Σ_k Bin(k; n, γ)·moment_k, rate k/n), windowed over k.
+
+    Approach 1: FMT on k reports → RDP (ε part) → WBK subsampling at k/n. Approach 2: FMT → Balle
+    subsampling at k/n → RDP. δ per round = E_k[δ_k] (+ the omitted binomial tail, counted as δ).
+    δ1 inside FMT is set to δ/(4T), leaving most of δ for the conversion.
+    """
+    eps0, delta0, n, gamma, delta = _check_common(eps0, delta0, n, gamma, delta)
+    rounds = check_int("rounds", rounds, lo=1)
+    if approach not in (1, 2):
+        raise ParameterError(f"Argument 'approach' must be 1 or 2, not {approach!r}.")
+    L = check_int("max_order", max_order, lo=2, hi=4096)
+    orders = np.arange(2, L + 1)
+    lo = int(binom.ppf(tail / 2, n, gamma))
+    hi = int(binom.isf(tail / 2, n, gamma))
+    ks = np.arange(max(lo, 1), min(hi, n) + 1)
+    outside = float(binom.cdf(max(lo, 1) - 1, n, gamma) - binom.pmf(0, n, gamma) + binom.sf(min(hi, n), n, gamma))
+    delta1 = delta / (4.0 * rounds)
+    e_sh, d_sh = fmt_shuffle(eps0, delta0, ks, delta1)
+    rate = ks / n
+    if approach == 1:
+        base = dp_to_rdp(e_sh, orders)  # (K, L−1): ε_k(j), j = 2..L
+        log_mom = wbk_subsampled_log_moments(base, rate)
+        d_k = rate * d_sh  # δ part of the k-th subsampled component
+    else:
+        e_ss, d_k = subsample_dp(e_sh, d_sh, rate)
+        log_mom = dp_to_rdp(e_ss, orders) * (orders - 1.0)
+    lw = log_binom_pmf(n, ks, gamma)
+    log_sum = logsumexp(lw[:, None] + log_mom, axis=0)
+    if lo <= 0:
+        log_sum = np.logaddexp(log_sum, float(log_binom_pmf(n, np.array([0]), gamma)[0]))
+    rdp = log_sum / (orders - 1.0)
+    delta_round = float(np.sum(np.exp(lw) * d_k)) + outside
+    res = _compose_approx(orders, rdp, delta_round, rounds, delta)
+    if res is None:
+        return LDPResult(math.inf, delta, math.nan, f"approach {approach} (seed 001 Sec. 3.3)")
+    return LDPResult(res[0], delta, res[1], f"approach {approach} (seed 001 Sec. 3.3)")
+
+
+def seed000_upper_log_moment(eps0: float, *, n: int, gamma: float, orders, big_delta: float) -> np.ndarray:
+    """log of the seed 000 Thm 2 (Eq. 7) bound on E[(M(D)/M(D'))^λ] for ε0-LDP randomizers, fixed Δ.
+
+    The extraction prints e^{−ε0/l̃}, l̃ = ⌊(1−Δ)nγ/(2ε0)⌋ + 1, (2(e^{2ε0}−1)²/e^{2ε0})^{j/2} and
+    e^{−(k−1)/(8ε0)}; we read them as in the subsampled-shuffle RDP bound of Girgis et al. (2021) that the
+    proof invokes: e^{−ε0}/l̃, l̃ = ⌊(1−Δ)nγ/(2e^{ε0})⌋ + 1, ((e^{2ε0}−1)²/(2e^{2ε0}))^{j/2} and
+    e^{−(k−1)/(8e^{ε0})}. Upper bound under that reading.
+    """
+    lam = np.asarray(orders, dtype=np.float64)
+    D = big_delta
+    chern = -D * D * n * gamma / 2.0
+    lt = math.floor((1.0 - D) * n * gamma / (2.0 * math.exp(eps0))) + 1
+    a = math.expm1(eps0) ** 2
+    t2 = np.log(4.0) + np.log(lam * (lam - 1) / 2) + 2 * math.log(gamma) + math.log(a) + np.logaddexp(
+        -eps0 + chern, -eps0 - math.log(lt)
+    )
+    terms = [np.zeros_like(lam), t2]
+    c = (math.expm1(2 * eps0) ** 2) / (2.0 * math.exp(2 * eps0))
+    out = np.empty_like(lam)
+    for i, lv in enumerate(lam):
+        j = np.arange(3, int(lv) + 1, dtype=np.float64)
+        if j.size:
+            tj = (
+                gammaln(lv + 1) - gammaln(j + 1) - gammaln(lv - j + 1) + j * math.log(gamma) + np.log(j)
+                + gammaln(j / 2) + (j / 2) * math.log(c) + np.logaddexp(chern, -(j / 2) * math.log(lt))
+            )
+            out[i] = logsumexp(tj)
+        else:
+            out[i] = -np.inf
+    terms.append(out)
+    x = gamma * math.expm1(2 * eps0) / math.exp(eps0)
+    log_ups_base = lam * math.log1p(x) + np.log1p(-(1 + lam * x) / (1 + x) ** lam)
+
+    def ups(k):
+        return log_ups_base - (k - 1) / (8.0 * math.exp(eps0))
+
+    k1 = math.floor((1 - D) * n * gamma) + 1
+    terms.append(ups(1) + chern)
+    terms.append(ups(k1))
+    return logsumexp(np.stack(terms), axis=0)
+
+
+def seed000_upper_rdp(eps0: float, *, n: int, gamma: float, orders, deltas=None) -> np.ndarray:
+    """Seed 000 Thm 2 upper bound on the shuffled check-in RDP (ε0-LDP), minimised over Δ ∈ (0, 1)."""
+    eps0 = check_real("eps0", eps0, lo=0.0, lo_open=True)
+    n = check_int("n", n, lo=1)
+    gamma = check_probability("gamma", gamma, allow_zero=False)
+    lam = np.asarray(orders, dtype=np.float64)
+    grid = np.linspace(0.02, 0.98, 49) if deltas is None else np.asarray(deltas, dtype=np.float64)
+    best = np.full(lam.shape, np.inf)
+    for D in grid:
+        best = np.minimum(best, seed000_upper_log_moment(eps0, n=n, gamma=gamma, orders=lam, big_delta=float(D)))
+    return best / (lam - 1.0)
+
+
+def seed000_lower_rdp(eps0: float, *, n: int, gamma: float, orders, deltas=None) -> np.ndarray:
+    """Seed 000 Thm 3 (Eq. 8) LOWER bound (binary randomized response), maximised over Δ ∈ (0, 1]."""
+    eps0 = check_real("eps0", eps0, lo=0.0, lo_open=True)
+    n = check_int("n", n, lo=1)
+    gamma = check_probability("gamma", gamma, allow_zero=False)
+    lam = np.asarray(orders, dtype=np.float64)
+    grid = np.linspace(0.02, 1.0, 50) if deltas is None else np.asarray(deltas, dtype=np.float64)
+    best = np.zeros(lam.shape)
+    for D in grid:
+        v = np.log1p(
+            -math.expm1(-D * D * n * gamma / (2 + D)) * lam * (lam - 1) / 2 * gamma**2
+            * math.expm1(eps0) ** 2 / ((1 + D) * n * gamma * math.exp(eps0))
+        )
+        best = np.maximum(best, v)
+    return best / (lam - 1.0)
