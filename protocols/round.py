@@ -1,0 +1,175 @@
+"""One secure-aggregation round end to end: :func:`run_secagg_round` and the lower-level :func:`drive_round`."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from protocols import messages as m
+from protocols.client import SecAggClient
+from protocols.server import SecAggServer
+from protocols.stages import STAGE_NAMES
+from protocols.transport import Envelope, InProcessTransport
+from secagg_dp._validate import check_int
+from secagg_dp.crypto import kdf, shamir
+from secagg_dp.crypto.randomness import SeededRandom
+from secagg_dp.errors import ParameterError, ProtocolError
+from secagg_dp.zq import check_bits, check_residues
+
+__all__ = ["SecAggResult", "run_secagg_round", "drive_round", "STAGES"]
+
+STAGES = tuple(STAGE_NAMES)  # ("advertise_keys", "share_keys", "masked_input", "unmasking")
+
+
+@dataclass(frozen=True)
+class SecAggResult:
+    """Outcome of a completed round.
+
+    ``aggregate``: sum mod 2^bits of the inputs of ``survivors`` (the clients whose masked input arrived);
+    ``dropped``: clients that shared keys but whose masked input did not arrive; ``reports``: rejected
+    messages and recovered faults; ``timings``: seconds per phase (all clients + server, sequential).
+    """
+
+    aggregate: np.ndarray = field(repr=False)
+    survivors: frozenset[int]
+    dropped: frozenset[int] = frozenset()
+    reports: tuple[str, ...] = ()
+    timings: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.survivors & self.dropped:
+            raise ProtocolError("survivor and dropped sets must be disjoint")
+
+
+def drive_round(
+    server: SecAggServer,
+    clients: Mapping[int, SecAggClient],
+    transport: InProcessTransport,
+    *,
+    silent_from: Mapping[int, str] | None = None,
+) -> SecAggResult:
+    """Run the four stages over ``transport``. ``silent_from[c] = stage`` makes client c stop responding
+    from that stage on. Rejected messages are reported and skipped; AbortError propagates."""
+    silent_from = dict(silent_from or {})
+    order = {s: i for i, s in enumerate(STAGES)}
+    reports: list[str] = []
+    timings: dict[str, float] = {}
+    downlink = [Envelope(m.SERVER, m.BROADCAST, server.open_round())]
+    for stage in STAGES:
+        t0 = time.perf_counter()
+        uplink: list[Envelope] = []
+        for env in transport.deliver(f"{stage}:down", downlink):
+            targets = sorted(clients) if env.recipient == m.BROADCAST else [env.recipient]
+            for cid in targets:
+                client = clients.get(cid)
+                if client is None or (cid in silent_from and order[silent_from[cid]] <= order[stage]):
+                    continue
+                try:
+                    reply = client.receive(env.payload)
+                except ProtocolError as e:
+                    reports.append(f"{stage}: client {cid} refused a message: {e}")
+                    continue
+                if reply is not None:
+                    uplink.append(Envelope(cid, m.SERVER, reply))
+        t1 = time.perf_counter()
+        for env in transport.deliver(f"{stage}:up", uplink):
+            try:
+                server.receive(env.payload)
+            except ProtocolError as e:
+                reports.append(f"{stage}: server refused a message from {env.sender}: {e}")
+        downlink = [Envelope(m.SERVER, r, b) for r, b in server.advance()]
+        t2 = time.perf_counter()
+        timings[f"{stage}:clients"] = t1 - t0
+        timings[f"{stage}:server"] = t2 - t1
+    out = server.outcome
+    return SecAggResult(out.aggregate, out.survivors, out.dropped, tuple(reports + server.reports), timings)
+
+
+def _seeded(seed: int):
+    ikm = hashlib.sha256(b"secagg-dp/v1/simulation-seed" + seed.to_bytes(32, "big")).digest()
+    round_id = kdf.derive(ikm, info=kdf.LABEL_SIM_ROUND, length=m.ROUND_ID_LEN)
+
+    def client_source(cid: int) -> SeededRandom:
+        return SeededRandom(kdf.derive(ikm, info=kdf.context(kdf.LABEL_SIM_CLIENT, round_id, cid)))
+
+    server_source = SeededRandom(kdf.derive(ikm, info=kdf.context(kdf.LABEL_SIM_SERVER, round_id)))
+    return round_id, client_source, server_source
+
+
+def run_secagg_round(
+    inputs: Mapping[int, np.ndarray],
+    *,
+    modulus_bits: int,
+    threshold: int,
+    dropouts: Mapping[str, set[int]] | None = None,
+    neighbours: int | None = None,
+    seed: int | None = None,
+) -> SecAggResult:
+    """Securely aggregate ``inputs`` (client id -> uint64 vector of residues mod 2^modulus_bits).
+
+    The given clients form the checked-in set (check-in coin p = 1; use :class:`SecAggServer` /
+    :meth:`SecAggClient.decide_check_in` for autonomous check-in). ``dropouts`` maps a stage name in
+    ``STAGES`` to the clients that stop responding from that stage on. ``neighbours=None`` runs the full
+    graph (Bonawitz et al. 2017); an int k runs SecAgg+ (Bell et al. 2020) on a Harary graph of degree k.
+
+    ``seed=None`` (default) takes every key, seed, nonce and the round id from ``os.urandom``. An int seed
+    derives all of them, and the delivery order, deterministically from the seed: the run is then exactly
+    reproducible but **for simulation only** -- anyone who knows the seed can unmask every client.
+
+    Returns a :class:`SecAggResult`; raises :class:`~secagg_dp.errors.AbortError` (a ``ProtocolError``) when
+    the round must abort, in which case nothing is reconstructed.
+    """
+    bits = check_bits(modulus_bits, "modulus_bits")
+    if not isinstance(inputs, Mapping) or not inputs:
+        raise ParameterError("Argument 'inputs' must be a non-empty dict {client id: uint64 vector}.")
+    vecs: dict[int, np.ndarray] = {}
+    dim = None
+    for cid, x in inputs.items():
+        cid = check_int("inputs key", cid, lo=0, hi=m.MAX_CLIENT_ID)
+        arr = check_residues(f"inputs[{cid}]", x, bits)
+        if arr.ndim != 1 or arr.size == 0:
+            raise ParameterError(f"Argument 'inputs[{cid}]' must be a non-empty 1-D vector, not shape {arr.shape}.")
+        if dim is not None and arr.size != dim:
+            raise ParameterError(f"Argument 'inputs' must hold vectors of one length; client {cid} has {arr.size}, not {dim}.")
+        dim = arr.size
+        vecs[cid] = arr
+    n = len(vecs)
+    if n > shamir.MAX_HOLDERS:
+        raise ParameterError(f"Argument 'inputs' may hold at most {shamir.MAX_HOLDERS} clients, not {n}.")
+    t = check_int("threshold", threshold, lo=2, hi=max(2, n))
+    if n < 2:
+        raise ParameterError("Argument 'inputs' must hold at least 2 clients.")
+    if neighbours is not None:
+        neighbours = check_int("neighbours", neighbours, lo=2)
+        if t > min(neighbours, n - 1) + 1:
+            raise ParameterError(
+                f"Argument 'threshold' must be <= neighbours + 1 = {min(neighbours, n - 1) + 1}, not {t}. "
+                "To fix, raise 'neighbours' or lower 'threshold' (see secaggplus_parameters)."
+            )
+    silent_from: dict[int, str] = {}
+    for stage, ids in dict(dropouts or {}).items():
+        if stage not in STAGE_NAMES:
+            raise ParameterError(f"Argument 'dropouts' has unknown stage {stage!r}; expected one of {STAGES}.")
+        for cid in ids:
+            if cid not in vecs:
+                raise ParameterError(f"Argument 'dropouts[{stage!r}]' names client {cid!r}, which has no input.")
+            if cid in silent_from:
+                raise ParameterError(
+                    f"Argument 'dropouts' lists client {cid} under both {silent_from[cid]!r} and {stage!r}; "
+                    "a client stops responding from one stage on, so list it once (the earliest stage)."
+                )
+            silent_from[cid] = stage
+    if seed is None:
+        round_id, client_source, server_source, rng = os.urandom(m.ROUND_ID_LEN), (lambda cid: None), None, None
+    else:
+        seed = check_int("seed", seed, lo=0, hi=(1 << 256) - 1)
+        round_id, client_source, server_source = _seeded(seed)
+        rng = np.random.default_rng(seed)
+    server = SecAggServer(bits=bits, dim=dim, threshold=t, neighbours=neighbours, round_id=round_id, source=server_source)
+    clients = {cid: SecAggClient(cid, x, bits=bits, source=client_source(cid)) for cid, x in sorted(vecs.items())}
+    return drive_round(server, clients, InProcessTransport(rng=rng), silent_from=silent_from)

@@ -1,0 +1,301 @@
+"""The server role (Bonawitz et al. 2017, Fig. 4, semi-honest) as a state machine.
+
+The server never selects or indexes clients: it opens a round, and the clients that check in (with their
+own coins) form U1. It then collects ShareKeys (U2), masked inputs (U3) and unmasking responses (U4),
+advancing at each deadline (:meth:`advance`). It aborts, reconstructing nothing, as soon as fewer than
+``threshold`` clients remain or some needed secret has fewer than ``threshold`` shares.
+
+Departure from the paper (on purpose): reconstructed secrets are verified before use (sk_v against the
+advertised public key, b_u against a SHA-256 commitment sent with ShareKeys), and a bad share is dropped
+and another t-subset tried, so a corrupted share cannot silently corrupt the sum.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from protocols import messages as m
+from protocols.graph import neighbourhoods
+from protocols.stages import SERVER_ACCEPTS, SERVER_ADVANCE, ServerStage
+from secagg_dp._validate import check_int, check_probability
+from secagg_dp.crypto import masking, shamir
+from secagg_dp.crypto.keys import keypair_from_private
+from secagg_dp.crypto.prg import accumulate_mask
+from secagg_dp.crypto.randomness import RandomSource, resolve_source
+from secagg_dp.errors import AbortError, ParameterError, ProtocolError
+from secagg_dp.zq import check_bits
+
+__all__ = ["SecAggServer", "RoundOutcome"]
+
+Outgoing = list[tuple[int, bytes]]  # (recipient or BROADCAST, serialised message)
+
+
+@dataclass(frozen=True)
+class RoundOutcome:
+    """What the server learns: the sum of U3's inputs mod 2^bits, U3 itself, and who dropped after sharing."""
+
+    aggregate: np.ndarray = field(repr=False)
+    survivors: frozenset[int]
+    dropped: frozenset[int]
+
+    def __post_init__(self) -> None:
+        if self.survivors & self.dropped:
+            raise ProtocolError("survivor and dropped sets must be disjoint")
+
+
+class SecAggServer:
+    """Semi-honest aggregation server. ``neighbours=None``: full graph; an int k: SecAgg+ with k neighbours."""
+
+    def __init__(
+        self,
+        *,
+        bits: int,
+        dim: int,
+        threshold: int,
+        neighbours: int | None = None,
+        p: float = 1.0,
+        round_id: bytes | None = None,
+        source: RandomSource | None = None,
+    ) -> None:
+        self.bits = check_bits(bits)
+        self.dim = check_int("dim", dim, lo=1, hi=(1 << 32) - 1)
+        self.threshold = check_int("threshold", threshold, lo=2, hi=shamir.MAX_HOLDERS)
+        self.k = None if neighbours is None else check_int("neighbours", neighbours, lo=2, hi=(1 << 32) - 1)
+        if self.k is not None and self.threshold > self.k + 1:
+            raise ParameterError(
+                f"Argument 'threshold' must be <= neighbours + 1 = {self.k + 1}, not {self.threshold}: "
+                "each client has only k + 1 share holders."
+            )
+        self.p = check_probability("p", p)
+        if round_id is None:
+            round_id = os.urandom(m.ROUND_ID_LEN)
+        if not isinstance(round_id, bytes) or len(round_id) != m.ROUND_ID_LEN:
+            raise ParameterError(f"Argument 'round_id' must be {m.ROUND_ID_LEN} bytes.")
+        self.round_id = round_id
+        self._src = resolve_source(source)
+        self.stage = ServerStage.IDLE
+        self.reports: list[str] = []
+        self.reconstructions = 0  # number of secrets reconstructed (0 after any abort)
+        self.outcome: RoundOutcome | None = None
+        self._keys: dict[int, tuple[bytes, bytes]] = {}
+        self._shares: dict[int, m.ShareKeys] = {}
+        self._masked: dict[int, np.ndarray] = {}
+        self._responses: dict[int, m.UnmaskResponse] = {}
+
+    def __repr__(self) -> str:
+        return f"SecAggServer(stage={self.stage.name}, round_id={self.round_id.hex()})"
+
+    # -- stage 0 -------------------------------------------------------------------------------------------
+    def open_round(self) -> bytes:
+        """Broadcast that round r is open; each client then decides with its own coin (probability p)."""
+        if self.stage is not ServerStage.IDLE:
+            raise ProtocolError(f"server in stage {self.stage.name} cannot open a round")
+        msg = m.RoundOpen(self.round_id, m.SERVER, m.BROADCAST, self.p, self.bits, self.dim, self.threshold, self.k or 0)
+        self.stage = ServerStage.COLLECT_KEYS
+        return msg.to_bytes()
+
+    # -- receiving -----------------------------------------------------------------------------------------
+    def receive(self, data: bytes) -> None:
+        """Validate and store one client message; refusals raise ProtocolError and change nothing."""
+        kind = m.peek_kind(data)
+        want = SERVER_ACCEPTS.get(self.stage)
+        if kind is not want:
+            raise ProtocolError(f"server in stage {self.stage.name} refuses a {kind.name} message")
+        msg = m.decode(data)
+        if msg.round_id != self.round_id:
+            raise ProtocolError("message from another round (replay?)")
+        if msg.recipient != m.SERVER:
+            raise ProtocolError(f"message addressed to {msg.recipient}, not the server")
+        u = msg.sender
+        if kind is m.Kind.ADVERTISE_KEYS:
+            if u in self._keys:
+                raise ProtocolError(f"duplicate AdvertiseKeys from client {u}")
+            if u > m.MAX_CLIENT_ID:
+                raise ProtocolError(f"invalid sender id {u}")
+            self._keys[u] = (msg.enc_pk, msg.mask_pk)
+        elif kind is m.Kind.SHARE_KEYS:
+            self._expect_sender(u, self._u1, self._shares, "ShareKeys")
+            if set(msg.recipients) != self._holders[u] - {u}:
+                raise ProtocolError(f"client {u} addressed shares to the wrong set of holders")
+            self._shares[u] = msg
+        elif kind is m.Kind.MASKED_INPUT:
+            self._expect_sender(u, self._u2, self._masked, "MaskedInput")
+            if msg.bits != self.bits or msg.y.size != self.dim:
+                raise ProtocolError(f"client {u} sent a masked input of the wrong shape or modulus")
+            self._masked[u] = msg.y
+        else:
+            self._expect_sender(u, self._u3, self._responses, "UnmaskResponse")
+            alive, gone = self._requests[u]
+            if not (set(msg.self_owners) <= alive and set(msg.key_owners) <= gone and set(msg.failed) <= alive | gone):
+                raise ProtocolError(f"client {u} sent shares for clients it was not asked about")
+            self._responses[u] = msg
+
+    @staticmethod
+    def _expect_sender(u: int, allowed: frozenset[int], seen: dict, what: str) -> None:
+        if u not in allowed:
+            raise ProtocolError(f"{what} from unknown or excluded client {u}")
+        if u in seen:
+            raise ProtocolError(f"duplicate {what} from client {u}")
+
+    # -- deadlines -----------------------------------------------------------------------------------------
+    def advance(self) -> Outgoing:
+        """Close the current stage: check the threshold, then emit the next stage's messages."""
+        if self.stage not in SERVER_ACCEPTS:
+            raise ProtocolError(f"server in stage {self.stage.name} has nothing to advance")
+        nxt = SERVER_ADVANCE[self.stage]
+        if self.stage is ServerStage.COLLECT_KEYS:
+            out = self._close_keys()
+        elif self.stage is ServerStage.COLLECT_SHARES:
+            out = self._close_shares()
+        elif self.stage is ServerStage.COLLECT_MASKED:
+            out = self._close_masked()
+        else:
+            self.outcome = self._finish()
+            out = []
+        self.stage = nxt
+        return out
+
+    def _abort(self, why: str) -> AbortError:
+        self.stage = ServerStage.ABORTED
+        self._masked.clear()
+        return AbortError(f"round aborted: {why}")
+
+    def _need(self, name: str, clients) -> None:
+        if len(clients) < self.threshold:
+            raise self._abort(f"{len(clients)} clients {name} < threshold {self.threshold}")
+
+    def _close_keys(self) -> Outgoing:
+        self._need("checked in", self._keys)
+        self._u1 = frozenset(self._keys)
+        ids = tuple(sorted(self._u1))
+        graph_seed = self._src.bytes(32)
+        self._nbrs = neighbourhoods(ids, self.k, graph_seed)
+        self._holders = {u: self._nbrs[u] | {u} for u in ids}
+        short = [u for u in ids if len(self._holders[u]) < self.threshold]
+        if short:
+            raise self._abort(f"clients {short[:5]} have fewer than threshold share holders")
+        self._point = {u: i + 1 for i, u in enumerate(ids)}
+        enc = np.frombuffer(b"".join(self._keys[u][0] for u in ids), dtype=np.uint8).reshape(-1, 32)
+        mask = np.frombuffer(b"".join(self._keys[u][1] for u in ids), dtype=np.uint8).reshape(-1, 32)
+        roster = m.KeyRoster(self.round_id, m.SERVER, m.BROADCAST, graph_seed, ids, enc.copy(), mask.copy())
+        return [(m.BROADCAST, roster.to_bytes())]
+
+    def _close_shares(self) -> Outgoing:
+        self._need("shared keys", self._shares)
+        self._u2 = frozenset(self._shares)
+        inbox: dict[int, tuple[list[int], list[bytes]]] = {v: ([], []) for v in self._u2}
+        for u in sorted(self._u2):
+            msg = self._shares[u]
+            for v, box in zip(msg.recipients, msg.boxes):
+                if v in inbox:
+                    inbox[v][0].append(u)
+                    inbox[v][1].append(box)
+        return [
+            (v, m.ShareBundle(self.round_id, m.SERVER, v, tuple(s), tuple(b)).to_bytes())
+            for v, (s, b) in sorted(inbox.items())
+        ]
+
+    def _close_masked(self) -> Outgoing:
+        self._need("sent masked inputs", self._masked)
+        self._u3 = frozenset(self._masked)
+        self._requests: dict[int, tuple[frozenset[int], frozenset[int]]] = {}
+        out = []
+        for u in sorted(self._u3):
+            mine = self._holders[u] & self._u2
+            alive, gone = mine & self._u3, mine - self._u3
+            self._requests[u] = (alive, gone)
+            out.append((u, m.UnmaskRequest(self.round_id, m.SERVER, u, tuple(sorted(alive)), tuple(sorted(gone))).to_bytes()))
+        return out
+
+    # -- unmasking -----------------------------------------------------------------------------------------
+    def _finish(self) -> RoundOutcome:
+        self._need("answered the unmask request", self._responses)
+        half = shamir.PIECES_PER_32_BYTES
+        self_sh: dict[int, list[tuple[int, np.ndarray]]] = defaultdict(list)
+        key_sh: dict[int, list[tuple[int, np.ndarray]]] = defaultdict(list)
+        for r in sorted(self._responses):
+            msg = self._responses[r]
+            x = self._point[r]
+            for owner, row in zip(msg.self_owners, msg.self_shares):
+                self_sh[owner].append((x, row))
+            for owner, row in zip(msg.key_owners, msg.key_shares):
+                key_sh[owner].append((x, row))
+            for owner in msg.failed:
+                self.reports.append(f"client {r} rejected the share box from client {owner} (authentication failed)")
+        dropped = self._u2 - self._u3
+        need_keys = sorted(v for v in dropped if self._nbrs[v] & self._u3)
+        short = [u for u in sorted(self._u3) if len(self_sh[u]) < self.threshold]
+        short += [v for v in need_keys if len(key_sh[v]) < self.threshold]
+        if short:  # decide before reconstructing anything
+            raise self._abort(f"fewer than threshold shares for clients {short[:5]}")
+
+        b_seeds = self._reconstruct_all(
+            {u: self_sh[u] for u in self._u3},
+            lambda u, s: masking.self_mask_commitment(s, round_id=self.round_id, owner=u) == self._shares[u].commitment,
+        )
+        sk = self._reconstruct_all(
+            {v: key_sh[v] for v in need_keys},
+            lambda v, s: keypair_from_private(s).public == self._keys[v][1],
+        )
+        self.reconstructions = len(b_seeds) + len(sk)
+
+        total = np.zeros(self.dim, dtype=np.uint64)
+        for u in sorted(self._u3):
+            total += self._masked[u]  # wraps mod 2^64; q divides 2^64
+        for u in sorted(self._u3):
+            accumulate_mask(total, b_seeds[u], self.bits, sign=-1)
+        for v in need_keys:
+            kp = keypair_from_private(sk[v])
+            for w in sorted(self._nbrs[v] & self._u3):
+                seed = masking.pairwise_seed(kp, self._keys[w][1], round_id=self.round_id, own_id=v, peer_id=w)
+                # y_w carries sign(w, v) * PRG(s_wv); remove it.
+                accumulate_mask(total, seed, self.bits, sign=-masking.mask_sign(w, v))
+        total &= np.uint64((1 << self.bits) - 1)
+        return RoundOutcome(total, frozenset(self._u3), frozenset(dropped))
+
+    def _reconstruct_all(self, shares: dict[int, list[tuple[int, np.ndarray]]], verify) -> dict[int, bytes]:
+        """Reconstruct each owner's 32-byte secret from exactly t shares, batching owners with equal points."""
+        t = self.threshold
+        groups: dict[tuple[int, ...], list[int]] = defaultdict(list)
+        for owner, lst in shares.items():
+            lst.sort(key=lambda e: e[0])
+            groups[tuple(x for x, _ in lst[:t])].append(owner)
+        out: dict[int, bytes] = {}
+        for pts, owners in groups.items():
+            rows = np.concatenate([np.stack([row for _, row in shares[o][:t]]) for o in owners], axis=1)
+            pieces = shamir.reconstruct(pts, rows, threshold=t).reshape(len(owners), -1)
+            for o, pc in zip(owners, pieces):
+                secret = self._decode_verified(o, pc, verify)
+                if secret is None:
+                    secret = self._repair(o, shares[o], verify)
+                out[o] = secret
+        return out
+
+    @staticmethod
+    def _decode_verified(owner: int, pieces: np.ndarray, verify) -> bytes | None:
+        try:
+            secret = shamir.decode(pieces)
+        except ProtocolError:
+            return None
+        return secret if verify(owner, secret) else None
+
+    def _repair(self, owner: int, lst: list[tuple[int, np.ndarray]], verify) -> bytes:
+        """A reconstruction failed verification: report it and retry leaving out one share at a time."""
+        self.reports.append(f"reconstruction for client {owner} failed verification; retrying without one share")
+        t = self.threshold
+        for skip in range(len(lst)):
+            rest = lst[:skip] + lst[skip + 1 :]
+            if len(rest) < t:
+                break
+            pts = [x for x, _ in rest[:t]]
+            pieces = shamir.reconstruct(pts, np.stack([r for _, r in rest[:t]]), threshold=t)
+            secret = self._decode_verified(owner, pieces, verify)
+            if secret is not None:
+                bad = lst[skip][0]
+                self.reports.append(f"share at evaluation point {bad} for client {owner} was corrupt and ignored")
+                return secret
+        raise self._abort(f"no valid reconstruction for client {owner}")

@@ -1,0 +1,127 @@
+"""In-process transport with a seeded scheduler and a fault injector, for reproducible simulations.
+
+Each phase the driver hands the transport the envelopes sent in that phase; :meth:`InProcessTransport.deliver`
+returns them in a scheduler-chosen order after applying the fault rules: drop, tamper (flip one byte),
+delay (deliver in the next phase instead) and inject (replay any bytes, e.g. a message recorded in another
+round). Every envelope ever delivered is kept in :attr:`log` so tests can replay it elsewhere.
+Phases are named ``"<stage>:down"`` (server to clients) and ``"<stage>:up"`` (clients to server) for the
+stages ``advertise_keys``, ``share_keys``, ``masked_input``, ``unmasking``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from protocols.messages import Kind, peek_kind
+from secagg_dp.errors import ProtocolError
+from secagg_dp.rng import resolve_rng
+
+__all__ = ["Envelope", "FaultInjector", "InProcessTransport", "PHASES"]
+
+PHASES = tuple(f"{s}:{d}" for s in ("advertise_keys", "share_keys", "masked_input", "unmasking") for d in ("down", "up"))
+
+
+@dataclass(frozen=True)
+class Envelope:
+    sender: int
+    recipient: int
+    payload: bytes = field(repr=False)
+
+    @property
+    def kind(self) -> Kind | None:
+        try:
+            return peek_kind(self.payload)
+        except ProtocolError:
+            return None
+
+
+Match = Callable[[Envelope], bool]
+
+
+def _match(kind: Kind | None, sender: int | None, recipient: int | None) -> Match:
+    def f(env: Envelope) -> bool:
+        return (
+            (kind is None or env.kind is kind)
+            and (sender is None or env.sender == sender)
+            and (recipient is None or env.recipient == recipient)
+        )
+
+    return f
+
+
+@dataclass
+class FaultInjector:
+    """Rules applied by the transport. Each ``add_*`` method matches on message kind, sender and recipient."""
+
+    drops: list[Match] = field(default_factory=list)
+    tampers: list[tuple[Match, Callable[[bytes], bytes]]] = field(default_factory=list)
+    delays: list[Match] = field(default_factory=list)
+    injections: dict[str, list[Envelope]] = field(default_factory=dict)
+
+    def drop(self, kind: Kind | None = None, *, sender: int | None = None, recipient: int | None = None) -> FaultInjector:
+        self.drops.append(_match(kind, sender, recipient))
+        return self
+
+    def tamper(
+        self,
+        kind: Kind | None = None,
+        *,
+        sender: int | None = None,
+        recipient: int | None = None,
+        offset: int = -1,
+        fn: Callable[[bytes], bytes] | None = None,
+    ) -> FaultInjector:
+        """Flip the low bit of the byte at ``offset`` (default: the last byte), or apply ``fn``."""
+
+        def flip(b: bytes) -> bytes:
+            arr = bytearray(b)
+            arr[offset] ^= 1
+            return bytes(arr)
+
+        self.tampers.append((_match(kind, sender, recipient), fn or flip))
+        return self
+
+    def delay(self, kind: Kind | None = None, *, sender: int | None = None, recipient: int | None = None) -> FaultInjector:
+        """Hold matching envelopes back by one phase (they arrive in the wrong stage)."""
+        self.delays.append(_match(kind, sender, recipient))
+        return self
+
+    def inject(self, phase: str, envelope: Envelope) -> FaultInjector:
+        """Deliver ``envelope`` (e.g. a replay) during ``phase``."""
+        if phase not in PHASES:
+            raise ProtocolError(f"unknown phase {phase!r}; expected one of {PHASES}")
+        self.injections.setdefault(phase, []).append(envelope)
+        return self
+
+
+class InProcessTransport:
+    """Delivers envelopes phase by phase in an order drawn from ``rng`` (a simulation generator: it only
+    schedules, it never touches keys or masks)."""
+
+    def __init__(self, *, rng: np.random.Generator | None = None, faults: FaultInjector | None = None) -> None:
+        self._rng = resolve_rng(rng)
+        self.faults = faults or FaultInjector()
+        self._held: list[Envelope] = []
+        self.log: list[tuple[str, Envelope]] = []
+
+    def deliver(self, phase: str, sent: list[Envelope]) -> list[Envelope]:
+        f = self.faults
+        batch = self._held + list(f.injections.get(phase, []))
+        self._held = []
+        for env in sent:
+            if any(d(env) for d in f.drops):
+                continue
+            for match, fn in f.tampers:
+                if match(env):
+                    env = Envelope(env.sender, env.recipient, fn(env.payload))
+            if any(d(env) for d in f.delays):
+                self._held.append(env)
+                continue
+            batch.append(env)
+        order = self._rng.permutation(len(batch))
+        out = [batch[i] for i in order]
+        self.log.extend((phase, e) for e in out)
+        return out
