@@ -98,9 +98,10 @@ def stochastic_round(y: np.ndarray, *, rng: np.random.Generator | None = None) -
 def _within(rows: np.ndarray, bound: float) -> np.ndarray:
     """Exact test ‖row‖₂ ≤ bound for int64 rows (2-D), float fast path with an exact fallback.
 
-    The float64 sum of d squares has relative error ≤ (d + 1)·2^-53 (recursive summation bound, Higham
-    2002, Eq. 4.4 with γ_{d+1}); rows whose float result falls inside that band are decided with
-    Python integers against the exact square of the float ``bound``.
+    The float64 inner product of a row with itself has relative error ≤ γ_d ≈ d·2^-53 (Higham, Accuracy
+    and Stability of Numerical Algorithms, 2nd ed. 2002, §3.1); we use a 4(d + 2)·2^-53 band, and rows
+    whose float result falls inside it are decided with Python integers against the exact square of the
+    float ``bound``.
     """
     d = rows.shape[-1]
     f = rows.astype(np.float64)
