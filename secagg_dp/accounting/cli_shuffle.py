@@ -1,0 +1,181 @@
+"""``secagg-dp account shuffle-gaussian`` and ``secagg-dp account shuffled-checkin``.
+
+JSON keys: ``epsilon``, ``delta``, ``order``, ``method``, ``neighbouring``, ``bound`` ("lower" or
+"upper"), ``certificate`` (true only for upper bounds), ``caveats``; ``rdp`` (orders and values) with
+``--rdp``. A "lower" result is never a privacy certificate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+__all__ = ["register_account"]
+
+_GAUSS_METHODS = ("windowed", "chernoff", "pair-lower", "gaussian-upper")
+_LDP_METHODS = ("approach1", "approach2", "first-cut", "seed000-upper", "seed000-lower")
+
+_CAVEAT_LOWER = "LOWER bound (seed 001 Thm 3: one neighbouring pair); not a privacy certificate"
+
+
+def _common(p: argparse.ArgumentParser, default_order: int) -> None:
+    p.add_argument("--n", type=int, required=True, help="number of users")
+    p.add_argument("--rounds", type=int, required=True, help="number of compositions T")
+    p.add_argument("--delta", type=float, required=True, help="target delta")
+    p.add_argument("--max-order", type=int, default=default_order, help="largest integer RDP order")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--rdp", action="store_true", help="include the per-round RDP curve")
+
+
+def register_account(subparsers) -> None:
+    p = subparsers.add_parser(
+        "shuffle-gaussian",
+        help="shuffle Gaussian RDP (seed 003 Thm 1): a LOWER bound; --bound upper gives Corollary 1",
+    )
+    _common(p, 256)
+    p.add_argument("--sigma", type=float, required=True, help="per-report Gaussian noise (sensitivity 1)")
+    p.add_argument("--bound", choices=("lower", "upper"), default="lower")
+    p.add_argument("--conversion", choices=("cks", "mironov"), default="cks",
+                   help="RDP->DP: seed 003 Lemma 2 (CKS/Balle, default) or Mironov Prop. 3")
+    p.set_defaults(handler=_handle_gaussian)
+
+    q = subparsers.add_parser(
+        "shuffled-checkin",
+        help="shuffled check-in: Gaussian (--sigma) or eps0-LDP (--eps0 [--delta0]) randomizers",
+    )
+    _common(q, 64)
+    q.add_argument("--gamma", type=float, required=True, help="check-in rate")
+    q.add_argument("--sigma", type=float, help="Gaussian randomizer noise (sensitivity 1)")
+    q.add_argument("--eps0", type=float, help="LDP epsilon of the randomizer")
+    q.add_argument("--delta0", type=float, default=0.0, help="LDP delta of the randomizer")
+    q.add_argument("--method", choices=_GAUSS_METHODS + _LDP_METHODS, default=None)
+    q.set_defaults(handler=_handle_checkin)
+
+
+def _emit(args, out: dict, orders, rdp) -> int:
+    if args.rdp:
+        out["rdp"] = {"orders": [int(o) for o in orders], "values": [float(v) for v in rdp]}
+    if args.json:
+        print(json.dumps(out))
+    else:
+        tag = "certificate" if out["certificate"] else "NOT a certificate"
+        print(f"epsilon={out['epsilon']:.6g} delta={out['delta']:g} order={out['order']} "
+              f"bound={out['bound']} ({tag}) method={out['method']} neighbouring={out['neighbouring']}")
+        for c in out["caveats"]:
+            print(f"  note: {c}")
+    return 0
+
+
+def _convert(orders, rdp, rounds, delta, conversion="cks"):
+    import warnings
+
+    from secagg_dp.accounting.shuffle_conversions import rdp_to_dp, rdp_to_dp_mironov
+
+    conv = rdp_to_dp if conversion == "cks" else rdp_to_dp_mironov
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        eps, order = conv(orders, [rounds * v for v in rdp], delta, warn=True)
+    notes = [str(w.message) for w in caught]
+    return eps, order, notes
+
+
+def _validate_common(args) -> None:
+    from secagg_dp._validate import check_int, check_real
+
+    check_int("n", args.n, lo=1)
+    check_int("rounds", args.rounds, lo=1)
+    check_int("max-order", args.max_order, lo=2, hi=16384)
+    check_real("delta", args.delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+
+
+def _handle_gaussian(args) -> int:
+    import numpy as np
+
+    from secagg_dp.accounting.shuffle_gaussian import shuffle_gaussian_rdp, shuffle_gaussian_rdp_upper
+
+    _validate_common(args)
+    orders = np.arange(2, args.max_order + 1)
+    if args.bound == "lower":
+        rdp = shuffle_gaussian_rdp(orders, n=args.n, sigma=args.sigma)
+        method, caveats, cert = "shuffle-gaussian (seed 003 Thm 1 / seed 001 Thm 3)", [_CAVEAT_LOWER], False
+    else:
+        rdp = shuffle_gaussian_rdp_upper(orders, sigma=args.sigma)
+        method, caveats, cert = "gaussian-no-shuffle (seed 003 Corollary 1)", [], True
+    eps, order, notes = _convert(orders, rdp, args.rounds, args.delta, args.conversion)
+    out = {"epsilon": eps, "delta": args.delta, "order": order, "method": method + f"; conversion={args.conversion}",
+           "neighbouring": "replace-one", "bound": args.bound, "certificate": cert, "caveats": caveats + notes}
+    return _emit(args, out, orders, rdp)
+
+
+def _handle_checkin(args) -> int:
+    import numpy as np
+
+    from secagg_dp.errors import ParameterError
+
+    _validate_common(args)
+    if (args.sigma is None) == (args.eps0 is None):
+        raise ParameterError("Give exactly one of '--sigma' (Gaussian) or '--eps0' (LDP randomizer).")
+    orders = np.arange(2, args.max_order + 1)
+    if args.sigma is not None:
+        from secagg_dp.accounting import shuffled_checkin as sc
+
+        method = args.method or "windowed"
+        if method not in _GAUSS_METHODS:
+            raise ParameterError(f"Argument '--method' must be one of {_GAUSS_METHODS} with --sigma, not {method!r}.")
+        kw = dict(n=args.n, gamma=args.gamma, sigma=args.sigma)
+        if method == "windowed":
+            rdp = sc.shuffled_checkin_gaussian_rdp_windowed(orders, **kw)
+            bound, cert = "lower", False
+            caveats = ["estimate: WBK subsampling upper bound fed with the shuffle Gaussian LOWER bound "
+                       "(seed 001 Thm 2, seed 003 Eq. 16-17); neither a certificate nor a proven lower bound"]
+            label = "shuffled-checkin-gaussian windowed k/n sum (seed 001 Thm 2 + seed 003 Thm 2)"
+        elif method == "chernoff":
+            rdp = sc.shuffled_checkin_gaussian_rdp_chernoff(orders, **kw)
+            bound, cert = "lower", False
+            caveats = ["rests on Conjecture 1 (seed 003), unproven", "uses rate gamma in place of k/n as printed",
+                       _CAVEAT_LOWER]
+            label = "shuffled-checkin-gaussian Chernoff (seed 003 Thm 3)"
+        elif method == "pair-lower":
+            rdp = sc.shuffled_checkin_gaussian_rdp_pair_lower(orders, **kw)
+            bound, cert, caveats = "lower", False, ["rigorous LOWER bound for one neighbouring pair; not a certificate"]
+            label = "shuffled-checkin-gaussian exact pair moment"
+        else:
+            rdp = sc.shuffled_checkin_gaussian_rdp_windowed(orders, base="gaussian-upper", **kw)
+            bound, cert, caveats = "upper", True, []
+            label = "shuffled-checkin-gaussian windowed k/n sum, Gaussian base (seed 001 Thm 2 + seed 003 Cor. 1)"
+        eps, order, notes = _convert(orders, rdp, args.rounds, args.delta)
+        out = {"epsilon": eps, "delta": args.delta, "order": order, "method": label, "neighbouring": "replace-one",
+               "bound": bound, "certificate": cert, "caveats": caveats + notes}
+        return _emit(args, out, orders, rdp)
+
+    from secagg_dp.accounting import ldp_shuffle as ls
+
+    method = args.method or "approach1"
+    if method not in _LDP_METHODS:
+        raise ParameterError(f"Argument '--method' must be one of {_LDP_METHODS} with --eps0, not {method!r}.")
+    if method in ("seed000-upper", "seed000-lower"):
+        if args.delta0 != 0.0:
+            raise ParameterError("Seed 000 Thms 2/3 are for pure eps0-LDP randomizers: '--delta0' must be 0.")
+        fn = ls.seed000_upper_rdp if method == "seed000-upper" else ls.seed000_lower_rdp
+        rdp = fn(args.eps0, n=args.n, gamma=args.gamma, orders=orders)
+        eps, order, notes = _convert(orders, rdp, args.rounds, args.delta)
+        upper = method == "seed000-upper"
+        caveats = (["constants read as in Girgis et al. 2021 where the extraction is garbled"] if upper
+                   else ["LOWER bound (binary randomized response); not a certificate"])
+        out = {"epsilon": eps, "delta": args.delta, "order": order,
+               "method": f"{method} (seed 000 Thm {'2' if upper else '3'})", "neighbouring": "replace-one",
+               "bound": "upper" if upper else "lower", "certificate": upper, "caveats": caveats + notes}
+        return _emit(args, out, orders, rdp)
+    if method == "first-cut":
+        res = ls.first_cut_epsilon(args.eps0, args.delta0, n=args.n, gamma=args.gamma, rounds=args.rounds,
+                                   delta=args.delta, max_order=args.max_order)
+    else:
+        res = ls.approach_epsilon(args.eps0, args.delta0, n=args.n, gamma=args.gamma, rounds=args.rounds,
+                                  delta=args.delta, approach=int(method[-1]), max_order=args.max_order)
+    out = {"epsilon": res.epsilon if math.isfinite(res.epsilon) else None, "delta": res.delta,
+           "order": res.order if math.isfinite(res.order) else None, "method": res.method,
+           "neighbouring": "replace-one", "bound": "upper", "certificate": math.isfinite(res.epsilon),
+           "caveats": ["delta carried as delta-approximate RDP instead of seed 001 Lemma 1 (unsound for delta > 0)"]}
+    args.rdp = False  # the LDP approaches report (epsilon, delta) only
+    return _emit(args, out, orders, [])
