@@ -1,0 +1,475 @@
+"""Distributed check-in accountant: each of n clients checks in with probability gamma; K ~ Bin(n, gamma).
+
+Neighbouring relation: ``replace-one`` (client level) unless the per-k provider says otherwise (the
+local-steps provider of :mod:`secagg_dp.accounting.local_steps` is sample-level add/remove).
+
+RDP of one round (seed 000 Thm 1 / Eq. 5, seed 001 Thm 2 & Thm 4, with the k = 0 term kept):
+
+    eps(lam) <= 1/(lam-1) log sum_{k=0}^{n} P(K=k) exp((lam-1) eps'_k(lam))
+              = 1/(lam-1) log(1 + sum_{k>=1} P(K=k) expm1((lam-1) eps'_k(lam)))
+
+where eps'_k is the RDP of the k-client base mechanism subsampled without replacement at rate k/n
+(seed 001; the draft seed 000 Thm 4 writes gamma, offered only as ``rate="gamma"``, a labelled comparison),
+bounded by WBK19 Theorem 9 and capped by the base RDP. The sum is exact on a core window of k around
+n*gamma; outside it, blocks of k are bounded by (rigorous block mass bound) x (per-k bound evaluated at the
+block's worst ends), and blocks whose bound is not negligible are split until they are (adaptive
+refinement); the result is never below the exact sum. The "1 + sum expm1" form keeps full relative
+accuracy when eps is tiny.
+
+Window certificate (beyond the seeds; proof in docs/window_certificate.md): K is data independent, so
+conditioning every round on K in [k_lo, k_hi] changes the output distribution by at most
+P(some K_t outside) <= T P(K not in W) in total variation, giving
+delta_total = delta_RDP + (1 + e^eps) T P(K not in W).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from secagg_dp._validate import check_int, check_probability, check_real
+from secagg_dp.accounting.checkin_math import (
+    log_binom_pmf,
+    log_binom_tail_ub,
+    log_expm1,
+    wor_thm9_log_am1,
+)
+from secagg_dp.errors import ParameterError
+
+__all__ = [
+    "DEFAULT_ORDERS",
+    "BaseMechanism",
+    "PerKProvider",
+    "SubsampledCheckin",
+    "PerKTable",
+    "MixtureResult",
+    "CheckinCertificate",
+    "checkin_mixture",
+    "checkin_rdp",
+    "checkin_epsilon",
+    "window_certificate",
+    "rdp_to_epsilon",
+]
+
+DEFAULT_ORDERS = np.arange(2, 257, dtype=np.int64)
+_ROUNDING_GUARD = 1e-12  # relative inflation of sum P(k) expm1(.) covering float64 rounding of the sum
+
+
+class BaseMechanism(Protocol):
+    """A k-client mechanism: ``rdp_upper(k_lo, k_hi, orders)`` >= max_{k in [k_lo,k_hi]} eps_k(order)."""
+
+    def rdp_upper(self, k_lo: np.ndarray, k_hi: np.ndarray, orders: np.ndarray) -> np.ndarray: ...
+
+
+class PerKProvider(Protocol):
+    """Per-k RDP of the mixture terms: ``log_expm1_upper(k_lo, k_hi, orders)`` >= max over the block of
+    log(expm1((lam-1) eps'_k(lam))), exact when k_lo == k_hi. ``neighbouring`` names the relation."""
+
+    neighbouring: str
+
+    def log_expm1_upper(self, k_lo: np.ndarray, k_hi: np.ndarray, orders: np.ndarray) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class SubsampledCheckin:
+    """eps'_k = min(subsampled bound at rate q_k, base eps_k) for the k-client ``mechanism`` among n clients.
+
+    ``rate="k/n"`` (seed 001, correct) or ``rate="gamma"`` (seed 000 draft, labelled comparison only; then
+    ``gamma`` must be given). ``amplification``: ``"thm9"`` (WBK19 Thm 9, sampling without replacement,
+    replace-one), ``"joint-convexity"`` (1 + q expm1((lam-1) eps_k): joint convexity of
+    E_Q[(P/Q)^lam] over the coupled mixture; valid for any unit of privacy) or ``"none"`` (base only).
+    Every bound is non-decreasing in q and in eps_k(j), so block bounds use q at k_hi and the mechanism's
+    block bound on eps.
+    """
+
+    mechanism: BaseMechanism
+    n: int
+    amplification: str = "thm9"
+    rate: str = "k/n"
+    gamma: float | None = None
+    neighbouring: str = "replace-one"
+
+    def __post_init__(self) -> None:
+        check_int("n", self.n, lo=1)
+        if self.amplification not in ("thm9", "joint-convexity", "none"):
+            raise ParameterError(
+                f"Argument 'amplification' must be 'thm9', 'joint-convexity' or 'none', not {self.amplification!r}."
+            )
+        if self.rate not in ("k/n", "gamma"):
+            raise ParameterError(f"Argument 'rate' must be 'k/n' or 'gamma', not {self.rate!r}.")
+        if self.rate == "gamma":
+            if self.gamma is None:
+                raise ParameterError("Argument 'gamma' is required when rate='gamma'.")
+            check_probability("gamma", self.gamma, allow_zero=False)
+
+    def log_expm1_upper(self, k_lo: np.ndarray, k_hi: np.ndarray, orders: np.ndarray) -> np.ndarray:
+        k_lo = np.asarray(k_lo, dtype=np.float64)
+        k_hi = np.asarray(k_hi, dtype=np.float64)
+        orders = np.asarray(orders, dtype=np.int64)
+        jmax = int(orders.max())
+        js = np.arange(jmax + 1)
+        base_all = np.zeros((k_lo.size, jmax + 1))
+        base_all[:, 2:] = self.mechanism.rdp_upper(k_lo, k_hi, js[2:])
+        base = base_all[:, orders]
+        cap = log_expm1((orders[None, :] - 1.0) * base)
+        if self.amplification == "none":
+            return cap
+        if self.rate == "k/n":
+            log_q = np.log(k_hi / self.n)
+        else:
+            log_q = np.full(k_lo.shape, math.log(self.gamma))
+        if self.amplification == "thm9":
+            sub = wor_thm9_log_am1(log_q, base_all, orders)
+        else:
+            sub = log_q[:, None] + cap
+        return np.minimum(sub, cap)
+
+
+@dataclass(frozen=True)
+class PerKTable:
+    """A per-k RDP table eps'[k, i] (k = 0..n, orders[i]) used directly as the mixture input.
+
+    Block bound = max over the block (exact). Intended for small n and for tests."""
+
+    table: np.ndarray
+    orders: np.ndarray
+    neighbouring: str = "replace-one"
+
+    def log_expm1_upper(self, k_lo: np.ndarray, k_hi: np.ndarray, orders: np.ndarray) -> np.ndarray:
+        idx = np.searchsorted(np.asarray(self.orders), orders)
+        tab = np.asarray(self.table)[:, idx]
+        out = np.empty((np.size(k_lo), np.size(orders)))
+        for r, (a, b) in enumerate(zip(np.asarray(k_lo, dtype=np.int64), np.asarray(k_hi, dtype=np.int64))):
+            out[r] = np.max(tab[a : b + 1], axis=0)
+        return log_expm1((np.asarray(orders)[None, :] - 1.0) * out)
+
+
+@dataclass(frozen=True)
+class MixtureResult:
+    """log(S - 1) of the mixture (S = sum_k w_k exp((lam-1) eps'_k)) split into exact and bounded parts."""
+
+    orders: np.ndarray
+    log_sm1: np.ndarray  # upper bound on log(sum_k P(K=k) expm1(...)) over the range, incl. guard
+    log_exact: np.ndarray  # exact part (singletons)
+    log_tail: np.ndarray  # block bounds
+    n_exact: int
+    n_blocks: int
+
+    @property
+    def rdp(self) -> np.ndarray:
+        """Per-round RDP eps(lam) = log1p(exp(log_sm1)) / (lam - 1)."""
+        return np.logaddexp(0.0, self.log_sm1) / (self.orders - 1.0)
+
+
+def _lse_rows(x: np.ndarray) -> np.ndarray:
+    if x.shape[0] == 0:
+        return np.full(x.shape[1:], -np.inf)
+    m = np.max(x, axis=0)
+    ms = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        out = ms + np.log(np.sum(np.exp(x - ms[None, :]), axis=0))
+    return np.where(np.isfinite(m), out, -np.inf)
+
+
+def _geometric_blocks(lo: int, hi: int, toward_hi: bool) -> list[tuple[int, int]]:
+    """Cover [lo, hi] by blocks whose sizes 1, 2, 4, ... grow away from the core (at hi if toward_hi)."""
+    blocks = []
+    size = 1
+    if toward_hi:
+        b = hi
+        while b >= lo:
+            a = max(lo, b - size + 1)
+            blocks.append((a, b))
+            b = a - 1
+            size *= 2
+    else:
+        a = lo
+        while a <= hi:
+            b = min(hi, a + size - 1)
+            blocks.append((a, b))
+            a = b + 1
+            size *= 2
+    return blocks
+
+
+def checkin_mixture(
+    provider: PerKProvider,
+    n: int,
+    gamma: float,
+    orders: np.ndarray = DEFAULT_ORDERS,
+    *,
+    k_range: tuple[int, int] | None = None,
+    core_sd: float = 6.0,
+    tol: float = 1e-11,
+    max_exact: int = 4096,
+) -> MixtureResult:
+    """Upper bound on log sum_{k in k_range} P(K=k) expm1((lam-1) eps'_k(lam)), K ~ Bin(n, gamma).
+
+    Exact on the core [n gamma - core_sd sd, n gamma + core_sd sd] (or the whole range if it has at most
+    ``max_exact`` points); elsewhere geometric blocks bounded by ``log_binom_tail_ub`` x the provider's
+    block bound, refined by halving until every block bound is below tol/(#blocks) of the running total at
+    every order. Always >= the exact sum (up to the 1e-12 relative rounding guard, which only adds).
+    """
+    n = check_int("n", n, lo=1)
+    gamma = check_probability("gamma", gamma)
+    orders = np.asarray(orders, dtype=np.int64)
+    if orders.ndim != 1 or orders.size == 0 or np.any(orders < 2):
+        raise ParameterError("Argument 'orders' must be a non-empty 1-D array of integers >= 2.")
+    lo, hi = (0, n) if k_range is None else (int(k_range[0]), int(k_range[1]))
+    if not 0 <= lo <= hi <= n:
+        raise ParameterError(f"Argument 'k_range' must satisfy 0 <= lo <= hi <= n={n}, not {k_range}.")
+    lo1 = max(lo, 1)  # k = 0 contributes expm1(0) = 0
+    empty = np.full(orders.shape, -np.inf)
+    if gamma == 0.0 or lo1 > hi:
+        return MixtureResult(orders, empty, empty, empty, 0, 0)
+    if hi - lo1 + 1 <= max_exact:
+        c_lo, c_hi = lo1, hi
+    else:
+        mu = n * gamma
+        sd = math.sqrt(n * gamma * (1.0 - gamma))
+        half = max(core_sd * sd, 0.5 * max_exact if sd < 1 else 0.0)
+        c_lo = int(max(lo1, math.floor(mu - half)))
+        c_hi = int(min(hi, math.ceil(mu + half)))
+        if c_lo > c_hi:  # core outside range: start from the nearest end
+            c_lo = c_hi = lo1 if mu < lo1 else hi
+    ks = np.arange(c_lo, c_hi + 1, dtype=np.float64)
+    exact = log_binom_pmf(n, ks, gamma)[:, None] + provider.log_expm1_upper(ks, ks, orders)
+    log_exact = _lse_rows(exact)
+    blocks = _geometric_blocks(lo1, c_lo - 1, toward_hi=True) + _geometric_blocks(c_hi + 1, hi, toward_hi=False)
+    done_vals: list[np.ndarray] = []  # final block rows
+    single_vals: list[np.ndarray] = [exact]
+    pending = blocks
+    pending_vals = None
+    n_blocks_total = 0
+    for _ in range(200):
+        if not pending:
+            break
+        a = np.array([p[0] for p in pending], dtype=np.float64)
+        b = np.array([p[1] for p in pending], dtype=np.float64)
+        vals = log_binom_tail_ub(n, a, b, gamma)[:, None] + provider.log_expm1_upper(a, b, orders)
+        pending_vals = vals
+        kept = [v for v in done_vals]
+        total = _lse_rows(np.concatenate([log_exact[None, :]] + [v for v in kept] + [vals], axis=0))
+        nb = len(pending) + sum(v.shape[0] for v in kept)
+        thresh = total + math.log(tol / max(nb, 1))
+        with np.errstate(invalid="ignore"):
+            big = np.any(vals > thresh[None, :], axis=1) & (b > a)
+        if not np.any(big):
+            done_vals.append(vals)
+            pending = []
+            break
+        done_vals.append(vals[~big])
+        nxt = []
+        for (pa, pb), flag in zip(pending, big):
+            if flag:
+                mid = (pa + pb) // 2
+                nxt.append((pa, mid))
+                nxt.append((mid + 1, pb))
+        pending = nxt
+    else:  # pragma: no cover - refinement always ends (blocks halve); guard keeps the bound valid anyway
+        if pending_vals is not None:
+            done_vals.append(pending_vals)
+    # Singletons among the blocks are exact; report them in the tail part (they are still block rows).
+    tail_rows = np.concatenate(done_vals, axis=0) if done_vals else np.empty((0, orders.size))
+    n_blocks_total = tail_rows.shape[0]
+    log_tail = _lse_rows(tail_rows)
+    total = np.logaddexp(log_exact, log_tail) + math.log1p(_ROUNDING_GUARD)
+    return MixtureResult(orders, total, log_exact, log_tail, int(ks.size), int(n_blocks_total))
+
+
+def checkin_rdp(
+    provider: PerKProvider,
+    n: int,
+    gamma: float,
+    orders: np.ndarray = DEFAULT_ORDERS,
+    **kwargs,
+) -> np.ndarray:
+    """Per-round RDP upper bound of the check-in mixture at each order (see :func:`checkin_mixture`)."""
+    return checkin_mixture(provider, n, gamma, orders, **kwargs).rdp
+
+
+def rdp_to_epsilon(rdp: np.ndarray, orders: np.ndarray, delta: float) -> tuple[float, int]:
+    """(eps, best order) from RDP: eps = min_a r(a) + log1p(-1/a) - (log delta + log a)/(a - 1).
+
+    Canonne, Kamath & Steinke 2020 / Asoodeh et al. 2021; seed 001 Lemma 3. Warns when the optimum is the
+    largest order offered. Implemented here because the core conversion had not landed when this module
+    was written; it is the same formula.
+    """
+    delta = check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True)
+    rdp = np.asarray(rdp, dtype=np.float64)
+    a = np.asarray(orders, dtype=np.float64)
+    eps = rdp + np.log1p(-1.0 / a) - (math.log(delta) + np.log(a)) / (a - 1.0)
+    eps = np.where(np.isfinite(rdp), eps, np.inf)
+    i = int(np.argmin(eps))
+    if i == int(np.argmax(a)) and a.size > 1:
+        warnings.warn("optimal RDP order is the largest order offered; more orders may give a smaller epsilon", stacklevel=2)
+    return max(float(eps[i]), 0.0), int(a[i])
+
+
+@dataclass(frozen=True)
+class CheckinCertificate:
+    """An (epsilon, delta) certificate of T rounds of distributed check-in (an upper bound)."""
+
+    epsilon: float
+    delta: float
+    order: int
+    method: str  # "rdp" (seed-style mixture) or "window"
+    neighbouring: str
+    rounds: int
+    rdp: dict[int, float] = field(repr=False)  # composed RDP of the certified mechanism per order
+    window: tuple[int, int] | None = None
+    delta_rdp: float | None = None
+    delta_window: float | None = None
+
+    def as_dict(self) -> dict:
+        return {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "order": self.order,
+            "method": self.method,
+            "neighbouring": self.neighbouring,
+            "rounds": self.rounds,
+            "window": list(self.window) if self.window else None,
+            "delta_rdp": self.delta_rdp,
+            "delta_window": self.delta_window,
+        }
+
+
+def checkin_epsilon(
+    provider: PerKProvider,
+    n: int,
+    gamma: float,
+    rounds: int,
+    delta: float,
+    orders: np.ndarray = DEFAULT_ORDERS,
+    *,
+    method: str = "rdp",
+) -> CheckinCertificate:
+    """Certify T = ``rounds`` rounds: ``method="rdp"`` (full mixture, seed style) or ``"window"``."""
+    rounds = check_int("rounds", rounds, lo=1)
+    delta = check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    orders = np.asarray(orders, dtype=np.int64)
+    if method == "window":
+        return window_certificate(provider, n, gamma, rounds, delta, orders)
+    if method != "rdp":
+        raise ParameterError(f"Argument 'method' must be 'rdp' or 'window', not {method!r}.")
+    total = rounds * checkin_rdp(provider, n, gamma, orders)
+    eps, order = rdp_to_epsilon(total, orders, delta)
+    return CheckinCertificate(
+        eps, delta, order, "rdp", provider.neighbouring, rounds,
+        {int(o): float(v) for o, v in zip(orders, total)}, None, delta, 0.0,
+    )
+
+
+def _edge(n: int, gamma: float, target_log: float, lower: bool) -> int:
+    """Largest k_lo with P(K < k_lo) <= e^target (lower) / smallest k_hi with P(K > k_hi) <= e^target."""
+    mode = min(max(math.floor((n + 1) * gamma), 0), n)
+    if lower:
+        lo_k, hi_k = 0, mode  # P(K < 0) = 0 satisfies; find the largest
+        while lo_k < hi_k:
+            mid = (lo_k + hi_k + 1) // 2
+            ok = log_binom_tail_ub(n, np.array([0.0]), np.array([mid - 1.0]), gamma)[0] <= target_log
+            lo_k, hi_k = (mid, hi_k) if ok else (lo_k, mid - 1)
+        return lo_k
+    lo_k, hi_k = mode, n
+    while lo_k < hi_k:
+        mid = (lo_k + hi_k) // 2
+        ok = log_binom_tail_ub(n, np.array([mid + 1.0]), np.array([float(n)]), gamma)[0] <= target_log
+        lo_k, hi_k = (lo_k, mid) if ok else (mid + 1, hi_k)
+    return lo_k
+
+
+def _p_out_ub(n: int, gamma: float, k_lo: int, k_hi: int) -> float:
+    p = 0.0
+    if k_lo > 0:
+        p += math.exp(log_binom_tail_ub(n, np.array([0.0]), np.array([k_lo - 1.0]), gamma)[0])
+    if k_hi < n:
+        p += math.exp(log_binom_tail_ub(n, np.array([k_hi + 1.0]), np.array([float(n)]), gamma)[0])
+    return p
+
+
+def window_certificate(
+    provider: PerKProvider,
+    n: int,
+    gamma: float,
+    rounds: int,
+    delta: float,
+    orders: np.ndarray = DEFAULT_ORDERS,
+    *,
+    fractions: tuple[float, ...] = (0.01, 0.05, 0.2, 0.5),
+    window: tuple[int, int] | None = None,
+) -> CheckinCertificate:
+    """Window certificate: RDP of the mixture conditioned on K in [k_lo, k_hi] plus
+    delta_window = (1 + e^eps) T P(K not in W) (proof: docs/window_certificate.md).
+
+    The window is chosen among those whose out-of-window mass uses a fraction f of delta (per side f/2)
+    for f in ``fractions``, unless ``window`` is given; the smallest epsilon wins. P(K not in W) is a
+    rigorous upper bound and P(W) in the conditioning is bounded below by 1 - that bound.
+    """
+    rounds = check_int("rounds", rounds, lo=1)
+    delta = check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    orders = np.asarray(orders, dtype=np.int64)
+    candidates = []
+    if window is not None:
+        candidates.append((int(window[0]), int(window[1])))
+    else:
+        for f in fractions:
+            tl = math.log(f * delta / (2.0 * rounds))
+            candidates.append((_edge(n, gamma, tl, True), _edge(n, gamma, tl, False)))
+    best: CheckinCertificate | None = None
+    for k_lo, k_hi in dict.fromkeys(candidates):
+        p_out = _p_out_ub(n, gamma, k_lo, k_hi)
+        if rounds * p_out >= delta or p_out >= 1.0:
+            continue
+        mix = checkin_mixture(provider, n, gamma, orders, k_range=(k_lo, k_hi))
+        log_sm1 = mix.log_sm1 - math.log1p(-p_out)
+        total = rounds * np.logaddexp(0.0, log_sm1) / (orders - 1.0)
+        tp = rounds * p_out
+
+        def conv(eps_prev: float) -> tuple[float, int, float]:
+            d_rdp = delta - (1.0 + math.exp(min(eps_prev, 700.0))) * tp
+            if d_rdp <= 0:
+                return math.inf, int(orders[0]), d_rdp
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                e, o = rdp_to_epsilon(total, orders, d_rdp)
+            return e, o, d_rdp
+
+        eps, order, d_rdp = conv(0.0)
+        for _ in range(100):  # increasing fixed-point iteration eps <- g(eps)
+            e2, o2, d2 = conv(eps)
+            if not math.isfinite(e2):
+                eps = math.inf
+                break
+            if e2 <= eps * (1 + 1e-14) + 1e-15:
+                eps, order, d_rdp = max(eps, e2), o2, d2
+                break
+            eps, order, d_rdp = e2, o2, d2
+        if not math.isfinite(eps):
+            continue
+        # final check: conversion at delta_rdp(eps) gives <= eps
+        d_rdp = delta - (1.0 + math.exp(eps)) * tp
+        if d_rdp <= 0:
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            e_chk, order = rdp_to_epsilon(total, orders, d_rdp)
+        if e_chk > eps:
+            continue
+        cert = CheckinCertificate(
+            eps, delta, order, "window", provider.neighbouring, rounds,
+            {int(o): float(v) for o, v in zip(orders, total)}, (k_lo, k_hi), d_rdp, delta - d_rdp,
+        )
+        if best is None or cert.epsilon < best.epsilon:
+            best = cert
+    if best is None:
+        raise ParameterError(
+            "No check-in window satisfies T * P(K outside window) < delta; increase 'delta' or reduce 'rounds'."
+        )
+    if best.order == int(orders.max()):
+        warnings.warn("optimal RDP order is the largest order offered; more orders may give a smaller epsilon", stacklevel=2)
+    return best
