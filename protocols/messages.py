@@ -341,8 +341,10 @@ class SharePlaintext:
     def __post_init__(self) -> None:
         _check_id("owner", self.owner)
         _check_id("holder", self.holder)
-        _check_shares("key_share", self.key_share.reshape(1, -1) if isinstance(self.key_share, np.ndarray) else None, 1)
-        _check_shares("self_share", self.self_share.reshape(1, -1) if isinstance(self.self_share, np.ndarray) else None, 1)
+        for name in ("key_share", "self_share"):
+            a = getattr(self, name)
+            if not (type(a) is np.ndarray and a.dtype == np.uint32 and a.shape == (PIECES_PER_32_BYTES,) and int(a.max()) < PRIME):
+                raise ProtocolError(f"field '{name}' must be {PIECES_PER_32_BYTES} uint32 elements of GF(p)")
 
     def __repr__(self) -> str:
         return f"SharePlaintext(owner={self.owner}, holder={self.holder}, shares=<hidden>)"

@@ -243,9 +243,9 @@ class SecAggServer:
         )
         self.reconstructions = len(b_seeds) + len(sk)
 
-        total = np.zeros(self.dim, dtype=np.uint64)
+        total = masking.new_accumulator(np.zeros(self.dim, dtype=np.uint64), self.bits)
         for u in sorted(self._u3):
-            total += self._masked[u]  # wraps mod 2^64; q divides 2^64
+            total += self._masked[u].astype(total.dtype)  # wraps mod 2^w; q divides 2^w
         for u in sorted(self._u3):
             accumulate_mask(total, b_seeds[u], self.bits, sign=-1)
         for v in need_keys:
@@ -254,7 +254,7 @@ class SecAggServer:
                 seed = masking.pairwise_seed(kp, self._keys[w][1], round_id=self.round_id, own_id=v, peer_id=w)
                 # y_w carries sign(w, v) * PRG(s_wv); remove it.
                 accumulate_mask(total, seed, self.bits, sign=-masking.mask_sign(w, v))
-        total &= np.uint64((1 << self.bits) - 1)
+        total = masking.finish_accumulator(total, self.bits)
         return RoundOutcome(total, frozenset(self._u3), frozenset(dropped))
 
     def _reconstruct_all(self, shares: dict[int, list[tuple[int, np.ndarray]]], verify) -> dict[int, bytes]:

@@ -48,7 +48,8 @@ def context(label: bytes, round_id: bytes, *ids: int) -> bytes:
     if label not in LABELS:
         raise ParameterError(f"Argument 'label' must be one of the registered HKDF labels, not {label!r}.")
     for i in ids:
-        check_int("id", i, lo=0, hi=0xFFFFFFFF)
+        if not (isinstance(i, int) and 0 <= i <= 0xFFFFFFFF):
+            check_int("id", i, lo=0, hi=0xFFFFFFFF)  # raises with the standard message
     return label + b"\x00" + bytes(round_id) + struct.pack(f">{len(ids)}I", *ids)
 
 

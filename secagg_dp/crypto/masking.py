@@ -16,7 +16,7 @@ import numpy as np
 
 from secagg_dp.crypto import kdf
 from secagg_dp.crypto.keys import KeyPair, exchange
-from secagg_dp.crypto.prg import SEED_LEN, accumulate_mask
+from secagg_dp.crypto.prg import SEED_LEN, accumulate_mask, word_dtype
 from secagg_dp.crypto.randomness import RandomSource, resolve_source
 from secagg_dp.zq import check_bits, check_residues
 
@@ -28,6 +28,8 @@ __all__ = [
     "mask_sign",
     "mask_input",
     "apply_masks",
+    "new_accumulator",
+    "finish_accumulator",
 ]
 
 
@@ -61,17 +63,26 @@ def mask_sign(own_id: int, peer_id: int) -> int:
     return 1 if peer_id > own_id else -1
 
 
+def new_accumulator(x: np.ndarray, bits: int) -> np.ndarray:
+    """A fresh accumulator (dtype ``word_dtype(bits)``) holding a copy of the residues ``x``."""
+    return np.array(x, dtype=word_dtype(bits), copy=True, order="C").ravel()
+
+
+def finish_accumulator(acc: np.ndarray, bits: int) -> np.ndarray:
+    """Reduce an accumulator to uint64 residues in [0, 2^bits)."""
+    return acc.astype(np.uint64) & np.uint64((1 << bits) - 1)
+
+
 def apply_masks(
     acc: np.ndarray, bits: int, *, add: Iterable[bytes] = (), subtract: Iterable[bytes] = ()
 ) -> np.ndarray:
-    """In place: acc <- acc + sum PRG(add) - sum PRG(subtract) (mod 2^bits); returns acc reduced."""
+    """acc + sum PRG(add) - sum PRG(subtract) mod 2^bits as uint64 residues (``acc`` is updated in place)."""
     bits = check_bits(bits)
     for seed in add:
         accumulate_mask(acc, seed, bits, sign=1)
     for seed in subtract:
         accumulate_mask(acc, seed, bits, sign=-1)
-    acc &= np.uint64((1 << bits) - 1)
-    return acc
+    return finish_accumulator(acc, bits)
 
 
 def mask_input(
@@ -79,7 +90,7 @@ def mask_input(
 ) -> np.ndarray:
     """y = x + PRG(self_seed) + sum sign * PRG(seed) over ``pairwise`` (seed, sign) pairs, mod 2^bits."""
     bits = check_bits(bits)
-    acc = np.array(check_residues("x", x, bits), dtype=np.uint64, copy=True, order="C").ravel()
+    acc = new_accumulator(check_residues("x", x, bits), bits)
     plus, minus = [self_seed], []
     for seed, sign in pairwise:
         (plus if sign == 1 else minus).append(seed)

@@ -2,9 +2,9 @@
 
 For q = 2^b the keystream is read as little-endian words of w bits (w = 32 for b <= 32, else 64) and the
 low b bits are kept: q divides 2^w, so each residue is exactly uniform (given a uniform keystream). Since q
-also divides 2^64, sums of *unreduced* words taken modulo 2^64 and reduced once at the end equal the sum of
-the reduced masks; :func:`accumulate_mask` uses this to add a mask at the cost of one keystream and one
-numpy add, in cache-sized chunks. Other moduli use rejection sampling (:func:`uniform_mod`).
+also divides 2^w, sums of *unreduced* words taken modulo 2^w (native uint32/uint64 wrap-around) and reduced
+once at the end equal the sum of the reduced masks; :func:`accumulate_mask` uses this to add a mask at the
+cost of one keystream and one same-dtype numpy add, in cache-sized chunks. Other moduli use rejection sampling (:func:`uniform_mod`).
 
 Each seed keys exactly one stream (fixed all-zero initial counter block); callers derive a fresh seed per
 purpose and round (HKDF, see :mod:`secagg_dp.crypto.kdf`) so no (key, counter) pair is ever reused.
@@ -45,15 +45,16 @@ def word_dtype(bits: int) -> np.dtype:
 
 
 def accumulate_mask(acc: np.ndarray, seed: bytes, bits: int, *, sign: int = 1) -> np.ndarray:
-    """In place: ``acc += sign * PRG(seed)`` modulo 2^64 (reduce with ``& (2^bits - 1)`` when done).
+    """In place: ``acc += sign * PRG(seed)`` modulo 2^w (reduce with ``& (2^bits - 1)`` when done).
 
-    ``acc`` must be a contiguous 1-D uint64 array; ``sign`` is +1 or -1. Returns ``acc``.
+    ``acc`` must be a contiguous 1-D array of dtype ``word_dtype(bits)`` (uint32 for bits <= 32, else
+    uint64); ``sign`` is +1 or -1. Returns ``acc``.
     """
-    if not isinstance(acc, np.ndarray) or acc.dtype != np.uint64 or acc.ndim != 1 or not acc.flags.c_contiguous:
-        raise ParameterError("Argument 'acc' must be a contiguous 1-D uint64 array.")
+    dt = word_dtype(bits)
+    if not isinstance(acc, np.ndarray) or acc.dtype != dt or acc.ndim != 1 or not acc.flags.c_contiguous:
+        raise ParameterError(f"Argument 'acc' must be a contiguous 1-D {dt} array for bits={bits}.")
     if sign not in (1, -1):
         raise ParameterError(f"Argument 'sign' must be +1 or -1, not {sign!r}.")
-    dt = word_dtype(bits)
     enc = _encryptor(seed)
     n = acc.size
     chunk = min(n, _CHUNK_ELEMS)
@@ -73,10 +74,9 @@ def expand_mask(seed: bytes, length: int, bits: int) -> np.ndarray:
     """PRG(seed) as ``length`` exactly uniform residues in Z_{2^bits} (uint64)."""
     length = check_int("length", length, lo=0)
     bits = check_bits(bits)
-    acc = np.zeros(length, dtype=np.uint64)
+    acc = np.zeros(length, dtype=word_dtype(bits))
     accumulate_mask(acc, seed, bits)
-    acc &= np.uint64((1 << bits) - 1)
-    return acc
+    return acc.astype(np.uint64) & np.uint64((1 << bits) - 1)
 
 
 def uniform_mod(seed: bytes, length: int, q: int) -> np.ndarray:

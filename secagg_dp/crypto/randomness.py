@@ -59,6 +59,8 @@ def resolve_source(source: RandomSource | None) -> RandomSource:
     """``None`` -> :class:`OsRandom`; otherwise check the object has a ``bytes`` method."""
     if source is None:
         return OsRandom()
+    if type(source) in (OsRandom, SeededRandom):  # fast path: Protocol isinstance checks are slow
+        return source
     if not isinstance(source, RandomSource):
         raise TypeError(f"Argument 'source' must provide bytes(n), not {type(source).__name__}.")
     return source
