@@ -254,8 +254,7 @@ def checkin_mixture(
         pending_vals = vals
         kept = [v for v in done_vals]
         total = _lse_rows(np.concatenate([log_exact[None, :]] + [v for v in kept] + [vals], axis=0))
-        nb = len(pending) + sum(v.shape[0] for v in kept)
-        thresh = total + math.log(tol / max(nb, 1))
+        thresh = total + math.log(tol / 64.0)
         with np.errstate(invalid="ignore"):
             big = np.any(vals > thresh[None, :], axis=1) & (b > a)
         if not np.any(big):

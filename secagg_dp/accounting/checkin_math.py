@@ -35,13 +35,8 @@ _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 def log_expm1(x: np.ndarray | float) -> np.ndarray:
     """Return log(exp(x) - 1) for x >= 0 without overflow or cancellation (-inf at x = 0)."""
     x = np.asarray(x, dtype=np.float64)
-    out = np.empty_like(x)
-    big = x > 30.0
-    out[big] = x[big] + np.log1p(-np.exp(-x[big]))
-    small = ~big
     with np.errstate(divide="ignore"):
-        out[small] = np.log(np.expm1(x[small]))
-    return out
+        return x + np.log(-np.expm1(-x))
 
 
 def _stirlerr(n: np.ndarray) -> np.ndarray:
@@ -187,10 +182,11 @@ def log_binomial_sum(t: np.ndarray, orders: np.ndarray, j0: int) -> np.ndarray:
         amat = np.exp(v - a[:, None])
         u_all = t[:, c0 : c1 + 1] - lfact[js][None, :]
         m_all = np.max(u_all, axis=1)
-        ub = m_all[:, None] + a[None, :] + log_chunk
         if started:
+            # conservative: skip only if the chunk bound is negligible against the smallest running sum
+            floor = np.min(acc[:, i0:], axis=1)
             with np.errstate(invalid="ignore"):
-                need = np.any(ub > acc[:, i0:] + _NEGLIGIBLE, axis=1) & np.isfinite(m_all)
+                need = (m_all + float(np.max(a)) + log_chunk > floor + _NEGLIGIBLE) & np.isfinite(m_all)
         else:
             need = np.isfinite(m_all)
         if not np.any(need):
@@ -246,12 +242,9 @@ def wor_thm9_log_am1(log_q: np.ndarray, base: np.ndarray, orders: np.ndarray) ->
     j = np.arange(jmax + 1, dtype=np.float64)
     t = np.full(base.shape[:1] + (jmax + 1,), -np.inf)
     t[:, 3:] = _LOG2 + j[None, 3:] * log_q[:, None] + (j[None, 3:] - 1.0) * base[:, 3 : jmax + 1]
-    rest = log_binomial_sum(t, orders, 3) if jmax >= 3 else np.full((base.shape[0], orders.size), -np.inf)
     e2 = base[:, 2]
-    two = 2.0 * log_q + np.minimum(_LOG4 + log_expm1(e2), _LOG2 + e2)
-    lc2 = np.log(orders * (orders - 1) / 2.0)
-    term2 = two[:, None] + lc2[None, :]
-    return np.logaddexp(term2, rest)
+    t[:, 2] = 2.0 * log_q + np.minimum(_LOG4 + log_expm1(e2), _LOG2 + e2)
+    return log_binomial_sum(t, orders, 2)
 
 
 def poisson_gaussian_log_a(q: float, inv_z2: np.ndarray, orders: np.ndarray) -> np.ndarray:
