@@ -42,9 +42,14 @@ def included_clients(ids: list[int], dropouts: Mapping[str, set[int]]) -> frozen
 
 
 def ideal_aborts(ids: list[int], dropouts: Mapping[str, set[int]], threshold: int) -> bool:
-    """Whether the real protocol would abort: fewer than t clients left at some stage (or t > checked-in)."""
+    """Whether the real protocol would abort: fewer than t clients left at some stage (or t > checked-in).
+
+    Exact for the full graph; for SecAgg+ the protocol checks t per neighbourhood, which this global count
+    does not see (the crypto mode reports the protocol's own decision).
+    """
+    threshold = max(threshold, 2)
     alive = len(ids)
-    if alive < threshold or alive == 0:
+    if alive < threshold:
         return True
     for stage in STAGES:
         alive -= len(dropouts.get(stage, ()))

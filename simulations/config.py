@@ -21,8 +21,8 @@ raise one :class:`~secagg_dp.errors.ConfigError` naming the key, before a single
 
     [secagg]
     bits = 20                   # q = 2^bits
-    threshold_fraction = 0.5    # t = ceil(fraction * checked-in clients) ...
-    # threshold = 10            # ... or an absolute t (not both)
+    threshold_fraction = 0.5    # t = max(2, ceil(fraction * clients each client shares with)) ...
+    # threshold = 10            # ... or an absolute t >= 2 (not both)
     # neighbours = 10           # SecAgg+ k-regular graph; omit for the full graph
 
     [privacy]
@@ -175,7 +175,7 @@ class SecAggParams:
                 "Config keys 'secagg.threshold' and 'secagg.threshold_fraction' are exclusive; set one, not both."
             )
         if self.threshold is not None:
-            _int("secagg.threshold", self.threshold, 1)
+            _int("secagg.threshold", self.threshold, 2)
         elif self.threshold_fraction is not None:
             _real("secagg.threshold_fraction", self.threshold_fraction, 0.0, 1.0, lo_open=True)
         else:
@@ -184,10 +184,15 @@ class SecAggParams:
             _int("secagg.neighbours", self.neighbours, 2)
 
     def threshold_for(self, checked_in: int) -> int:
-        """The Shamir threshold t used for a round in which ``checked_in`` clients take part."""
+        """The Shamir threshold t for a round in which ``checked_in`` clients take part.
+
+        ``threshold_fraction`` is a fraction of the clients each client shares with: all checked-in
+        clients (full graph), or its k neighbours plus itself (SecAgg+). Never below 2 (Shamir needs it).
+        """
         if self.threshold is not None:
             return self.threshold
-        return max(1, math.ceil(self.threshold_fraction * checked_in))
+        holders = checked_in if self.neighbours is None else min(self.neighbours, max(checked_in - 1, 1)) + 1
+        return max(2, math.ceil(self.threshold_fraction * holders))
 
 
 @dataclass(frozen=True)
@@ -281,10 +286,11 @@ class SimConfig:
         t = self.secagg.threshold
         if t is not None and t > n:
             raise ConfigError(f"Config key 'secagg.threshold' must be <= population.clients = {n}, not {t}.")
-        if self.secagg.neighbours is not None and self.secagg.neighbours >= n:
-            raise ConfigError(
-                f"Config key 'secagg.neighbours' must be < population.clients = {n}, not {self.secagg.neighbours}."
-            )
+        k = self.secagg.neighbours
+        if k is not None and k >= n:
+            raise ConfigError(f"Config key 'secagg.neighbours' must be < population.clients = {n}, not {k}.")
+        if k is not None and t is not None and t > k + 1:
+            raise ConfigError(f"Config key 'secagg.threshold' must be <= secagg.neighbours + 1 = {k + 1} (SecAgg+), not {t}.")
         if self.population.sampling == "fixed" and self.population.dropout > 0:
             raise ConfigError(
                 "Config key 'population.dropout' must be 0 with sampling = 'fixed': the without-replacement "

@@ -175,18 +175,19 @@ def run_scenario(
     from simulations.executors import make_executor
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     root = cfg.seed if cfg.seed is not None else secrets.randbits(63)
     p = plan(cfg, root)  # validation that needs the codec: before any work
+    if accountant is None:
+        from simulations.privacy import make_accountant
+
+        accountant = make_accountant(cfg, p, None)  # validates the certificate for the planned rounds
+        accountant.attach_ledger(out / "ledger.sqlite")
+    out.mkdir(parents=True, exist_ok=True)
     task = make_task(cfg)
     model = task.init_model(root)
     own_exec = executor is None
     if own_exec:
         executor = make_executor(cfg.executor, cfg.scheduler)
-    if accountant is None:
-        from simulations.privacy import make_accountant
-
-        accountant = make_accountant(cfg, p, out / "ledger.sqlite")
     acct = accountant
     config_doc = cfg.as_dict()
     config_doc["seed"] = root
@@ -303,7 +304,7 @@ def aggregate_round(cfg: SimConfig, p: Plan, root: int, r: int, model: Any, exec
         parts = executor.map_chunks(run_blocks, spec, chunks) if ids else []
         secs["clients"] = time.perf_counter() - t1
         t2 = time.perf_counter()
-        if parts and len(ids) >= t:
+        if parts and len(ids) >= max(t, 2):
             all_ids = [cid for pt in parts for cid in pt[0]]
             vectors = np.concatenate([pt[1] for pt in parts])
             try:

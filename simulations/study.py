@@ -37,8 +37,10 @@ def run(
     variants = expand_study(cfg)
     root = cfg.seed if cfg.seed is not None else secrets.randbits(63)
     variants = [(label, vals, _with_seed(v, root)) for label, vals, v in variants]
-    for _, _, v in variants:
-        plan(v, root)  # raises ConfigError before any work
+    from simulations.privacy import make_accountant
+
+    for _, _, v in variants:  # every variant's codec budget and certificate, before any work
+        make_accountant(v, plan(v, root), None).close()
     if not cfg.study.grid:
         doc = run_scenario(variants[0][2], out, executor=executor, progress=progress, on_round=on_round)
         if plots:
