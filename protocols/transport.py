@@ -2,7 +2,7 @@
 
 Each phase the driver hands the transport the envelopes sent in that phase; :meth:`InProcessTransport.deliver`
 returns them in a scheduler-chosen order after applying the fault rules: drop, tamper (flip one byte),
-delay (deliver in the next phase instead) and inject (replay any bytes, e.g. a message recorded in another
+delay (deliver in the next phase of the same direction instead) and inject (replay any bytes, e.g. a message recorded in another
 round). Every envelope ever delivered is kept in :attr:`log` so tests can replay it elsewhere.
 Phases are named ``"<stage>:down"`` (server to clients) and ``"<stage>:up"`` (clients to server) for the
 stages ``advertise_keys``, ``share_keys``, ``masked_input``, ``unmasking``.
@@ -85,7 +85,7 @@ class FaultInjector:
         return self
 
     def delay(self, kind: Kind | None = None, *, sender: int | None = None, recipient: int | None = None) -> FaultInjector:
-        """Hold matching envelopes back by one phase (they arrive in the wrong stage)."""
+        """Hold matching envelopes back to the next phase in the same direction (they arrive a stage late)."""
         self.delays.append(_match(kind, sender, recipient))
         return self
 
@@ -104,13 +104,14 @@ class InProcessTransport:
     def __init__(self, *, rng: np.random.Generator | None = None, faults: FaultInjector | None = None) -> None:
         self._rng = resolve_rng(rng)
         self.faults = faults or FaultInjector()
-        self._held: list[Envelope] = []
+        self._held: dict[str, list[Envelope]] = {"down": [], "up": []}  # per direction
         self.log: list[tuple[str, Envelope]] = []
 
     def deliver(self, phase: str, sent: list[Envelope]) -> list[Envelope]:
         f = self.faults
-        batch = self._held + list(f.injections.get(phase, []))
-        self._held = []
+        direction = phase.rsplit(":", 1)[-1]
+        batch = self._held[direction] + list(f.injections.get(phase, []))
+        self._held[direction] = []
         for env in sent:
             if any(d(env) for d in f.drops):
                 continue
@@ -118,7 +119,7 @@ class InProcessTransport:
                 if match(env):
                     env = Envelope(env.sender, env.recipient, fn(env.payload))
             if any(d(env) for d in f.delays):
-                self._held.append(env)
+                self._held[direction].append(env)
                 continue
             batch.append(env)
         order = self._rng.permutation(len(batch))
