@@ -133,7 +133,7 @@ def mode_equivalence_checks(*, seed: int = 0) -> list[Row]:
 
     rows: list[Row] = []
     for bits, dropout, mech in ((16, 0.0, "ddg"), (20, 0.2, "skellam"), (24, 0.3, "ddg")):
-        cfg = build_config({"rounds": 1, "seed": seed, "population": {"clients": 12, "checkin": 0.8, "dropout": dropout},
+        cfg = build_config({"rounds": 1, "seed": seed, "population": {"clients": 20, "checkin": 1.0, "dropout": dropout},
                             "secagg": {"bits": bits, "threshold_fraction": 0.1},
                             "privacy": {"mechanism": mech}, "task": {"name": "mean", "dim": 20}})
         ideal, crypto = aggregate_both_modes(cfg, round_=1)
