@@ -73,8 +73,15 @@ def _check_id(name: str, v: int, *, allow_server: bool = False) -> None:
 
 
 def _check_ids(name: str, ids: tuple[int, ...]) -> None:
-    for v in ids:
-        _check_id(name, v)
+    if not isinstance(ids, tuple):
+        raise ProtocolError(f"field '{name}' must be a tuple of client ids")
+    if len(ids) > 16:  # vectorised check for long lists (rosters, bundles)
+        arr = np.asarray(ids)
+        if arr.dtype.kind not in "iu" or arr.ndim != 1 or int(arr.min()) < 0 or int(arr.max()) > MAX_CLIENT_ID:
+            raise ProtocolError(f"field '{name}' holds an invalid client id")
+    else:
+        for v in ids:
+            _check_id(name, v)
     if len(set(ids)) != len(ids):
         raise ProtocolError(f"field '{name}' lists a client id twice")
 
