@@ -1,0 +1,60 @@
+"""CLI tests for 'secagg-dp account checkin' (flags and JSON keys from issue 5)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from simulations.cli import main
+
+
+def _run(capsys, argv):
+    code = main(argv)
+    return code, capsys.readouterr()
+
+
+def test_json_keys_and_known_answer(capsys):
+    code, out = _run(capsys, ["account", "checkin", "--n", "10000", "--gamma", "0.1", "--sigma", "1",
+                              "--mechanism", "gaussian", "--rounds", "100", "--delta", "1e-4",
+                              "--max-order", "64", "--json", "--rdp"])
+    assert code == 0
+    d = json.loads(out.out)
+    for key in ("epsilon", "delta", "order", "method", "neighbouring", "rdp"):
+        assert key in d
+    assert d["neighbouring"] == "replace-one" and d["method"] == "rdp"
+    assert abs(d["epsilon"] - 2.204708) < 5e-7 and d["order"] == 6
+    assert set(d["rdp"]) == {str(o) for o in range(2, 65)}
+
+
+def test_p_dropout_and_window_method(capsys):
+    code, out = _run(capsys, ["account", "checkin", "--n", "10000", "--p", "0.2", "--dropout", "0.5",
+                              "--sigma", "1", "--rounds", "100", "--delta", "1e-4", "--max-order", "64",
+                              "--method", "window", "--json"])
+    d = json.loads(out.out)
+    assert code == 0 and d["method"] == "window" and d["gamma"] == pytest.approx(0.1)
+    assert "rdp" not in d
+
+
+def test_human_output_side_by_side(capsys):
+    code, out = _run(capsys, ["account", "checkin", "--n", "2000", "--gamma", "0.05", "--sigma", "1",
+                              "--rounds", "10", "--delta", "1e-5", "--max-order", "32", "--baselines"])
+    assert code == 0
+    assert "seed-style" in out.out and "window certificate" in out.out and "baseline" in out.out
+
+
+def test_bad_input_clear_error(capsys):
+    code, out = _run(capsys, ["account", "checkin", "--n", "100", "--p", "0.2", "--sigma", "1",
+                              "--rounds", "1", "--delta", "1e-5"])
+    assert code == 2 and "dropout" in out.err
+    code, out = _run(capsys, ["account", "checkin", "--n", "100", "--gamma", "0.2", "--sigma", "-1",
+                              "--rounds", "1", "--delta", "1e-5"])
+    assert code == 2 and "sigma" in out.err
+
+
+def test_local_steps_flags(capsys):
+    code, out = _run(capsys, ["account", "checkin", "--n", "500", "--gamma", "0.1", "--sigma", "1",
+                              "--rounds", "5", "--delta", "1e-5", "--local-steps", "4", "--sample-rate", "0.1",
+                              "--max-order", "32", "--json"])
+    d = json.loads(out.out)
+    assert code == 0 and d["neighbouring"] == "add-remove" and d["unit"] == "sample"
