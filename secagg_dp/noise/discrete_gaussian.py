@@ -33,8 +33,9 @@ def sample_discrete_gaussian(
 
     Algorithm (CKS20, Algorithm 3 with Algorithm 2 as proposal): with t = ⌊σ⌋ + 1, propose
     Y ~ Lap_Z(t), P(Y = y) ∝ exp(−|y|/t), and accept with probability exp(−(|Y| − σ²/t)² / (2σ²)).
-    Accepted values have law exactly N_Z(0, σ²) when these two steps are exact (CKS20, Theorem 14); the
-    acceptance rate is Z(σ)·e^{−σ²/(2t²)}·(1−e^{−1/t})/(1+e^{−1/t}) (about 0.45–0.6). Batches of
+    Accepted values have law exactly N_Z(0, σ²) when these two steps are exact (CKS20, analysis of Algorithm 3); the
+    acceptance rate is Z(σ)·e^{−σ²/(2t²)}·(1−e^{−1/t})/(1+e^{−1/t}) (0.46 for tiny σ
+    up to 0.76 for large σ). Batches of
     proposals are drawn with numpy, accepted ones kept and the remainder refilled; no per-sample loop.
 
     Floating point. This fast path realises the two random steps with float64 variates instead of the
@@ -51,11 +52,12 @@ def sample_discrete_gaussian(
     perturbations at the level of double-precision rounding, not exactly; the running time also
     depends on the values drawn. For an output law that is exactly N_Z(0, σ²) given ideal uniform
     integers from ``rng`` (the setting in which CKS20's privacy analysis holds verbatim), use
-    :func:`secagg_dp.noise.sample_discrete_gaussian_exact`, which is about four orders of magnitude slower.
+    :func:`secagg_dp.noise.sample_discrete_gaussian_exact`, which runs a Python loop per sample
+    (~1e5 samples/s against ~2e7/s here).
 
     Args:
         sigma: the scale σ in (0, 1e6] (σ² is the variance of the continuous Gaussian it discretises;
-            the variance of N_Z(0, σ²) is slightly below σ², CKS20 Corollary 9).
+            the variance of N_Z(0, σ²) is slightly below σ², as CKS20 show).
         size: a non-negative int or a shape tuple.
         rng: a ``np.random.Generator``; ``None`` means a fresh AES-CTR generator seeded from OS entropy
             (:func:`secagg_dp.rng.resolve_rng`). Pass a seeded generator for reproducibility.
@@ -107,7 +109,7 @@ def discrete_gaussian_log_normaliser(sigma: float) -> float:
     """log Z(σ), Z(σ) = Σ_{k∈Z} exp(−k²/(2σ²)), to double precision for σ in (0, 1e6].
 
     σ < 1: the direct sum over |k| ≤ 40σ + 2 (later terms are below e⁻⁸⁰⁰). σ ≥ 1: the Poisson-summation
-    (Jacobi theta) form Z(σ) = σ√(2π)·(1 + 2 Σ_{n≥1} exp(−2π²σ²n²)) (CKS20, proof of Fact 18 / Lemma 17),
+    (Jacobi theta) form Z(σ) = σ√(2π)·(1 + 2 Σ_{n≥1} exp(−2π²σ²n²)) (Poisson summation formula),
     where n ≤ 3 already leaves a remainder below e⁻¹⁷⁷.
     """
     sigma = check_sigma(sigma)

@@ -86,7 +86,7 @@ def test_mean_and_second_moment(sigma, seed):
         v, m4 = float(np.sum(k**2 * p)), float(np.sum(k**4 * p))
     else:
         # For sigma >= 10 the moments equal the continuous ones up to e^{-2 pi^2 sigma^2} (Poisson
-        # summation, CKS20 Sec. 2.4); relative terms below 1e-300 here.
+        # summation formula); relative terms below 1e-300 here.
         v, m4 = sigma**2, 3 * sigma**4
     z = z_two_sided()
     assert abs(x.mean()) <= z * np.sqrt(v / N)

@@ -54,7 +54,9 @@ def test_exact_sampler_gof_large_sigma():
     assert res.df == 193 and res.passed, res
 
 
-@pytest.mark.parametrize(("gamma", "seed"), [(0, 1), (Fraction(1, 2), 2), (1, 3), (Fraction(5, 2), 4), (Fraction(1, 7), 5)])
+@pytest.mark.parametrize(
+    ("gamma", "seed"), [(0, 1), (Fraction(1, 2), 2), (1, 3), (Fraction(5, 2), 4), (Fraction(1, 7), 5)]
+)
 def test_bernoulli_exp_frequency(gamma, seed):
     # Exact binomial two-sided p-value of the success count must exceed 1e-6.
     rng = _pcg(400 + seed)

@@ -87,7 +87,7 @@ def test_normaliser_matches_brute_force_on_both_branches(sigma):
 
 @pytest.mark.parametrize("sigma", [0.5, 1.0, 7.3, 1000.0])
 def test_discrete_gaussian_variance_below_sigma_squared(sigma):
-    # CKS20 Corollary 9: Var[N_Z(0, s^2)] < s^2. The gap is O(s^4 e^{-2 pi^2 s^2}) (Poisson summation):
+    # CKS20 show Var[N_Z(0, s^2)] < s^2. The gap is O(s^4 e^{-2 pi^2 s^2}) (Poisson summation):
     # visible in double precision for s <= 1 (~1e-7 relative at s = 1), below rounding for s >= 7.3.
     half = int(40 * sigma) + 10
     k = np.arange(-half, half + 1, dtype=np.float64)
