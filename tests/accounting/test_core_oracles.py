@@ -1,0 +1,202 @@
+"""Cross-checks of the RDP curves against dp-accounting (independent implementation) and mpmath."""
+
+from __future__ import annotations
+
+import math
+
+import mpmath as mp
+import numpy as np
+import pytest
+from dp_accounting.rdp import rdp_privacy_accountant as dpa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from secagg_dp.accounting import (
+    DEFAULT_ORDERS,
+    Gaussian,
+    PoissonSampled,
+    SampledWithoutReplacement,
+    integer_rdp_table,
+    poisson_subsampled_gaussian_rdp,
+    poisson_subsampled_rdp,
+    rdp_to_dp,
+    wor_subsampled_gaussian_rdp,
+    wor_subsampled_rdp,
+)
+
+ORD = DEFAULT_ORDERS
+# dp-accounting's WOR Gaussian is O(alpha^2) Python per order: compare on a spread of shared integer orders
+WOR_ORD = np.array([2, 3, 4, 5, 6, 8, 11, 16, 23, 32, 45, 64, 96, 128], dtype=np.float64)
+FAST = settings(max_examples=25, deadline=None)
+
+
+def _close(a, b, rtol):
+    a, b = np.asarray(a), np.asarray(b)
+    return np.allclose(a, b, rtol=rtol, atol=0.0)
+
+
+@FAST
+@given(z=st.floats(0.3, 50.0), clip=st.floats(0.1, 10.0))
+def test_gaussian_matches_dp_accounting(z, clip):
+    # oracle: dp-accounting's GaussianDpEvent curve alpha/(2 z^2)
+    ours = Gaussian(sigma=z * clip, l2_sensitivity=clip, neighbouring="add-remove").rdp(ORD)
+    ref = dpa._compute_rdp_poisson_subsampled_gaussian(1.0, z, ORD)
+    assert _close(ours, ref, 1e-9)
+    e1, _ = rdp_to_dp(ORD, ours, 1e-5, warn=False)
+    e2, _ = dpa.compute_epsilon(ORD, ref, 1e-5)
+    assert abs(e1 - e2) <= 1e-6 * max(1.0, e2)
+
+
+@settings(max_examples=12, deadline=None)
+@given(z=st.floats(0.5, 20.0), q=st.floats(1e-4, 1.0), steps=st.integers(1, 1000))
+def test_poisson_gaussian_matches_dp_accounting(z, q, steps):
+    # oracle: dp-accounting PoissonSampledDpEvent(GaussianDpEvent), add/remove, all default orders
+    ours = steps * PoissonSampled(q, Gaussian(z, 1.0, "add-remove")).rdp(ORD)
+    ref = steps * dpa._compute_rdp_poisson_subsampled_gaussian(q, z, ORD)
+    assert _close(ours, ref, 1e-9)
+    e1, _ = rdp_to_dp(ORD, ours, 1e-5, warn=False)
+    e2, _ = dpa.compute_epsilon(ORD, ref, 1e-5)
+    assert abs(e1 - e2) <= 1e-6 * max(1.0, e2)
+
+
+@settings(max_examples=15, deadline=None)
+@given(z_dp=st.floats(0.5, 2.0), m=st.integers(1, 999), steps=st.integers(1, 200))
+def test_wor_gaussian_matches_dp_accounting(z_dp, m, steps):
+    # dp-accounting's z is relative to the replace-one sensitivity: our event has sigma = 2*z_dp*C, Δ₂ = 2C,
+    # i.e. the user-facing noise multiplier sigma/C is 2*z_dp. Its curve is not capped by the unsubsampled
+    # one, so compare with min(ref, alpha/(2 z_dp^2)). z_dp <= 2: its forward differencing is accurate there.
+    N = 1000
+    ev = SampledWithoutReplacement(m, N, Gaussian(sigma=2 * z_dp, l2_sensitivity=2.0, neighbouring="replace-one"))
+    ours = steps * ev.rdp(WOR_ORD)
+    ref = steps * np.minimum(dpa._compute_rdp_sample_wor_gaussian(m / N, z_dp, WOR_ORD), WOR_ORD / (2 * z_dp**2))
+    assert _close(ours, ref, 1e-9)
+    e1, _ = rdp_to_dp(WOR_ORD, ours, 1e-5, warn=False)
+    e2, _ = dpa.compute_epsilon(WOR_ORD, ref, 1e-5)
+    assert abs(e1 - e2) <= 1e-6 * max(1.0, e2)
+
+
+def test_wor_gaussian_large_orders_never_above_dp_accounting():
+    # above order 256 dp-accounting uses the generic terms only; ours keeps Theorem 27, so it can only be lower
+    o = np.array([300.0, 512.0, 1024.0])
+    for z, q in [(0.7, 0.01), (1.5, 0.2)]:
+        ours = wor_subsampled_gaussian_rdp(z, q, o)
+        ref = dpa._compute_rdp_sample_wor_gaussian(q, z, o)
+        assert np.all(ours <= ref * (1 + 1e-12))
+
+
+def _mp_thm27(z, q, alpha):
+    """Wang-Balle-Kasiviswanathan 2019 Thm 27 at one integer order, 1200-bit mpmath (the cancellation needs < 500 bits here), forward differences by
+    the alternating binomial sum (exact at this precision)."""
+    with mp.workprec(1200):
+        z, q = mp.mpf(z), mp.mpf(q)
+        c = 1 / (2 * z * z)
+        g = [mp.e ** (c * i * (i - 1)) for i in range(alpha + 3)]
+
+        def D(ell):
+            return mp.fsum((-1) ** (ell - i) * mp.binomial(ell, i) * g[i] for i in range(ell + 1))
+
+        s = 1 + q**2 * mp.binomial(alpha, 2) * min(4 * (mp.e ** (2 * c) - 1), 2 * mp.e ** (2 * c))
+        for j in range(3, alpha + 1):
+            lo, hi = 2 * (j // 2), 2 * ((j + 1) // 2)
+            s += q**j * mp.binomial(alpha, j) * min(4 * mp.sqrt(D(lo) * D(hi)), 2 * mp.e ** (c * (j - 1) * j))
+        return min(float(mp.log(s) / (alpha - 1)), alpha / (2 * float(z) ** 2))
+
+
+@pytest.mark.parametrize("z,q,alpha", [(30.0, 0.5, 149), (30.0, 0.5, 40), (3.0, 0.3, 60), (1.2, 0.05, 90)])
+def test_wor_gaussian_thm27_mpmath(z, q, alpha):
+    # independent: mpmath evaluation of the theorem itself. At z = 30, alpha = 149 dp-accounting returns 0.409
+    # (catastrophic cancellation); the theorem's value is 0.0339.
+    ours = wor_subsampled_gaussian_rdp(z, q, [float(alpha)])[0]
+    assert ours == pytest.approx(_mp_thm27(z, q, alpha), rel=1e-9)
+
+
+def _mp_log_sum(terms):
+    return mp.log(mp.fsum(terms))
+
+
+@pytest.mark.parametrize("z,q", [(0.3, 0.999), (0.5, 1e-6), (50.0, 0.3), (0.2, 0.5)])
+def test_poisson_gaussian_order_1024_mpmath(z, q):
+    # MTZ19 sum at order 1024 in 200-bit mpmath: no overflow/NaN and agreement to 1e-12
+    a = 1024
+    with mp.workprec(200):
+        zz, qq = mp.mpf(z), mp.mpf(q)
+        ref = _mp_log_sum(
+            mp.binomial(a, k) * (1 - qq) ** (a - k) * qq**k * mp.e ** ((k * k - k) / (2 * zz * zz)) for k in range(a + 1)
+        ) / (a - 1)
+        ref = min(float(ref), a / (2 * z * z))
+    ours = poisson_subsampled_gaussian_rdp(z, q, [float(a)])[0]
+    assert np.isfinite(ours)
+    assert ours == pytest.approx(ref, rel=1e-12)
+
+
+@pytest.mark.parametrize("z,q", [(0.3, 0.5), (5.0, 1e-3)])
+def test_generic_subsampling_order_1024_mpmath(z, q):
+    # WBK19 Thm 9 and ZW19 Thm 5 at order 1024 on a Gaussian base curve, 200-bit mpmath
+    a = 1024
+    table = integer_rdp_table(lambda o: o / (2 * z * z), a)
+    wor = wor_subsampled_rdp(table, q, [float(a)])[0]
+    poi = poisson_subsampled_rdp(table, q, [float(a)])[0]
+    with mp.workprec(200):
+        zz, qq = mp.mpf(z), mp.mpf(q)
+        eps = lambda j: mp.mpf(j) / (2 * zz * zz)  # noqa: E731
+        t = [mp.mpf(1), qq**2 * mp.binomial(a, 2) * min(4 * mp.expm1(eps(2)), 2 * mp.e ** eps(2))]
+        t += [2 * qq**j * mp.binomial(a, j) * mp.e ** ((j - 1) * eps(j)) for j in range(3, a + 1)]
+        ref_wor = min(float(_mp_log_sum(t) / (a - 1)), a / (2 * z * z))
+        u = [(1 - qq) ** (a - 1) * (a * qq - qq + 1), mp.binomial(a, 2) * qq**2 * (1 - qq) ** (a - 2) * mp.e ** eps(2)]
+        u += [3 * mp.binomial(a, j) * (1 - qq) ** (a - j) * qq**j * mp.e ** ((j - 1) * eps(j)) for j in range(3, a + 1)]
+        ref_poi = min(float(_mp_log_sum(u) / (a - 1)), a / (2 * z * z))
+    assert wor == pytest.approx(ref_wor, rel=1e-12)
+    assert poi == pytest.approx(ref_poi, rel=1e-12)
+
+
+def test_broadcasting_matches_scalar_calls():
+    # the check-in accountant calls these with k-dependent rates and base tables at once
+    rates = np.array([[0.0, 0.01], [0.3, 1.0]])
+    zs = np.array([[0.7, 1.3], [2.5, 40.0]])
+    batch = wor_subsampled_gaussian_rdp(zs, rates, ORD)
+    pb = poisson_subsampled_gaussian_rdp(zs, rates, ORD)
+    tables = np.stack([integer_rdp_table(lambda o, z=z: o / (2 * z * z), 1024) for z in zs.ravel()]).reshape(2, 2, -1)
+    gb = wor_subsampled_rdp(tables, rates, ORD)
+    zb = poisson_subsampled_rdp(tables, rates, ORD)
+    assert batch.shape == pb.shape == gb.shape == zb.shape == (2, 2, ORD.size)
+    for i in range(2):
+        for j in range(2):
+            assert np.array_equal(batch[i, j], wor_subsampled_gaussian_rdp(zs[i, j], rates[i, j], ORD))
+            assert np.array_equal(pb[i, j], poisson_subsampled_gaussian_rdp(zs[i, j], rates[i, j], ORD))
+            assert np.allclose(gb[i, j], wor_subsampled_rdp(tables[i, j], rates[i, j], ORD), rtol=1e-14, atol=0)
+            assert np.allclose(zb[i, j], poisson_subsampled_rdp(tables[i, j], rates[i, j], ORD), rtol=1e-14, atol=0)
+    for arr in (batch, pb, gb, zb):
+        assert np.all(np.isfinite(arr)) and np.all(arr >= 0)
+        assert np.all(arr[0, 0] == 0.0)  # rate 0: nothing released about anyone
+    # rate 1: exactly the unsubsampled curve
+    assert np.allclose(pb[1, 1], ORD / (2 * 40.0**2), rtol=1e-12)
+
+
+def test_subsampled_is_capped_by_base_and_generic_dominates_specific():
+    z, q = 0.4, 0.9  # Theorem 9 has a noise-independent floor; the cap must bite
+    table = integer_rdp_table(lambda o: o / (2 * z * z), 1024)
+    base = ORD / (2 * z * z)
+    for f in (wor_subsampled_rdp, poisson_subsampled_rdp):
+        assert np.all(f(table, q, ORD) <= base)
+    assert np.all(wor_subsampled_gaussian_rdp(z, q, ORD) <= wor_subsampled_rdp(table, q, ORD) * (1 + 1e-12))
+    assert np.all(poisson_subsampled_gaussian_rdp(z, q, ORD) <= poisson_subsampled_rdp(table, q, ORD) * (1 + 1e-12))
+
+
+def test_fractional_orders_interpolate_upper_bound():
+    # cumulant interpolation: fractional orders lie between the neighbours' cumulants; MTZ19's exact fractional
+    # value (dp-accounting) is never above ours
+    o = np.array([2.5, 10.25, 33.7])
+    ours = poisson_subsampled_gaussian_rdp(1.1, 0.02, o)
+    ref = dpa._compute_rdp_poisson_subsampled_gaussian(0.02, 1.1, o)
+    assert np.all(ours >= ref * (1 - 1e-12))
+    assert np.all(np.isfinite(ours))
+
+
+def test_wor_gaussian_forward_difference_methods_agree_at_switch():
+    # the two ways of computing Theorem 27 forward differences agree where both are accurate (z = 2)
+    from secagg_dp.accounting.subsampling import _log_even_fd_quadrature, _log_even_fd_recursion
+
+    a = _log_even_fd_recursion(2.0, 200)[2::2]
+    b = _log_even_fd_quadrature(2.0, 200)[2::2]
+    assert np.allclose(a, b, rtol=0, atol=1e-7)
+    assert math.isfinite(b[-1])
