@@ -40,12 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         groups[name] = p.add_subparsers(dest="mechanism", metavar="MECHANISM", required=True)
     for module_name, func_name, group in _REGISTRY:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:  # TEMPORARY during parallel development; strict at integration
-            if exc.name is not None and module_name.startswith(exc.name):
-                continue
-            raise
+        module = importlib.import_module(module_name)
         getattr(module, func_name)(groups[group] if group else sub)
     return parser
 
