@@ -40,7 +40,11 @@ from simulations.config import SimConfig
 from simulations.results import SCHEMA, write_atomic
 from simulations.tasks import make_task
 
-__all__ = ["Plan", "plan", "run_scenario", "RoundRecord", "RoundAggregate", "aggregate_round", "aggregate_both_modes", "SEED_DERIVATION"]
+__all__ = ["Plan", "plan", "run_scenario", "RoundRecord", "RoundAggregate", "aggregate_round", "aggregate_both_modes", "SEED_DERIVATION", "SIGMA_INT_MAX"]
+
+#: Largest per-client grid noise std the simulator uses: the range of ``sample_discrete_gaussian``
+#: (sigma in (0, 1e6]) and of ``sample_skellam`` (variance in (0, 1e12]); a test ties it to the samplers.
+SIGMA_INT_MAX = 1e6
 
 SEED_DERIVATION = (
     "numpy SeedSequence(root, spawn_key=...): data (0, ...); round r check-in (1, r, 0), dropouts (1, r, 1), "
@@ -60,6 +64,8 @@ class Plan:
     sigma_local: float  # per-client, per-step noise std in original units
     sigma_int: float  # the same on the integer grid (sigma_local * scale)
     scale: float
+    scale_rule: float  # the k-stddev scale before the sampler-range cap (``scale`` <= this)
+    scale_capped: bool  # True when SIGMA_INT_MAX / sigma_local < scale_rule (see plan())
     l2_sensitivity: float  # Delta_2 of one encoded vector (one client, or one sample for logreg)
     l1_sensitivity: float
     shard_size: int | None
@@ -89,7 +95,7 @@ def plan(cfg: SimConfig, root_seed: int = 0) -> Plan:
         signal = task_cfg.local_steps * task_cfg.sample_rate * shard * priv.clip
         sigma_total = sigma_local * math.sqrt(task_cfg.local_steps)
     dim = task.vector_dim
-    from secagg_dp.quantize import ZqCodec
+    from secagg_dp.quantize import ZqCodec, next_pow2, rounded_l2_bound
 
     try:
         scale = ZqCodec.scale_for(
@@ -101,6 +107,22 @@ def plan(cfg: SimConfig, root_seed: int = 0) -> Plan:
             f"Config key 'secagg.bits' = {cfg.secagg.bits} is too small for up to {n_scale} clients of dimension "
             f"{dim} (clip {signal:g}, noise std {sigma_total:.4g}, k = {priv.k_stddevs:g}): {exc}"
         ) from exc
+    scale_rule = scale
+    # Sampler range: the DG/Skellam samplers take a grid std <= SIGMA_INT_MAX, and at wide bit widths the
+    # k-stddev rule asks for far more (6e16 at b = 62). Beyond that std the rounding error (variance <= 1/4
+    # per coordinate per client) is < 1e-12 of the noise variance, so a larger scale buys no utility: cap
+    # s <= SIGMA_INT_MAX / sigma_local. A smaller scale only lowers the wrap-around probability; the codec,
+    # the sensitivities and the accountant all use the scale actually chosen.
+    capped = sigma_local * scale > SIGMA_INT_MAX
+    if capped:
+        scale = SIGMA_INT_MAX / sigma_local
+        inflation = rounded_l2_bound(priv.clip * scale, next_pow2(dim), priv.beta) / (priv.clip * scale)
+        if inflation > 2.0:  # the same criterion ZqCodec.scale_for applies to an uncapped scale
+            raise ConfigError(
+                f"Config key 'privacy.noise_multiplier' = {priv.noise_multiplier:g} is too large for the samplers: "
+                f"the grid noise std is capped at {SIGMA_INT_MAX:g}, which leaves scale {scale:.4g} and rounding "
+                f"inflates the L2 sensitivity by x{inflation:.3g} (> 2). To fix, lower the noise multiplier or clip."
+            )
     codec = ZqCodec(dim, cfg.secagg.bits, priv.clip, scale, rotation_seed=0, beta=priv.beta)
     from secagg_dp.quantize import wrap_around_bound
 
@@ -110,7 +132,8 @@ def plan(cfg: SimConfig, root_seed: int = 0) -> Plan:
     ).any_coordinate)
     return Plan(
         dim=dim, padded_dim=codec.padded_dim, expected_checkins=n_exp, scale_clients=n_scale, signal_norm=signal,
-        sigma_local=sigma_local, sigma_int=sigma_local * scale, scale=scale,
+        sigma_local=sigma_local, sigma_int=min(sigma_local * scale, SIGMA_INT_MAX), scale=scale,
+        scale_rule=scale_rule, scale_capped=capped,
         l2_sensitivity=float(codec.l2_sensitivity), l1_sensitivity=float(codec.l1_sensitivity),
         shard_size=shard, wrap_probability_bound=wrap,
     )
