@@ -33,6 +33,7 @@ raise one :class:`~secagg_dp.errors.ConfigError` naming the key, before a single
     beta = 0.6065306597126334   # conditional rounding parameter, exp(-1/2)
     delta = 1e-5
     method = "rdp"              # "rdp" (binomial mixture) | "window" (window certificate)
+    # epsilon_budget = 3.0      # optional: the ledger refuses the round that would exceed it (at delta)
 
     [task]
     name = "mean"               # "mean" | "logreg"
@@ -95,6 +96,7 @@ DEFAULTS: dict[str, Any] = {
         "beta": math.exp(-0.5),
         "delta": 1e-5,
         "method": "rdp",
+        "epsilon_budget": None,
     },
     "task": {"name": "mean", "dim": 256, "local_steps": 1, "sample_rate": 0.5, "learning_rate": 2.0},
     "study": {"grid": {}, "x": "epsilon"},
@@ -204,6 +206,7 @@ class PrivacyParams:
     beta: float
     delta: float
     method: str
+    epsilon_budget: float | None = None
 
     def __post_init__(self) -> None:
         _choice("privacy.mechanism", self.mechanism, ("ddg", "skellam"))
@@ -213,6 +216,8 @@ class PrivacyParams:
         _real("privacy.beta", self.beta, 0.0, 1.0, hi_open=True)
         _real("privacy.delta", self.delta, 0.0, 1.0, lo_open=True, hi_open=True)
         _choice("privacy.method", self.method, ("rdp", "window"))
+        if self.epsilon_budget is not None:
+            _real("privacy.epsilon_budget", self.epsilon_budget, 0.0, lo_open=True)
 
 
 @dataclass(frozen=True)

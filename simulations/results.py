@@ -3,7 +3,8 @@
 A run rewrites its document atomically (write to a temporary file in the same directory, fsync,
 ``os.replace``) after every round, so a run that is interrupted or killed at any moment leaves a complete,
 readable JSON file whose ``status`` says how far it got ("running" if the process died without a chance to
-say more, "interrupted" after Ctrl-C, "failed" after an error, "complete").
+say more, "interrupted" after Ctrl-C, "failed" after an error, "budget_exhausted" when the ledger refused
+a round that would exceed ``privacy.epsilon_budget`` (that round is not released), "complete").
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ __all__ = ["SCHEMA", "STUDY_SCHEMA", "write_atomic", "read_results", "check_resu
 
 SCHEMA = "secagg-dp/simulate-results/1"
 STUDY_SCHEMA = "secagg-dp/simulate-study/1"
-_STATUSES = {"running", "complete", "interrupted", "failed"}
+_STATUSES = {"running", "complete", "interrupted", "failed", "budget_exhausted"}
 _RUN_KEYS = {"schema", "status", "config", "seeds", "derived", "privacy", "rounds", "summary", "software"}
 _ROUND_KEYS = {"round", "checked_in", "included", "aborted", "epsilon", "order", "metrics", "seconds"}
 

@@ -1,12 +1,13 @@
-"""Run a scenario round by round: check-in, dropouts, encode + noise, aggregate, decode, update, account.
+"""Run a scenario round by round: check-in, dropouts, encode + noise, aggregate, account, decode, update.
 
 One round (issue 7): the server opens round r; each of the n clients checks in by its own coin p (or, for
 the comparison study, exactly round(p n) clients are sampled without replacement); dropouts are drawn per
 client and per protocol stage with probability p'; every participant computes its update, clips, encodes
 onto Z_q, adds discrete Gaussian or Skellam noise; the vectors go through the real protocol (``crypto``) or
-the ideal aggregator (``ideal``); the server decodes the modular sum and updates the model; the ledger
-records the round and the accountant reports the certified epsilon so far. ``results.json`` is rewritten
-atomically after every round.
+the ideal aggregator (``ideal``); the privacy ledger records the round (committed before anything is
+released; a budget refusal stops the run with status "budget_exhausted") and the accountant reports the
+certified epsilon so far; the server decodes the modular sum and updates the model. ``results.json`` is
+rewritten atomically after every round.
 """
 
 from __future__ import annotations
@@ -233,9 +234,17 @@ def run_scenario(
 
         bar = tqdm(total=cfg.rounds, desc=cfg.name, unit="round", leave=False)
     start = time.perf_counter()
+    from secagg_dp.errors import PrivacyBudgetExceeded
+
     try:
         for r in range(1, cfg.rounds + 1):
-            rec, model = _one_round(cfg, p, task, model, root, r, executor, acct)
+            try:
+                rec, model = _one_round(cfg, p, task, model, root, r, executor, acct)
+            except PrivacyBudgetExceeded as exc:  # the ledger refused round r before its release
+                doc["status"] = "budget_exhausted"
+                doc["privacy"] = acct.describe()
+                doc["privacy"]["refused"] = {"round": r, "reason": str(exc)}
+                break
             doc["rounds"].append(asdict(rec))
             doc["privacy"] = acct.describe()
             doc["summary"] = _summary(doc, time.perf_counter() - start)
@@ -245,7 +254,8 @@ def run_scenario(
                 bar.set_postfix(eps=f"{rec.epsilon:.3g}", **{k: f"{v:.3g}" for k, v in rec.metrics.items()})
             if on_round is not None:
                 on_round(doc)
-        doc["status"] = "complete"
+        else:
+            doc["status"] = "complete"
     except KeyboardInterrupt:
         doc["status"] = "interrupted"
         raise
@@ -353,6 +363,12 @@ def _one_round(cfg, p: Plan, task, model, root: int, r: int, executor, acct) -> 
     ra = aggregate_round(cfg, p, root, r, model, executor, cfg.mode)
     secs = ra.seconds
     aborted = ra.aggregate is None
+    t4 = time.perf_counter()
+    # The ledger commits the round before its aggregate is decoded (released), so a crash can only
+    # over-count; a budget refusal raises here and the round is never released. Every round is recorded,
+    # aborted ones too (conservative: an abort at unmasking reveals nothing).
+    eps, order = acct.record_round()
+    secs["account"] = time.perf_counter() - t4
     t3 = time.perf_counter()
     metrics: dict[str, float] = {}
     if not aborted:
@@ -361,10 +377,6 @@ def _one_round(cfg, p: Plan, task, model, root: int, r: int, executor, acct) -> 
         decoded = codec.decode(ra.aggregate)
         model, metrics = task.server_update(model, decoded, len(ra.included), ra.truth, root)
     secs["decode"] = time.perf_counter() - t3
-    t4 = time.perf_counter()
-    # Every round is recorded, aborted ones too (conservative: an abort at unmasking reveals nothing).
-    eps, order = acct.record_round()
-    secs["account"] = time.perf_counter() - t4
     secs["total"] = time.perf_counter() - t0
     rec = RoundRecord(
         round=r, checked_in=len(ra.ids), included=0 if aborted else len(ra.included), threshold=ra.threshold,

@@ -27,6 +27,7 @@ from simulations.config import build_config, expand_study, list_bundled, load_co
         ({"population": {"sampling": "fixed", "dropout": 0.1}}, [], "population.dropout"),
         ({"study": {"grid": {"population.nope": [1]}}}, [], "study.grid"),
         ({}, ["population.dropout"], "key=value"),
+        ({"privacy": {"epsilon_budget": 0}}, [], "privacy.epsilon_budget"),
     ],
 )
 def test_bad_config_raises_config_error(raw, overrides, needle):

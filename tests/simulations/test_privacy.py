@@ -1,15 +1,41 @@
-"""The epsilon in results.json is the check-in accountant's certificate, and the ledger matches the rounds."""
+"""The epsilon in results.json is the accountant's certificate, spent round by round in the core ledger."""
 
 from __future__ import annotations
 
-import sqlite3
+import warnings
 
 import numpy as np
 import pytest
 
-from simulations.privacy import effective_gamma
+from secagg_dp.accounting.ledger import PrivacyLedger
+from simulations.privacy import ORDERS, effective_gamma
+from simulations.results import read_results
 from simulations.runner import plan, run_scenario
 from tests.simulations.conftest import small_config
+
+
+def _reopen(path, neighbouring: str = "replace-one") -> PrivacyLedger:
+    """Resume the run's ledger file exactly as a user would (orders and relation must match)."""
+    return PrivacyLedger(neighbouring, ORDERS, path=path)
+
+
+def test_round_event_is_validated():
+    from secagg_dp.accounting import checkin as ck
+    from secagg_dp.accounting import checkin_mechanisms as cm
+    from secagg_dp.errors import ParameterError
+    from simulations.privacy import CheckinRound
+
+    prov = ck.SubsampledCheckin(mechanism=cm.SkellamSum(100.0, 2.0, 4.0), n=10)
+    ok = CheckinRound(provider=prov, clients=10, gamma=0.3, sample_size=None, neighbouring="replace-one")
+    assert ok.rdp(ORDERS).shape == ORDERS.shape and np.all(ok.rdp(ORDERS) > 0)
+    with pytest.raises(ParameterError, match="provider"):
+        CheckinRound(provider=prov, clients=10, gamma=0.3, sample_size=None, neighbouring="add-remove")
+    with pytest.raises(ParameterError, match="Exactly one"):
+        CheckinRound(provider=prov, clients=10, gamma=0.3, sample_size=3, neighbouring="replace-one")
+    with pytest.raises(ParameterError, match="sample_size"):
+        CheckinRound(provider=prov, clients=10, gamma=None, sample_size=11, neighbouring="replace-one")
+    with pytest.raises(ParameterError, match="integers"):
+        ok.rdp([2.5, 3.0])
 
 
 def test_certified_epsilon_is_the_checkin_accountants(tmp_path):
@@ -27,15 +53,54 @@ def test_certified_epsilon_is_the_checkin_accountants(tmp_path):
     gamma = 0.5 * 0.9**3
     assert effective_gamma(0.5, 0.1) == pytest.approx(gamma)
     for t, rnd in enumerate(doc["rounds"], start=1):
-        with _nowarn():  # the best-order-at-the-edge warning is not under test here
+        with warnings.catch_warnings():  # the best-order-at-the-edge warning is not under test here
+            warnings.simplefilter("ignore")
             want = ck.checkin_epsilon(prov, 40, gamma, t, cfg.privacy.delta)
         assert rnd["epsilon"] == pytest.approx(want.epsilon, rel=1e-12)
     eps = [r["epsilon"] for r in doc["rounds"]]
     assert eps == sorted(eps) and doc["privacy"]["neighbouring"] == "replace-one"
     assert doc["privacy"]["method"] == "rdp" and doc["privacy"]["gamma"] == pytest.approx(gamma)
-    with sqlite3.connect(tmp_path / "ledger.sqlite") as db:
-        rows = db.execute("SELECT round, epsilon FROM rounds ORDER BY round").fetchall()
-    assert [r[0] for r in rows] == [1, 2, 3] and np.allclose([r[1] for r in rows], eps)
+    # the core ledger on disk: one event per round, resumable, giving the reported epsilon
+    with _reopen(tmp_path / "ledger.sqlite") as led:
+        assert led.neighbouring == "replace-one" and len(led.entries) == 3
+        assert all(e == (doc["privacy"]["ledger"]["event"], 1) for e in led.entries)
+        assert led.epsilon(cfg.privacy.delta)[0] == pytest.approx(eps[-1], rel=1e-12)
+
+
+def test_logreg_epsilon_is_the_local_steps_accountants(tmp_path):
+    from secagg_dp.accounting import checkin as ck
+    from secagg_dp.accounting import local_steps as ls
+
+    task = {"name": "logreg", "local_steps": 3, "sample_rate": 0.4}
+    cfg = small_config(rounds=2, population={"clients": 30, "checkin": 0.6, "dropout": 0.1},
+                       privacy={"mechanism": "skellam", "noise_multiplier": 2.0}, secagg={"bits": 24}, task=task)
+    doc = run_scenario(cfg, tmp_path)
+    p = plan(cfg, 11)
+    # direct call: S = 3 Poisson(q = 0.4) steps of k clients' joint Skellam noise, one sample's codec bounds
+    # (add-remove), client check-in by joint convexity at k/n, K ~ Bin(30, 0.6 * 0.9^3)
+    base = ls.LocalStepsSkellam(variance=p.sigma_int**2, l2_sensitivity=p.l2_sensitivity,
+                                l1_sensitivity=p.l1_sensitivity, steps=3, sample_rate=0.4)
+    prov = ck.SubsampledCheckin(mechanism=base, n=30, amplification="joint-convexity", neighbouring="add-remove")
+    for t, rnd in enumerate(doc["rounds"], start=1):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = ck.checkin_epsilon(prov, 30, 0.6 * 0.9**3, t, cfg.privacy.delta)
+        assert rnd["epsilon"] == pytest.approx(want.epsilon, rel=1e-12)
+    assert doc["privacy"]["neighbouring"] == "add-remove" and doc["privacy"]["unit"] == "sample"
+    assert doc["status"] == "complete" and 0 < doc["rounds"][0]["epsilon"] < doc["rounds"][1]["epsilon"]
+
+
+def test_more_local_steps_cost_more_privacy_at_the_same_noise():
+    from simulations.privacy import make_accountant
+
+    eps = []
+    for steps in (1, 4):
+        cfg = small_config(rounds=5, privacy={"mechanism": "ddg"}, secagg={"bits": 24},
+                           task={"name": "logreg", "local_steps": steps, "sample_rate": 0.5})
+        acct = make_accountant(cfg, plan(cfg, 11))
+        eps.append(acct.planned_epsilon)
+        acct.close()
+    assert eps[1] > eps[0] > 0
 
 
 def test_interrupted_run_keeps_ledger_and_results_in_step(tmp_path):
@@ -47,20 +112,42 @@ def test_interrupted_run_keeps_ledger_and_results_in_step(tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         run_scenario(cfg, tmp_path, on_round=stop)
-    with sqlite3.connect(tmp_path / "ledger.sqlite") as db:
-        n = db.execute("SELECT COUNT(*) FROM rounds").fetchone()[0]
-    from simulations.results import read_results
+    disk = read_results(tmp_path / "results.json")
+    with _reopen(tmp_path / "ledger.sqlite") as led:  # committed rows survive the interruption
+        assert len(led.entries) == len(disk["rounds"]) == 2
+        assert led.epsilon(cfg.privacy.delta)[0] == pytest.approx(disk["rounds"][-1]["epsilon"], rel=1e-12)
+    assert disk["status"] == "interrupted"
 
-    assert n == len(read_results(tmp_path / "results.json")["rounds"]) == 2
+
+def test_budget_refusal_stops_before_the_round_is_released(tmp_path):
+    cfg = small_config(rounds=4, privacy={"noise_multiplier": 4.0})
+    full = run_scenario(cfg, tmp_path / "full")
+    budget = 0.5 * (full["rounds"][1]["epsilon"] + full["rounds"][2]["epsilon"])  # between rounds 2 and 3
+    capped = small_config(rounds=4, privacy={"noise_multiplier": 4.0, "epsilon_budget": budget})
+    doc = run_scenario(capped, tmp_path / "capped")
+    disk = read_results(tmp_path / "capped" / "results.json")
+    assert disk["status"] == doc["status"] == "budget_exhausted"
+    assert [r["round"] for r in disk["rounds"]] == [1, 2] and disk["privacy"]["refused"]["round"] == 3
+    assert disk["rounds"][-1]["epsilon"] <= budget < full["rounds"][2]["epsilon"]
+    with _reopen(tmp_path / "capped" / "ledger.sqlite") as led:
+        assert len(led.entries) == 2  # the refused round left no row
 
 
-class _nowarn:
-    def __enter__(self):
-        import warnings
+def test_a_new_run_in_the_same_folder_starts_a_new_ledger(tmp_path):
+    run_scenario(small_config(rounds=3), tmp_path)
+    run_scenario(small_config(rounds=2), tmp_path)
+    with _reopen(tmp_path / "ledger.sqlite") as led:
+        assert len(led.entries) == 2
 
-        self._c = warnings.catch_warnings()
-        self._c.__enter__()
-        warnings.simplefilter("ignore")
 
-    def __exit__(self, *exc):
-        return self._c.__exit__(*exc)
+def test_ledger_rdp_is_rounds_times_the_per_round_mixture(tmp_path):
+    cfg = small_config(rounds=3, population={"clients": 400, "checkin": 0.5},
+                       privacy={"method": "window", "noise_multiplier": 4.0}, task={"dim": 8})
+    doc = run_scenario(cfg, tmp_path)
+    per_round = np.array([doc["privacy"]["per_round_rdp"][int(o)] for o in ORDERS])
+    with _reopen(tmp_path / "ledger.sqlite") as led:
+        assert np.allclose(led.rdp, 3 * per_round, rtol=1e-12, atol=0)
+        rdp_eps = led.epsilon(cfg.privacy.delta)[0]
+    # window reports its own certificate for T = 3 ledger rounds; the ledger's RDP epsilon is also valid
+    assert doc["privacy"]["certificate"]["method"] == "window" and doc["privacy"]["certificate"]["rounds"] == 3
+    assert doc["rounds"][-1]["epsilon"] == doc["privacy"]["certificate"]["epsilon"] and rdp_eps > 0
