@@ -25,6 +25,7 @@ __all__ = [
     "check_wrap_edges",
     "check_rotation",
     "check_l2_bound",
+    "check_protocol",
     "run_checks",
     "format_table",
     "register",
@@ -213,6 +214,19 @@ def check_l2_bound(*, seed: int, trials: int) -> list[Row]:
     return rows
 
 
+def check_protocol(*, seed: int, trials: int) -> list[Row]:
+    """The full secure-aggregation protocol and the simulator around it (``simulations.verify_protocol``).
+
+    max(16, 12·trials) random rounds of ``protocols.run_secagg_round`` (q = 2^b for b in 1..62, full graph
+    or SecAgg+, edge inputs q−1 / q/2 / 0, one dropout at each of the four stages in turn plus random
+    per-stage dropouts, one forced abort) against the Python-int sum of the survivors; the simulator's
+    per-stage dropout draw; crypto and ideal modes giving the identical modular sum.
+    """
+    from simulations import verify_protocol
+
+    return list(verify_protocol.all_checks(seed=seed, cases=max(16, 12 * trials)))
+
+
 #: The checks run by ``secagg-dp verify``, in order. Append a function here to add rows.
 CHECKS: list[CheckFn] = [
     check_end_to_end,
@@ -221,6 +235,7 @@ CHECKS: list[CheckFn] = [
     check_wrap_edges,
     check_rotation,
     check_l2_bound,
+    check_protocol,
 ]
 
 

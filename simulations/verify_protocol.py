@@ -83,7 +83,9 @@ def _random_drops(n: int, pyrng: random.Random, rate: float) -> dict[str, set[in
 
 
 def protocol_checks(*, cases: int = 24, seed: int = 0) -> list[Row]:
-    """Random (q, n, t, d, dropouts at every stage, SecAgg+ or full graph) against the Python-int sum."""
+    """Random (q, n, t, d, dropouts at every stage, SecAgg+ or full graph) against the Python-int sum,
+    then q = 2^62 with no dropout and with one dropout at each stage (rounds that must succeed), then a
+    forced abort."""
     pyrng = random.Random(seed)
     rows: list[Row] = []
     bit_choices = [1, 8, 16, 31, 32, 33, 53, 54, 61, 62]
@@ -94,12 +96,19 @@ def protocol_checks(*, cases: int = 24, seed: int = 0) -> list[Row]:
         t = pyrng.randint(2, max(2, n - 2))
         dim = pyrng.choice([1, 3, 16, 33])
         neighbours = None if i % 3 else min(n - 1, 2 * pyrng.randint(1, max(1, (n - 1) // 2)))
+        if neighbours is not None:
+            t = min(t, neighbours + 1)  # SecAgg+: a neighbourhood of k + 1 holders must reach t
         if i % 4 == 0:  # one stage at a time, so every stage is exercised deterministically
             stage = STAGES[(i // 4) % 4]
             drops = {stage: {pyrng.randrange(n)}}
         else:
             drops = _random_drops(n, pyrng, 0.15)
         rows.append(_one_case(bits, n, t, dim, drops, neighbours, kinds[i % 4], seed * 1000 + i, pyrng))
+    # q = 2^62 through a round that must succeed: no dropout, then one dropout at each stage in turn
+    # (6 clients, t = 3, alternating all-(q-1) and random inputs, so the sum wraps many times)
+    for j, stage in enumerate((None, *STAGES)):
+        drops = {} if stage is None else {stage: {1 + j % 5}}
+        rows.append(_one_case(62, 6, 3, 8, drops, None, "max", seed * 1000 + cases + 1 + j, pyrng))
     # a forced abort: everyone but t-1 drops before the masked input
     n, t = 6, 4
     drops = {"share_keys": {0, 1, 2}}

@@ -19,7 +19,8 @@ def test_verify_passes_and_prints_table(capsys: pytest.CaptureFixture[str]) -> N
     assert rc == 0, out
     assert "FAIL" not in out
     for name in ("end-to-end encode/noise/sum/decode", "modular sum bit-exact", "encode + noise bit-exact",
-                 "wrap-around edges", "rotation inverse/orthogonal", "Δ₂ after conditional rounding"):
+                 "wrap-around edges", "rotation inverse/orthogonal", "Δ₂ after conditional rounding",
+                 "protocol q=2^62", "dropout model", "crypto == ideal"):
         assert name in out
     assert "bits=62" in out  # q up to 2^62 is exercised
     last = out.strip().splitlines()[-1]
@@ -33,6 +34,12 @@ def test_verify_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert rc == 0
     assert data["ok"] is True and data["failed"] == 0 and data["passed"] == len(data["rows"])
     assert all(set(r) == {"name", "params", "passed", "detail"} and r["passed"] for r in data["rows"])
+    # the protocol rows: q = 2^62 summed bit-exactly through rounds with a dropout at every stage
+    exact62 = [r for r in data["rows"] if r["name"] == "protocol q=2^62" and r["detail"] == "bit-exact"]
+    stages = {s for r in exact62 for s in r["params"]["dropouts"]}
+    assert stages == {"advertise_keys", "share_keys", "masked_input", "unmasking"}
+    assert any(not r["params"]["dropouts"] for r in exact62)
+    assert any(r["name"] == "protocol q=2^16" and r["detail"].startswith("aborted") for r in data["rows"])
 
 
 def test_rows_have_the_documented_shape() -> None:
@@ -79,6 +86,25 @@ def test_broken_decode_is_detected(monkeypatch: pytest.MonkeyPatch, capsys: pyte
     monkeypatch.setattr(verify, "CHECKS", [verify.check_end_to_end])
     assert main(["verify", "--trials", "1"]) == 1
     assert "FAIL" in capsys.readouterr().out
+
+
+def test_broken_protocol_sum_is_detected(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import protocols
+
+    real = protocols.run_secagg_round
+
+    def off_by_one(inputs, **kwargs):  # type: ignore[no-untyped-def]
+        res = real(inputs, **kwargs)
+        bits = kwargs["modulus_bits"]
+        object.__setattr__(res, "aggregate", secagg_dp.zq.add_mod(res.aggregate, np.uint64(1), bits))
+        return res
+
+    monkeypatch.setattr(protocols, "run_secagg_round", off_by_one)
+    monkeypatch.setattr(verify, "CHECKS", [verify.check_protocol])
+    rc = main(["verify", "--trials", "1"])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert "first mismatch" in out and "FAILED" in out.strip().splitlines()[-1]
 
 
 @pytest.mark.parametrize("argv", [["verify", "--trials", "0"], ["verify", "--seed", "-1"], ["verify", "--bogus"]])
