@@ -42,7 +42,7 @@ raise one :class:`~secagg_dp.errors.ConfigError` naming the key, before a single
 
     [study]                     # optional: a grid of variants, each a full run
     grid = { "population.dropout" = [0.0, 0.1, 0.3, 0.5] }
-    x = "epsilon"               # plotted x-axis ("epsilon" | "round" | "bits" | any swept key)
+    x = "epsilon"               # plotted x-axis: "epsilon" | "round" (per round) | a swept key (per variant)
 
 Overrides (``key=value`` on the command line) use dotted keys, e.g. ``population.dropout=0.3``;
 values are parsed as TOML values (``mode="crypto"`` and ``mode=crypto`` both work).
@@ -254,8 +254,8 @@ class StudyParams:
                 raise ConfigError(f"Config key 'study.grid' names unknown or unsweepable key {k!r}.")
             if not isinstance(v, list) or not v:
                 raise _err(f"study.grid.{k}", "a non-empty list of values", v)
-        if not isinstance(self.x, str):
-            raise _err("study.x", "a string", self.x)
+        if not isinstance(self.x, str) or (self.x not in ("epsilon", "round") and self.grid and self.x not in self.grid):
+            raise _err("study.x", "'epsilon', 'round' or a key of study.grid", self.x)
 
 
 @dataclass(frozen=True)

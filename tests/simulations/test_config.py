@@ -28,6 +28,7 @@ from simulations.config import build_config, expand_study, list_bundled, load_co
         ({"study": {"grid": {"population.nope": [1]}}}, [], "study.grid"),
         ({}, ["population.dropout"], "key=value"),
         ({"privacy": {"epsilon_budget": 0}}, [], "privacy.epsilon_budget"),
+        ({"study": {"grid": {"population.dropout": [0.1]}, "x": "bits"}}, [], "study.x"),
     ],
 )
 def test_bad_config_raises_config_error(raw, overrides, needle):

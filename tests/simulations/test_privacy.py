@@ -151,3 +151,20 @@ def test_ledger_rdp_is_rounds_times_the_per_round_mixture(tmp_path):
     # window reports its own certificate for T = 3 ledger rounds; the ledger's RDP epsilon is also valid
     assert doc["privacy"]["certificate"]["method"] == "window" and doc["privacy"]["certificate"]["rounds"] == 3
     assert doc["rounds"][-1]["epsilon"] == doc["privacy"]["certificate"]["epsilon"] and rdp_eps > 0
+
+
+def test_an_accountant_bound_that_cannot_be_evaluated_is_a_config_error():
+    # DDG with > 4096 clients at a large grid sigma overflowed ddg_tau_upper when this was written; whatever
+    # the accounting module does, the simulator must either certify or refuse with a ConfigError naming the key
+    from secagg_dp.errors import ConfigError
+    from simulations.privacy import make_accountant
+
+    cfg = small_config(rounds=1, population={"clients": 6000, "checkin": 0.5}, secagg={"bits": 32},
+                       task={"name": "mean", "dim": 8})
+    try:
+        acct = make_accountant(cfg, plan(cfg, 11))
+    except ConfigError as exc:
+        assert "privacy.mechanism" in str(exc)
+    else:
+        assert acct.planned_epsilon > 0
+        acct.close()

@@ -59,3 +59,14 @@ def test_write_atomic_never_leaves_a_torn_file(tmp_path):
         write_atomic(path, {"a": object()})  # serialisation fails before the file is touched
     assert json.loads(path.read_text()) == {"a": 1}
     assert write_atomic(path, {"x": float("nan")}) is None and json.loads(path.read_text()) == {"x": None}
+
+
+def test_study_plotted_against_a_swept_key(tmp_path):
+    from simulations.study import run
+
+    cfg = small_config(rounds=2, study={"grid": {"population.dropout": [0.0, 0.3], "privacy.mechanism": ["ddg", "skellam"]},
+                                        "x": "population.dropout"})
+    doc = run(cfg, tmp_path)
+    assert doc["status"] == "complete" and len(doc["runs"]) == 4 and doc["plots"] == ["study.png"]
+    assert (tmp_path / "study.png").stat().st_size > 1000
+    assert all((tmp_path / r["out"] / "rounds.png").exists() for r in doc["runs"])
