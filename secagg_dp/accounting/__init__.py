@@ -1,14 +1,38 @@
-"""RDP accounting: mechanism events, subsampling, conversion, calibration, ledger.
+"""RDP accounting: the core (events, subsampling, conversion, calibration, ledger), the distributed
+check-in accountant (check-in mixture, dropouts, local steps, labelled baselines) and the shuffle
+accountants (shuffle Gaussian, shuffled check-in, LDP randomizers).
 
-Other modules of this package (check-in, shuffling, local steps, dropout, baselines) are imported by
-their own names; this namespace re-exports the core only.
+Every formula has one implementation, in the core; the other parts call it. Names that differ only by
+module (``checkin.DEFAULT_ORDERS`` = integers 2..256, each shuffle module's ``NEIGHBOURING``, the check-in
+adapter ``checkin.rdp_to_epsilon``) stay in their modules.
 """
+
+from secagg_dp.accounting.baselines import (
+    analytic_gaussian_epsilon,
+    chernoff_shortcut_epsilon,
+    chernoff_shortcut_rdp,
+    strong_composition_baseline,
+)
 
 from secagg_dp.accounting.calibration import (
     calibrate_gaussian_noise_multiplier,
     calibrate_noise,
     gaussian_epsilon,
 )
+from secagg_dp.accounting.checkin import (
+    BaseMechanism,
+    CheckinCertificate,
+    MixtureResult,
+    PerKProvider,
+    PerKTable,
+    SubsampledCheckin,
+    checkin_epsilon,
+    checkin_mixture,
+    checkin_rdp,
+    window_certificate,
+)
+from secagg_dp.accounting.checkin_math import log_binom_pmf, log_binom_tail_ub
+from secagg_dp.accounting.checkin_mechanisms import DDGSum, GaussianSum, SkellamSum
 from secagg_dp.accounting.conversion import (
     LargestOrderWarning,
     dp_delta,
@@ -16,8 +40,41 @@ from secagg_dp.accounting.conversion import (
     dp_to_rdp_lemma1,
     pure_dp_to_rdp,
     rdp_to_dp,
+    rdp_to_dp_mironov,
+)
+from secagg_dp.accounting.dropout import (
+    DropoutStage,
+    calibrate_gaussian_multiplier,
+    effective_checkin_rate,
+    gaussian_composed_epsilon,
+    p_versus_gamma,
+    staged_checkin_rate,
+    underdelivered_epsilon,
+)
+from secagg_dp.accounting.ldp_shuffle import (
+    LDPResult,
+    approach_epsilon,
+    first_cut,
+    first_cut_epsilon,
+    fmt_shuffle,
+    seed000_lower_rdp,
+    seed000_upper_rdp,
+    subsample_dp,
 )
 from secagg_dp.accounting.ledger import PrivacyLedger, RdpAccountant, UnsupportedEventError, register_event_type
+from secagg_dp.accounting.local_steps import (
+    LocalStep,
+    LocalStepsDDG,
+    LocalStepsGaussian,
+    LocalStepsSkellam,
+    calibrate_local_sigma,
+    fuse_steps,
+    heterogeneous_gaussian_rdp,
+    local_steps_epsilon,
+    sum_dominating_step,
+    table1_comparison,
+)
+from secagg_dp.accounting.logspace import log1p_exp, log_binomial_sum, log_comb, log_expm1
 from secagg_dp.accounting.mechanisms import (
     NEIGHBOURING_RELATIONS,
     Composed,
@@ -41,11 +98,27 @@ from secagg_dp.accounting.rdp import (
     gaussian_rdp,
     skellam_rdp,
 )
+from secagg_dp.accounting.shuffle_gaussian import (
+    shuffle_gaussian_log_moments,
+    shuffle_gaussian_rdp,
+    shuffle_gaussian_rdp_partition,
+    shuffle_gaussian_rdp_upper,
+)
+from secagg_dp.accounting.shuffled_checkin import (
+    binomial_window,
+    shuffled_checkin_gaussian_rdp_chernoff,
+    shuffled_checkin_gaussian_rdp_pair_lower,
+    shuffled_checkin_gaussian_rdp_windowed,
+    subsampled_shuffle_gaussian_rdp,
+)
 from secagg_dp.accounting.subsampling import (
     integer_rdp_table,
+    poisson_subsampled_gaussian_log_am1,
     poisson_subsampled_gaussian_rdp,
     poisson_subsampled_rdp,
+    wor_subsampled_gaussian_log_am1,
     wor_subsampled_gaussian_rdp,
+    wor_subsampled_log_am1,
     wor_subsampled_rdp,
 )
 
@@ -69,13 +142,21 @@ __all__ = [
     "ddg_tau",
     "ddg_rdp",
     "skellam_rdp",
+    "log_expm1",
+    "log1p_exp",
+    "log_comb",
+    "log_binomial_sum",
     "integer_rdp_table",
+    "wor_subsampled_log_am1",
     "wor_subsampled_rdp",
+    "wor_subsampled_gaussian_log_am1",
     "wor_subsampled_gaussian_rdp",
+    "poisson_subsampled_gaussian_log_am1",
     "poisson_subsampled_gaussian_rdp",
     "poisson_subsampled_rdp",
     "LargestOrderWarning",
     "rdp_to_dp",
+    "rdp_to_dp_mironov",
     "dp_delta",
     "pure_dp_to_rdp",
     "dp_to_rdp",
@@ -87,4 +168,59 @@ __all__ = [
     "PrivacyLedger",
     "UnsupportedEventError",
     "register_event_type",
+    # distributed check-in (issue 5)
+    "BaseMechanism",
+    "PerKProvider",
+    "SubsampledCheckin",
+    "PerKTable",
+    "MixtureResult",
+    "CheckinCertificate",
+    "checkin_mixture",
+    "checkin_rdp",
+    "checkin_epsilon",
+    "window_certificate",
+    "GaussianSum",
+    "SkellamSum",
+    "DDGSum",
+    "log_binom_pmf",
+    "log_binom_tail_ub",
+    "effective_checkin_rate",
+    "DropoutStage",
+    "staged_checkin_rate",
+    "gaussian_composed_epsilon",
+    "calibrate_gaussian_multiplier",
+    "underdelivered_epsilon",
+    "p_versus_gamma",
+    "LocalStep",
+    "fuse_steps",
+    "sum_dominating_step",
+    "LocalStepsGaussian",
+    "LocalStepsSkellam",
+    "LocalStepsDDG",
+    "heterogeneous_gaussian_rdp",
+    "local_steps_epsilon",
+    "calibrate_local_sigma",
+    "table1_comparison",
+    "analytic_gaussian_epsilon",
+    "strong_composition_baseline",
+    "chernoff_shortcut_rdp",
+    "chernoff_shortcut_epsilon",
+    # shuffle model (issue 6)
+    "shuffle_gaussian_rdp",
+    "shuffle_gaussian_rdp_partition",
+    "shuffle_gaussian_rdp_upper",
+    "shuffle_gaussian_log_moments",
+    "subsampled_shuffle_gaussian_rdp",
+    "shuffled_checkin_gaussian_rdp_chernoff",
+    "shuffled_checkin_gaussian_rdp_windowed",
+    "shuffled_checkin_gaussian_rdp_pair_lower",
+    "binomial_window",
+    "LDPResult",
+    "fmt_shuffle",
+    "subsample_dp",
+    "first_cut",
+    "first_cut_epsilon",
+    "approach_epsilon",
+    "seed000_upper_rdp",
+    "seed000_lower_rdp",
 ]

@@ -10,13 +10,15 @@ RDP of one round (seed 000 Thm 1 / Eq. 5, seed 001 Thm 2 & Thm 4, with the k = 0
 
 where eps'_k is the RDP of the k-client base mechanism subsampled without replacement at rate k/n
 (seed 001; the draft seed 000 Thm 4 writes gamma, offered only as ``rate="gamma"``, a labelled comparison),
-bounded by WBK19 Theorem 9 and capped by the base RDP. The sum is exact on a core window of k around
+bounded by WBK19 Theorem 27 for a Gaussian base (Theorem 9 otherwise; ``amplification="thm9"``
+reproduces the issue's known answer) and capped by the base RDP. The subsampling bounds are the core's
+(:mod:`secagg_dp.accounting.subsampling`), evaluated for every k of a batch at once. The sum is exact on a core window of k around
 n*gamma; outside it, blocks of k are bounded by (rigorous block mass bound) x (per-k bound evaluated at the
 block's worst ends), and blocks whose bound is not negligible are split until they are (adaptive
 refinement); the result is never below the exact sum. The "1 + sum expm1" form keeps full relative
 accuracy when eps is tiny.
 
-Window certificate (beyond the seeds; proof in docs/window_certificate.md): K is data independent, so
+Window certificate (beyond the seeds; proof in docs/checkin.md, "Window certificate"): K is data independent, so
 conditioning every round on K in [k_lo, k_hi] changes the output distribution by at most
 P(some K_t outside) <= T P(K not in W) in total variation, giving
 delta_total = delta_RDP + (1 + e^eps) T P(K not in W).
@@ -32,12 +34,10 @@ from typing import Protocol
 import numpy as np
 
 from secagg_dp._validate import check_int, check_probability, check_real
-from secagg_dp.accounting.checkin_math import (
-    log_binom_pmf,
-    log_binom_tail_ub,
-    log_expm1,
-    wor_thm9_log_am1,
-)
+from secagg_dp.accounting.checkin_math import log_binom_pmf, log_binom_tail_ub
+from secagg_dp.accounting.conversion import LargestOrderWarning, rdp_to_dp
+from secagg_dp.accounting.logspace import log_expm1
+from secagg_dp.accounting.subsampling import wor_subsampled_gaussian_log_am1, wor_subsampled_log_am1
 from secagg_dp.errors import ParameterError
 
 __all__ = [
@@ -74,30 +74,47 @@ class PerKProvider(Protocol):
     def log_expm1_upper(self, k_lo: np.ndarray, k_hi: np.ndarray, orders: np.ndarray) -> np.ndarray: ...
 
 
+_AMPLIFICATIONS = ("auto", "thm27", "thm9", "joint-convexity", "none")
+
+
 @dataclass(frozen=True)
 class SubsampledCheckin:
     """eps'_k = min(subsampled bound at rate q_k, base eps_k) for the k-client ``mechanism`` among n clients.
 
     ``rate="k/n"`` (seed 001, correct) or ``rate="gamma"`` (seed 000 draft, labelled comparison only; then
-    ``gamma`` must be given). ``amplification``: ``"thm9"`` (WBK19 Thm 9, sampling without replacement,
-    replace-one), ``"joint-convexity"`` (1 + q expm1((lam-1) eps_k): joint convexity of
-    E_Q[(P/Q)^lam] over the coupled mixture; valid for any unit of privacy) or ``"none"`` (base only).
-    Every bound is non-decreasing in q and in eps_k(j), so block bounds use q at k_hi and the mechanism's
-    block bound on eps.
+    ``gamma`` must be given). ``amplification`` (all sampling without replacement, replace-one, WBK19):
+
+    * ``"auto"`` (default, the tightest valid bound): Theorem 27 when the mechanism is a Gaussian sum
+      (it has ``noise_multiplier(k)``), Theorem 9 otherwise;
+    * ``"thm27"``: Theorem 27 (Gaussian sums only). It is Theorem 9 with each j >= 3 term replaced by the
+      minimum of Theorem 9's term and a Gaussian-specific one, so it is termwise <= Theorem 9 on the same
+      base curve: the minimum with Theorem 9 is built in, and the cap by the base RDP is applied here;
+    * ``"thm9"``: Theorem 9 (any base; the issue's known answer 2.204708 is defined with it);
+    * ``"joint-convexity"``: 1 + q expm1((lam-1) eps_k), joint convexity of E_Q[(P/Q)^lam] over the coupled
+      mixture; valid for any unit of privacy; ``"none"``: base only.
+
+    Every bound is non-decreasing in q and in eps_k(j) (Theorem 27: in 1/z_k as well, its forward
+    differences being power series in 1/(2 z^2) with non-negative coefficients), so block bounds use q at
+    k_hi and the mechanism at k_lo (its block bound on eps, z at k_lo): an upper bound at the block's worst end.
     """
 
     mechanism: BaseMechanism
     n: int
-    amplification: str = "thm9"
+    amplification: str = "auto"
     rate: str = "k/n"
     gamma: float | None = None
     neighbouring: str = "replace-one"
 
     def __post_init__(self) -> None:
         check_int("n", self.n, lo=1)
-        if self.amplification not in ("thm9", "joint-convexity", "none"):
+        if self.amplification not in _AMPLIFICATIONS:
             raise ParameterError(
-                f"Argument 'amplification' must be 'thm9', 'joint-convexity' or 'none', not {self.amplification!r}."
+                f"Argument 'amplification' must be one of {_AMPLIFICATIONS}, not {self.amplification!r}."
+            )
+        if self.amplification == "thm27" and not hasattr(self.mechanism, "noise_multiplier"):
+            raise ParameterError(
+                f"Argument 'amplification' = 'thm27' needs a Gaussian-sum mechanism (with noise_multiplier(k)), "
+                f"not {type(self.mechanism).__name__}. To fix, use 'auto' or 'thm9'."
             )
         if self.rate not in ("k/n", "gamma"):
             raise ParameterError(f"Argument 'rate' must be 'k/n' or 'gamma', not {self.rate!r}.")
@@ -118,14 +135,17 @@ class SubsampledCheckin:
         cap = log_expm1((orders[None, :] - 1.0) * base)
         if self.amplification == "none":
             return cap
-        if self.rate == "k/n":
-            log_q = np.log(k_hi / self.n)
+        q = k_hi / self.n if self.rate == "k/n" else np.full(k_lo.shape, float(self.gamma))
+        method = self.amplification
+        if method == "auto":
+            method = "thm27" if hasattr(self.mechanism, "noise_multiplier") else "thm9"
+        if method == "thm27":
+            sub = wor_subsampled_gaussian_log_am1(self.mechanism.noise_multiplier(k_lo), q, orders)
+        elif method == "thm9":
+            sub = wor_subsampled_log_am1(base_all, q, orders)
         else:
-            log_q = np.full(k_lo.shape, math.log(self.gamma))
-        if self.amplification == "thm9":
-            sub = wor_thm9_log_am1(log_q, base_all, orders)
-        else:
-            sub = log_q[:, None] + cap
+            with np.errstate(divide="ignore"):
+                sub = np.log(q)[:, None] + cap
         return np.minimum(sub, cap)
 
 
@@ -292,21 +312,13 @@ def checkin_rdp(
 
 
 def rdp_to_epsilon(rdp: np.ndarray, orders: np.ndarray, delta: float) -> tuple[float, int]:
-    """(eps, best order) from RDP: eps = min_a r(a) + log1p(-1/a) - (log delta + log a)/(a - 1).
-
-    Canonne, Kamath & Steinke 2020 / Asoodeh et al. 2021; seed 001 Lemma 3. Warns when the optimum is the
-    largest order offered. Implemented here because the core conversion had not landed when this module
-    was written; it is the same formula.
+    """(eps, best integer order) from RDP by the core conversion :func:`~secagg_dp.accounting.conversion.rdp_to_dp`
+    (CKS20 Prop. 12 = seed 001 Lemma 3); this wrapper only keeps the check-in argument order (rdp first)
+    and returns the order as an int. Warns :class:`LargestOrderWarning` when the optimum is the largest order.
     """
     delta = check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True)
-    rdp = np.asarray(rdp, dtype=np.float64)
-    a = np.asarray(orders, dtype=np.float64)
-    eps = rdp + np.log1p(-1.0 / a) - (math.log(delta) + np.log(a)) / (a - 1.0)
-    eps = np.where(np.isfinite(rdp), eps, np.inf)
-    i = int(np.argmin(eps))
-    if i == int(np.argmax(a)) and a.size > 1:
-        warnings.warn("optimal RDP order is the largest order offered; more orders may give a smaller epsilon", stacklevel=2)
-    return max(float(eps[i]), 0.0), int(a[i])
+    eps, order = rdp_to_dp(orders, rdp, delta)
+    return eps, int(order)
 
 
 @dataclass(frozen=True)
@@ -403,7 +415,7 @@ def window_certificate(
     window: tuple[int, int] | None = None,
 ) -> CheckinCertificate:
     """Window certificate: RDP of the mixture conditioned on K in [k_lo, k_hi] plus
-    delta_window = (1 + e^eps) T P(K not in W) (proof: docs/window_certificate.md).
+    delta_window = (1 + e^eps) T P(K not in W) (proof: docs/checkin.md, "Window certificate").
 
     The window is chosen among those whose out-of-window mass uses a fraction f of delta (per side f/2)
     for f in ``fractions``, unless ``window`` is given; the smallest epsilon wins. P(K not in W) is a
@@ -470,5 +482,9 @@ def window_certificate(
             "No check-in window satisfies T * P(K outside window) < delta; increase 'delta' or reduce 'rounds'."
         )
     if best.order == int(orders.max()):
-        warnings.warn("optimal RDP order is the largest order offered; more orders may give a smaller epsilon", stacklevel=2)
+        warnings.warn(
+            f"The optimal Rényi order {best.order} is the largest offered; larger orders may give a smaller ε.",
+            LargestOrderWarning,
+            stacklevel=2,
+        )
     return best

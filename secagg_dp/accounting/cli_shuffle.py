@@ -29,6 +29,7 @@ def _common(p: argparse.ArgumentParser, default_order: int) -> None:
 
 
 def register_account(subparsers) -> None:
+    """Register ``secagg-dp account shuffle-gaussian`` and ``account shuffled-checkin`` (issue 6)."""
     p = subparsers.add_parser(
         "shuffle-gaussian",
         help="shuffle Gaussian RDP (seed 003 Thm 1): a LOWER bound; --bound upper gives Corollary 1",
@@ -70,12 +71,14 @@ def _emit(args, out: dict, orders, rdp) -> int:
 def _convert(orders, rdp, rounds, delta, conversion="cks"):
     import warnings
 
-    from secagg_dp.accounting.shuffle_conversions import rdp_to_dp, rdp_to_dp_mironov
+    import numpy as np
+
+    from secagg_dp.accounting.conversion import rdp_to_dp, rdp_to_dp_mironov
 
     conv = rdp_to_dp if conversion == "cks" else rdp_to_dp_mironov
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        eps, order = conv(orders, [rounds * v for v in rdp], delta, warn=True)
+        eps, order = conv(orders, rounds * np.maximum(np.asarray(rdp, dtype=float), 0.0), delta, warn=True)
     notes = [str(w.message) for w in caught]
     return eps, order, notes
 

@@ -1,4 +1,12 @@
-"""Conversions between Rényi DP and (ε, δ)-DP."""
+"""Conversions between Rényi DP and (ε, δ)-DP (one implementation, used by every accountant).
+
+* :func:`rdp_to_dp` / :func:`dp_delta` — the certificate conversion (CKS20 Prop. 12 = seed 001 Lemma 3 =
+  seed 003 Lemma 2).
+* :func:`rdp_to_dp_mironov` — Mironov 2017 Prop. 3, looser; a labelled comparison only (seed 003 Table 1
+  was computed with the CKS20 form, not this one).
+* :func:`pure_dp_to_rdp` / :func:`dp_to_rdp` — ε-DP → RDP (randomized response is the worst case).
+* :func:`dp_to_rdp_lemma1` — seed 001 Lemma 1 as printed: **not** an upper bound, never a certificate.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +24,7 @@ from secagg_dp.errors import ParameterError
 __all__ = [
     "LargestOrderWarning",
     "rdp_to_dp",
+    "rdp_to_dp_mironov",
     "dp_delta",
     "pure_dp_to_rdp",
     "dp_to_rdp",
@@ -50,27 +59,52 @@ def rdp_to_dp(orders: Any, rdp: Any, delta: float, *, warn: bool = True) -> tupl
     Edge cases: δ ≥ 1 gives ε = 0; δ = 0 gives ε = 0 if r ≡ 0, else ε = inf (order inf); negative r is
     refused. Warns :class:`LargestOrderWarning` when the optimum is the largest order offered.
     """
-    a, r = _check_curve(orders, rdp)
-    if isinstance(delta, bool):
-        raise ParameterError(f"Argument 'delta' must be a real number, not {delta!r}.")
-    d = check_real("delta", delta, lo=0.0)
-    if d >= 1.0:
-        return 0.0, float(a[0])
-    if d == 0.0:
-        return (0.0, float(a[0])) if np.all(r == 0.0) else (math.inf, math.inf)
+    a, r, d = _check_conversion(orders, rdp, delta)
+    if d >= 1.0 or d == 0.0:
+        return _trivial_delta(a, r, d)
     with np.errstate(invalid="ignore", over="ignore"):
         eps = r + np.log1p(-1.0 / a) - (math.log(d) + np.log(a)) / (a - 1.0)
         kl_zero = d * d + np.expm1(-r) >= 0.0
-    eps = np.where(kl_zero, 0.0, eps)
+    return _best_order(a, np.where(kl_zero, 0.0, eps), warn)
+
+
+def _check_conversion(orders: Any, rdp: Any, delta: Any) -> tuple[np.ndarray, np.ndarray, float]:
+    a, r = _check_curve(orders, rdp)
+    if isinstance(delta, bool):
+        raise ParameterError(f"Argument 'delta' must be a real number, not {delta!r}.")
+    return a, r, check_real("delta", delta, lo=0.0)
+
+
+def _trivial_delta(a: np.ndarray, r: np.ndarray, d: float) -> tuple[float, float]:
+    """δ ≥ 1: ε = 0; δ = 0: ε = 0 if the curve is identically 0, else ε = inf (order inf)."""
+    if d >= 1.0:
+        return 0.0, float(a[0])
+    return (0.0, float(a[0])) if np.all(r == 0.0) else (math.inf, math.inf)
+
+
+def _best_order(a: np.ndarray, eps: np.ndarray, warn: bool) -> tuple[float, float]:
+    """(max(0, min ε), its order); warns :class:`LargestOrderWarning` when that order is the largest offered."""
     i = int(np.argmin(eps))
     e = max(0.0, float(eps[i]))
     if warn and a.size > 1 and math.isfinite(e) and e > 0.0 and a[i] == a.max():
         warnings.warn(
             f"The optimal Rényi order {a[i]:g} is the largest offered; larger orders may give a smaller ε.",
             LargestOrderWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
     return e, float(a[i])
+
+
+def rdp_to_dp_mironov(orders: Any, rdp: Any, delta: float, *, warn: bool = True) -> tuple[float, float]:
+    """Mironov 2017, Proposition 3: ε = min_α r(α) + log(1/δ)/(α−1); returns (ε, optimal order).
+
+    Valid but looser than :func:`rdp_to_dp`; kept as a **labelled comparison** (seed 003 Table 1's numbers
+    come from the CKS20 form; this one gives ≈ 0.37 there instead of 0.228). Same edge cases and warning.
+    """
+    a, r, d = _check_conversion(orders, rdp, delta)
+    if d >= 1.0 or d == 0.0:
+        return _trivial_delta(a, r, d)
+    return _best_order(a, r - math.log(d) / (a - 1.0), warn)
 
 
 def dp_delta(orders: Any, rdp: Any, epsilon: float) -> tuple[float, float]:
@@ -90,17 +124,26 @@ def dp_delta(orders: Any, rdp: Any, epsilon: float) -> tuple[float, float]:
     return min(1.0, math.exp(float(logd[i]))), float(a[i])
 
 
-def pure_dp_to_rdp(epsilon: float, orders: Any) -> np.ndarray:
+def pure_dp_to_rdp(epsilon: Any, orders: Any) -> np.ndarray:
     """RDP curve implied by ε-DP (δ = 0): the randomized-response pair is the worst case.
 
     Every ε-DP pair is a post-processing of randomized response (Kairouz, Oh & Viswanath 2015, Thm 2.5),
-    so by data processing ε(α) = 1/(α−1)·log((e^{αε} + e^{(1−α)ε})/(1 + e^{ε})) ≤ min(ε, αε²/2).
+    so by data processing ε(α) = 1/(α−1)·log((e^{αε} + e^{(1−α)ε})/(1 + e^{ε})) ≤ min(ε, αε²/2)
+    (= seed 001 Lemma 1 at δ = 0 evaluated at its optimum r = e^ε/(1 + e^ε)). ``epsilon`` may be an
+    array: the result has shape ``epsilon.shape + (len(orders),)``.
     """
     a = check_orders(orders)
-    e = check_real("epsilon", epsilon, lo=0.0)
+    if np.ndim(epsilon) == 0:
+        e = np.asarray(check_real("epsilon", epsilon, lo=0.0))
+    else:
+        e = np.asarray(epsilon, dtype=np.float64)
+        if not np.all(np.isfinite(e)) or np.any(e < 0.0):
+            raise ParameterError(f"Argument 'epsilon' must contain finite values >= 0, not {epsilon!r}.")
+    e = e[..., None]
     num = np.logaddexp(a * e, (1.0 - a) * e)
     val = (num - np.logaddexp(0.0, e)) / (a - 1.0)
-    return np.minimum(np.maximum(val, 0.0), e)
+    out = np.minimum(np.maximum(val, 0.0), e)
+    return out if out.ndim > 1 else out.reshape(a.shape)
 
 
 def dp_to_rdp(epsilon: float, delta: float, orders: Any) -> np.ndarray:
@@ -123,9 +166,10 @@ def dp_to_rdp_lemma1(epsilon: float, delta: float, orders: Any) -> np.ndarray:
     """Seed 001 Lemma 1 as printed — **not an upper bound; never a certificate.**
 
     ε(λ) = ε + 1/(λ−1)·log min_{r∈(δ,1)} [r^λ (r−δ)^{1−λ} + (1−r)^λ (e^ε − r + δ)^{1−λ}].
-    As printed it falls below the true RDP of randomized response even at δ = 0 (ε = 1, λ = 2 gives 0.51
-    versus 0.735), and no finite bound exists for δ > 0; kept only to reproduce the paper's numbers.
-    The minimisation is a bounded 1-D search in log space (convex in r per the paper).
+    Two independent findings: at δ = 0 the minimum is degenerate (r → 0 gives ε(λ) → 0, far below the
+    randomized-response value 0.735 at ε = 1, λ = 2; the lemma's intended value is RR, :func:`pure_dp_to_rdp`),
+    and for δ > 0 no finite RDP bound exists at all (:func:`dp_to_rdp`). Kept only to reproduce the paper.
+    The minimisation is a bounded 1-D search in log space (the paper calls it convex in r).
     """
     a = check_orders(orders)
     e = check_real("epsilon", epsilon, lo=0.0)

@@ -26,6 +26,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from secagg_dp._validate import check_int, check_probability, check_real
+from secagg_dp.accounting.conversion import rdp_to_dp
+from secagg_dp.accounting.rdp import DEFAULT_ORDERS, gaussian_rdp
 from secagg_dp.errors import ParameterError
 
 __all__ = [
@@ -75,21 +77,12 @@ def staged_checkin_rate(p: float, stages: Sequence[DropoutStage]) -> float:
     return g
 
 
-def _orders() -> np.ndarray:
-    return np.concatenate([np.arange(2, 257), [512, 1024]]).astype(np.float64)
-
-
 def gaussian_composed_epsilon(noise_multiplier: float, rounds: int, delta: float) -> float:
     """eps of T Gaussian mechanisms with z = std / L2-sensitivity: RDP T a/(2 z^2) (Mironov 2017),
-    converted with CKS20 over integer orders 2..256, 512, 1024."""
-    from secagg_dp.accounting.checkin import rdp_to_epsilon
-
+    converted with CKS20 over integer orders 2..256, 512, 1024 (the core's gaussian_rdp and rdp_to_dp)."""
     z = check_real("noise_multiplier", noise_multiplier, lo=0.0, lo_open=True)
     rounds = check_int("rounds", rounds, lo=1)
-    o = _orders()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return rdp_to_epsilon(rounds * o / (2.0 * z * z), o, delta)[0]
+    return rdp_to_dp(DEFAULT_ORDERS, rounds * gaussian_rdp(DEFAULT_ORDERS, z, 1.0), delta, warn=False)[0]
 
 
 def calibrate_gaussian_multiplier(epsilon: float, rounds: int, delta: float) -> float:
@@ -125,17 +118,20 @@ def underdelivered_epsilon(
 
 
 def p_versus_gamma(
-    n: int, p: float, dropout: float, sigma: float, rounds: int, delta: float, orders: np.ndarray | None = None
+    n: int, p: float, dropout: float, sigma: float, rounds: int, delta: float, orders: np.ndarray | None = None,
+    *, amplification: str = "auto",
 ) -> dict:
     """Distributed check-in Gaussian (replace-one): eps with the true rate gamma = p(1-p') and with p.
 
-    Returns both; ``conservative`` is True iff eps(p) >= eps(gamma). Not a theorem: a numerical check."""
-    from secagg_dp.accounting.checkin import DEFAULT_ORDERS, SubsampledCheckin, checkin_epsilon
+    Returns both; ``conservative`` is True iff eps(p) >= eps(gamma). Not a theorem: a numerical check, and
+    its answer depends on the subsampling bound (``amplification`` as in ``SubsampledCheckin``)."""
+    from secagg_dp.accounting.checkin import DEFAULT_ORDERS as CHECKIN_ORDERS
+    from secagg_dp.accounting.checkin import SubsampledCheckin, checkin_epsilon
     from secagg_dp.accounting.checkin_mechanisms import GaussianSum
 
-    orders = DEFAULT_ORDERS if orders is None else np.asarray(orders)
+    orders = CHECKIN_ORDERS if orders is None else np.asarray(orders)
     gamma = effective_checkin_rate(p, dropout)
-    prov = SubsampledCheckin(GaussianSum(sigma), n)
+    prov = SubsampledCheckin(GaussianSum(sigma), n, amplification=amplification)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         e_g = checkin_epsilon(prov, n, gamma, rounds, delta, orders).epsilon

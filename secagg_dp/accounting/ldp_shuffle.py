@@ -13,7 +13,7 @@ Replace-one neighbours. Building blocks:
 * Approaches 1 and 2 (seed 001 Sec. 3.3) over seed 001 Thm 2 (rate k/n for k check-ins).
 
 Departure from seed 001, on purpose: its Lemma 1 turns (ε, δ)-DP with δ > 0 into a finite RDP, which is
-false in general (shuffle_conversions module docstring). We carry δ instead: each per-round guarantee is
+false in general (:func:`secagg_dp.accounting.conversion.dp_to_rdp`). We carry δ instead: each per-round guarantee is
 ε-RR outside an event of probability δ ("δ-approximate RDP"), RDP composes on the ε part, and the final
 δ is δ_conv + T·δ_round. Results are upper bounds under that accounting (certificate), with the FMT and
 first-cut formulas taken from the cited papers.
@@ -33,7 +33,9 @@ from scipy.stats import binom
 
 from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.accounting.checkin_math import log_binom_pmf
-from secagg_dp.accounting.shuffle_conversions import dp_to_rdp, rdp_to_dp, wbk_subsampled_log_moments
+from secagg_dp.accounting.conversion import pure_dp_to_rdp, rdp_to_dp
+from secagg_dp.accounting.logspace import log1p_exp
+from secagg_dp.accounting.subsampling import wor_subsampled_log_am1
 from secagg_dp.errors import ParameterError
 
 __all__ = [
@@ -106,7 +108,8 @@ def _compose_approx(orders, rdp_round, delta_round, rounds, delta):
     left = delta - rounds * delta_round
     if left <= 0:
         return None
-    eps, order = rdp_to_dp(orders, rounds * np.asarray(rdp_round), left)
+    # a windowed sum can fall a rounding hair below 0; RDP >= 0, so 0 is an upper bound there
+    eps, order = rdp_to_dp(orders, rounds * np.maximum(np.asarray(rdp_round), 0.0), left, warn=False)
     return eps, order
 
 
@@ -122,7 +125,7 @@ def first_cut_epsilon(
     best = LDPResult(math.inf, delta, math.nan, "first-cut")
     for l in ls:
         e, d = first_cut(eps0, delta0, n=n, gamma=gamma, l=int(l), delta1=delta / (4.0 * rounds))
-        res = _compose_approx(orders, dp_to_rdp(e, orders), d, rounds, delta)
+        res = _compose_approx(orders, pure_dp_to_rdp(e, orders), d, rounds, delta)
         if res is not None and res[0] < best.epsilon:
             best = LDPResult(res[0], delta, res[1], "first-cut (seed 001 Thm 1)")
     return best
@@ -160,12 +163,13 @@ def approach_epsilon(
     e_sh, d_sh = fmt_shuffle(eps0, delta0, ks, delta1)
     rate = ks / n
     if approach == 1:
-        base = dp_to_rdp(e_sh, orders)  # (K, L−1): ε_k(j), j = 2..L
-        log_mom = wbk_subsampled_log_moments(base, rate)
+        base = np.zeros((ks.size, L + 1))
+        base[:, 2:] = pure_dp_to_rdp(e_sh, orders)  # ε_k(j), j = 2..L
+        log_mom = log1p_exp(wor_subsampled_log_am1(base, rate, orders))  # WBK19 Thm 9, uncapped
         d_k = rate * d_sh  # δ part of the k-th subsampled component
     else:
         e_ss, d_k = subsample_dp(e_sh, d_sh, rate)
-        log_mom = dp_to_rdp(e_ss, orders) * (orders - 1.0)
+        log_mom = pure_dp_to_rdp(e_ss, orders) * (orders - 1.0)
     lw = log_binom_pmf(n, ks, gamma)
     log_sum = logsumexp(lw[:, None] + log_mom, axis=0)
     if lo <= 0:

@@ -26,15 +26,17 @@ sample-level clipping does not give.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from secagg_dp._validate import check_int, check_probability, check_real
-from secagg_dp.accounting.checkin_math import log_expm1, poisson_gaussian_log_a
 from secagg_dp.accounting.checkin_mechanisms import DDGSum, SkellamSum
+from secagg_dp.accounting.conversion import rdp_to_dp
+from secagg_dp.accounting.logspace import log_expm1
+from secagg_dp.accounting.rdp import DEFAULT_ORDERS
+from secagg_dp.accounting.subsampling import poisson_subsampled_gaussian_rdp
 from secagg_dp.errors import ParameterError
 
 __all__ = [
@@ -95,11 +97,6 @@ def sum_dominating_step(steps: Sequence[LocalStep]) -> tuple[float, float]:
     return var, sens
 
 
-def _poisson_gaussian_rdp(q: float, inv_z2: np.ndarray, orders: np.ndarray) -> np.ndarray:
-    o = np.asarray(orders, dtype=np.int64)
-    return poisson_gaussian_log_a(q, inv_z2, o) / (o[None, :] - 1.0)
-
-
 def _joint_convexity(q: float, eps: np.ndarray, orders: np.ndarray) -> np.ndarray:
     """1/(a-1) log(1 + q expm1((a-1) eps)): joint convexity of E_Q[(P/Q)^a] (Poisson mixture, add/remove)."""
     if q == 1.0:
@@ -132,8 +129,8 @@ class LocalStepsGaussian:
     def rdp_upper(self, k_lo: np.ndarray, k_hi: np.ndarray, orders: np.ndarray) -> np.ndarray:
         k = np.asarray(k_lo, dtype=np.float64)
         sens = 2.0 if self.neighbouring == "replace-one" else 1.0
-        inv_z2 = sens**2 / (k * self.sigma**2)
-        return self.steps * _poisson_gaussian_rdp(self.sample_rate, inv_z2, orders)
+        z = np.sqrt(k) * self.sigma / sens
+        return self.steps * poisson_subsampled_gaussian_rdp(z, self.sample_rate, np.asarray(orders, dtype=np.float64))
 
 
 @dataclass(frozen=True)
@@ -200,21 +197,17 @@ def heterogeneous_gaussian_rdp(
         var, sens = sum_dominating_step([f[step] for f in fused])
         if var == 0.0:
             return np.full(orders.size, np.inf)
-        total += _poisson_gaussian_rdp(q, np.array([sens**2 / var]), orders)[0]
+        total += poisson_subsampled_gaussian_rdp(math.sqrt(var) / sens, q, orders.astype(np.float64))
     return total
 
 
-_ORDERS_DP = np.concatenate([np.arange(2, 257), [512, 1024]]).astype(np.int64)
+_ORDERS_DP = DEFAULT_ORDERS
 
 
 def local_steps_epsilon(noise_multiplier: float, steps: int, sample_rate: float, delta: float, rounds: int = 1) -> float:
     """eps of ``rounds`` x ``steps`` Poisson-subsampled Gaussian steps, z = total std / sensitivity (add/remove)."""
-    from secagg_dp.accounting.checkin import rdp_to_epsilon
-
-    r = rounds * steps * _poisson_gaussian_rdp(sample_rate, np.array([1.0 / noise_multiplier**2]), _ORDERS_DP)[0]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return rdp_to_epsilon(r, _ORDERS_DP, delta)[0]
+    r = rounds * steps * poisson_subsampled_gaussian_rdp(noise_multiplier, sample_rate, _ORDERS_DP)
+    return rdp_to_dp(_ORDERS_DP, r, delta, warn=False)[0]
 
 
 def calibrate_local_sigma(epsilon: float, steps: int, sample_rate: float, delta: float) -> float:

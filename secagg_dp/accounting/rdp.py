@@ -8,13 +8,14 @@ sensitivities refer to is the caller's business: the event classes in
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
 import numpy as np
-from scipy.special import gammaln
 
 from secagg_dp._validate import check_int, check_real
+from secagg_dp.accounting.logspace import log_comb
 from secagg_dp.errors import ParameterError
 
 __all__ = [
@@ -33,7 +34,26 @@ __all__ = [
 DEFAULT_ORDERS: np.ndarray = np.concatenate([np.arange(2, 257), [512, 1024]]).astype(np.float64)
 DEFAULT_ORDERS.setflags(write=False)
 
-_TAU_EXACT_TERMS = 1_000_000
+_TAU_EXACT_TERMS = 1 << 20
+_U = 2.0**-52
+
+
+def _check_positive(name: str, value: Any, *, allow_zero: bool = False) -> np.ndarray:
+    """``value`` (scalar or array) as float64 with every entry finite and > 0 (>= 0 if allowed)."""
+    if isinstance(value, bool):
+        raise ParameterError(f"Argument '{name}' must be a real number, not {value!r}.")
+    if np.ndim(value) == 0:
+        return np.asarray(check_real(name, value, lo=0.0, lo_open=not allow_zero))
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "iuf":
+        raise ParameterError(f"Argument '{name}' must be a real numeric array, not dtype {arr.dtype}.")
+    arr = arr.astype(np.float64)
+    bad = ~np.isfinite(arr) | ((arr < 0.0) if allow_zero else (arr <= 0.0))
+    if np.any(bad):
+        raise ParameterError(
+            f"Argument '{name}' must contain finite values {'>=' if allow_zero else '>'} 0, not {arr[bad][0]!r}."
+        )
+    return arr
 
 
 def check_orders(orders: Any, *, name: str = "orders") -> np.ndarray:
@@ -50,19 +70,17 @@ def check_orders(orders: Any, *, name: str = "orders") -> np.ndarray:
     return arr
 
 
-def log_comb(n: Any, k: Any) -> np.ndarray:
-    """log C(n, k) via log-gamma (broadcasting, exact to float rounding for n up to ~1e15)."""
-    n = np.asarray(n, dtype=np.float64)
-    k = np.asarray(k, dtype=np.float64)
-    return gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0)
+def gaussian_rdp(orders: Any, sigma: Any, l2_sensitivity: float) -> np.ndarray:
+    """ε(α) = α·Δ₂²/(2σ²): Gaussian mechanism N(0, σ²I) (Mironov 2017, Proposition 7; exact).
 
-
-def gaussian_rdp(orders: Any, sigma: float, l2_sensitivity: float) -> np.ndarray:
-    """ε(α) = α·Δ₂²/(2σ²): Gaussian mechanism N(0, σ²I) (Mironov 2017, Proposition 7; exact)."""
+    ``sigma`` may be an array (e.g. the total noise of k clients for many k): the result then has shape
+    ``sigma.shape + (len(orders),)``.
+    """
     a = check_orders(orders)
-    s = check_real("sigma", sigma, lo=0.0, lo_open=True)
+    s = _check_positive("sigma", sigma)[..., None]
     d = check_real("l2_sensitivity", l2_sensitivity, lo=0.0)
-    return a * d * d / (2.0 * s * s)
+    out = a * d * d / (2.0 * s * s)
+    return out if out.ndim > 1 else out.reshape(a.shape)
 
 
 def discrete_gaussian_rdp(orders: Any, sigma: float, l2_sensitivity: float) -> np.ndarray:
@@ -74,64 +92,105 @@ def discrete_gaussian_rdp(orders: Any, sigma: float, l2_sensitivity: float) -> n
     return gaussian_rdp(orders, sigma, l2_sensitivity)
 
 
-def ddg_tau(n_clients: int, sigma: float) -> float:
-    """τ = 10·Σ_{k=1}^{n−1} exp(−2π²σ²·k/(k+1)) (Kairouz, Liu & Steinke 2021, Theorem 1 / Prop. 14).
+@functools.lru_cache(maxsize=16)
+def _tau_prefix(sigma: float, size: int) -> np.ndarray:
+    """P[k] = Σ_{i=1}^{k−1} exp(−2π²σ²·i/(i+1)) for k = 0..size (float64 cumulative sum, not rounded up)."""
+    c = 2.0 * math.pi**2 * sigma * sigma
+    i = np.arange(1, size, dtype=np.float64)
+    out = np.zeros(size + 1)
+    out[2:] = np.cumsum(np.exp(-c * i / (i + 1.0)))
+    out.setflags(write=False)
+    return out
 
-    For n − 1 > 10⁶ the first 10⁶ terms are summed exactly and each remaining term is bounded by its limit
-    exp(−2π²σ²) (the terms increase in k), so the returned τ is never smaller than the true one.
+
+def ddg_tau(n_clients: Any, sigma: float) -> Any:
+    """τ_n = 10·Σ_{k=1}^{n−1} exp(−2π²σ²·k/(k+1)) (Kairouz, Liu & Steinke 2021, Theorem 1 / Prop. 14).
+
+    Vectorised over ``n_clients`` (an int gives a float); an upper bound that is never below the true τ
+    and never overflows. The terms *decrease* in k towards e^{−2π²σ²} (= e^{−c}). Terms k < 2^20 are
+    summed exactly (the float sum is rounded up by its error bound (k+1)·2^−52); beyond, with m = k + 1 and
+    e^y ≤ 1 + y·e^y, each term is e^{−c}·e^{c/m} ≤ e^{−c}(1 + (c/m)e^{c/(M+1)}), so the tail is at most
+    e^{−c}(n − M) + c·e^{−c·M/(M+1)}·log(n/M), evaluated in log space (M = 2^20).
     """
-    n = check_int("n_clients", n_clients, lo=1)
+    scalar = np.ndim(n_clients) == 0
+    if scalar:
+        n = np.array([float(check_int("n_clients", n_clients, lo=1))])
+    else:
+        n = np.asarray(n_clients, dtype=np.float64)
+        if np.any(~np.isfinite(n)) or np.any(n < 1) or np.any(n != np.round(n)):
+            raise ParameterError(f"Argument 'n_clients' must contain integers >= 1, not {n_clients!r}.")
     s = check_real("sigma", sigma, lo=0.0, lo_open=True)
-    if n == 1:
-        return 0.0
-    m = min(n - 1, _TAU_EXACT_TERMS)
-    k = np.arange(1, m + 1, dtype=np.float64)
     c = 2.0 * math.pi**2 * s * s
-    total = float(np.sum(np.exp(-c * k / (k + 1.0))))
-    if n - 1 > m:
-        total += (n - 1 - m) * math.exp(-c)
-    return 10.0 * total
+    m_cut = _TAU_EXACT_TERMS
+    need = int(min(n.max(), m_cut)) if n.size else 1
+    size = 1 << max(need - 1, 1).bit_length()
+    prefix = _tau_prefix(s, min(size, m_cut))
+    k = np.minimum(n, m_cut).astype(np.int64)
+    total = prefix[k] * (1.0 + (k + 1.0) * _U)
+    big = n > m_cut
+    if np.any(big):
+        nb = n[big]
+        with np.errstate(divide="ignore"):
+            first = np.exp(-c + np.log(nb - m_cut))
+            second = np.exp(math.log(c) - c * m_cut / (m_cut + 1.0) + np.log(np.log(nb / m_cut)))
+        total[big] += (first + second) * (1.0 + 4.0 * _U)
+    tau = 10.0 * total * (1.0 + _U)
+    # an underflowed τ > 0 is reported as the smallest positive float (still an upper bound)
+    tau = np.where(n >= 2, np.maximum(tau, np.nextafter(0.0, 1.0)), 0.0)
+    return float(tau[0]) if scalar else tau
 
 
 def ddg_rdp(
     orders: Any,
-    n_clients: int,
+    n_clients: Any,
     sigma: float,
     dim: int,
     l2_sensitivity: float,
     l1_sensitivity: float,
+    *,
+    tau: Any = None,
 ) -> np.ndarray:
     """Distributed discrete Gaussian: n clients each add N_Z(0, σ²)^d; integer shift with norms Δ₂, Δ₁.
 
     ε(α) = min{ αΔ₂²/(2nσ²) + τd,  (α/2)(Δ₂²/(nσ²) + 2τΔ₁/(√n σ) + τ²d),  (α/2)(Δ₂/(√n σ) + τ√d)² }
     with τ from :func:`ddg_tau` (Kairouz, Liu & Steinke 2021, Proposition 14 with Theorem 1).
     The sum of discrete Gaussians is *not* a discrete Gaussian (seed 002 Lemma 1 is inexact); τ pays for it.
+    ``n_clients`` may be an array (result shape ``n.shape + (len(orders),)``). Every branch is
+    non-increasing in n and non-decreasing in τ, so ``tau`` ≥ τ_n (e.g. τ of a larger client count, for a
+    block of client counts) still gives an upper bound; default ``ddg_tau(n_clients, sigma)``.
     """
     a = check_orders(orders)
-    n = check_int("n_clients", n_clients, lo=1)
+    if np.ndim(n_clients) == 0:
+        n = np.asarray(float(check_int("n_clients", n_clients, lo=1)))
+    else:
+        n = _check_positive("n_clients", n_clients)
     s = check_real("sigma", sigma, lo=0.0, lo_open=True)
     d = check_int("dim", dim, lo=1)
     l2 = check_real("l2_sensitivity", l2_sensitivity, lo=0.0)
     l1 = check_real("l1_sensitivity", l1_sensitivity, lo=0.0)
-    tau = ddg_tau(n, s)
-    l2s = l2 / (math.sqrt(n) * s)
-    l1s = l1 / (math.sqrt(n) * s)
-    t1 = a * l2s * l2s / 2.0 + tau * d
-    t2 = a / 2.0 * (l2s * l2s + 2.0 * l1s * tau + tau * tau * d)
-    t3 = a / 2.0 * (l2s + math.sqrt(d) * tau) ** 2
-    return np.minimum(np.minimum(t1, t2), t3)
+    t = np.asarray(ddg_tau(n if n.ndim else int(n), s) if tau is None else _check_positive("tau", tau, allow_zero=True))
+    t = np.broadcast_to(t, n.shape)[..., None]
+    l2s = (l2 / (np.sqrt(n) * s))[..., None]
+    l1s = (l1 / (np.sqrt(n) * s))[..., None]
+    t1 = a * l2s * l2s / 2.0 + t * d
+    t2 = a / 2.0 * (l2s * l2s + 2.0 * l1s * t + t * t * d)
+    t3 = a / 2.0 * (l2s + math.sqrt(d) * t) ** 2
+    out = np.minimum(np.minimum(t1, t2), t3)
+    return out if n.ndim else out.reshape(a.shape)
 
 
-def skellam_rdp(orders: Any, variance: float, l2_sensitivity: float, l1_sensitivity: float) -> np.ndarray:
+def skellam_rdp(orders: Any, variance: Any, l2_sensitivity: float, l1_sensitivity: float) -> np.ndarray:
     """Multidimensional Skellam Sk(μ/2, μ/2)^d (total variance μ per coordinate), integer shift Δ₂, Δ₁.
 
     ε(α) = αΔ₂²/(2μ) + min{((2α−1)Δ₂² + 6Δ₁)/(4μ²), 3Δ₁/(2μ)}
     (Agarwal, Kairouz & Liu 2021, Theorem 3.5 as implemented in their accounting code). Skellam is
-    infinitely divisible, so n clients of variance v each give μ = n·v exactly.
+    infinitely divisible, so n clients of variance v each give μ = n·v exactly. ``variance`` may be an
+    array (result shape ``variance.shape + (len(orders),)``); ε is non-increasing in μ.
     """
     a = check_orders(orders)
-    mu = check_real("variance", variance, lo=0.0, lo_open=True)
+    mu = _check_positive("variance", variance)[..., None]
     l2 = check_real("l2_sensitivity", l2_sensitivity, lo=0.0)
     l1 = check_real("l1_sensitivity", l1_sensitivity, lo=0.0)
     extra = np.minimum(((2.0 * a - 1.0) * l2 * l2 + 6.0 * l1) / (4.0 * mu * mu), 3.0 * l1 / (2.0 * mu))
-    return a * l2 * l2 / (2.0 * mu) + extra
+    out = a * l2 * l2 / (2.0 * mu) + extra
+    return out if out.ndim > 1 else out.reshape(a.shape)

@@ -20,8 +20,9 @@ D_m = log(B_m)/(m − 1), and B_m ≡ 1 when c = 0. We carry the excess E_m = B_
   where Σ_k C_{m,k} = 1 and every term is non-negative, so there is no cancellation. O(L²) for all orders
   2..L at once.
 * n < L: the coefficients (n+1)k − m change sign, so we use binary powering of the truncated series
-  instead; the product of h^a and h^b has excess Σ_i W_{m,i}(e_i + e'_{m−i} + e_i e'_{m−i}) with binomial
-  weights W, again a sum of non-negative terms. O(L² log n).
+  instead; the product of h^a and h^b has excess Σ_i W_{m,i}(B_i B'_{m−i} − 1) with binomial weights W,
+  again a sum of non-negative terms, each log(B_i B'_{m−i} − 1) = log_expm1(log B_i + log B'_{m−i}).
+  O(L² log n), one vectorised pass over the triangle i ≤ m ≤ L per product.
 
 Carrying the excess (rather than B_m) keeps full relative precision of D_m even when D_m ~ 1e−12
 (n ~ 10^9), where log B_m − mc would cancel catastrophically.
@@ -29,6 +30,7 @@ Carrying the excess (rather than B_m) keeps full relative precision of D_m even 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -36,6 +38,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from secagg_dp._validate import check_int, check_real
+from secagg_dp.accounting.logspace import log1p_exp, log_expm1
 from secagg_dp.errors import ParameterError
 
 __all__ = [
@@ -71,17 +74,6 @@ def _check_orders(orders: int | Iterable[int]) -> np.ndarray:
     return arr.astype(np.int64)
 
 
-def _log_expm1(x: np.ndarray) -> np.ndarray:
-    """log(e^x − 1) for x ≥ 0, accurate for tiny and huge x (−inf at x = 0)."""
-    x = np.asarray(x, dtype=np.float64)
-    out = np.full_like(x, -np.inf)
-    small = (x > 0) & (x <= 30.0)
-    big = x > 30.0
-    out[small] = np.log(np.expm1(x[small]))
-    out[big] = x[big] + np.log1p(-np.exp(-x[big]))
-    return out
-
-
 def _log_factorials(L: int) -> tuple[np.ndarray, np.ndarray]:
     """log(m!) for m = 0..L as float64 pairs (hi, lo) with hi on a 2^−30 grid.
 
@@ -114,7 +106,7 @@ def _log_excess_recurrence(L: int, n: int, c: float) -> np.ndarray:
     kk = np.arange(L + 1, dtype=np.float64)
     lb = _log_binom_matrix(L)
     log_w = c * kk * (kk - 1.0)
-    log_wm1 = _log_expm1(log_w)
+    log_wm1 = log_expm1(log_w)
     # log C_{m,k} for all 1 ≤ k ≤ m ≤ L at once (row m, column k); −inf above the diagonal.
     m_col = kk[:, None]
     k_row = kk[None, :]
@@ -134,41 +126,53 @@ def _log_excess_recurrence(L: int, n: int, c: float) -> np.ndarray:
     return le
 
 
-def _log_excess_product(
-    le_a: np.ndarray, a: int, le_b: np.ndarray, b: int, lb: np.ndarray
-) -> np.ndarray:
-    """Log excess of h^(a+b) from those of h^a and h^b (all terms non-negative)."""
-    L = le_a.size - 1
-    m = np.arange(L + 1)[:, None]
-    i = np.arange(L + 1)[None, :]
-    valid = i <= m
-    j = np.where(valid, m - i, 0)
-    log_wt = lb + i * math.log(a / (a + b)) + j * math.log(b / (a + b))
-    x = np.broadcast_to(le_a[None, :], (L + 1, L + 1))
-    y = le_b[j]
-    inner = np.logaddexp(np.logaddexp(x, y), x + y)
-    terms = np.where(valid, log_wt + inner, -np.inf)
-    return logsumexp(terms, axis=1)
+@functools.lru_cache(maxsize=4)
+def _triangle(L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Flattened lower triangle 0 ≤ i ≤ m ≤ L (row-major: each m contiguous), log C(m, i), row starts."""
+    m, i = np.tril_indices(L + 1)
+    lbin = _log_binom_matrix(L)[m, i]
+    starts = (np.arange(L + 1) * (np.arange(L + 1) + 1)) // 2
+    for arr in (m, i, lbin, starts):
+        arr.setflags(write=False)
+    return m, i, m - i, lbin, starts
+
+
+def _log_excess_product(lb_a: np.ndarray, a: int, lb_b: np.ndarray, b: int, L: int) -> np.ndarray:
+    """Log excess of h^(a+b) from log B of h^a and h^b (all terms non-negative), O(L²) in one pass.
+
+    E_m = Σ_i W_{m,i}(B_i B'_{m−i} − 1), W_{m,i} = C(m,i)(a/(a+b))^i (b/(a+b))^{m−i}, and each
+    log(B_i B'_{m−i} − 1) = log_expm1(log B_i + log B'_{m−i}) keeps full relative precision.
+    """
+    m, i, j, lbin, starts = _triangle(L)
+    t = lbin + i * math.log(a / (a + b)) + j * math.log(b / (a + b)) + log_expm1(lb_a[i] + lb_b[j])
+    top = np.maximum.reduceat(t, starts)
+    safe = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        out = safe + np.log(np.add.reduceat(np.exp(t - safe[m]), starts))
+    return np.where(np.isfinite(top), out, -np.inf)
 
 
 def _log_excess_powering(L: int, n: int, c: float) -> np.ndarray:
-    """log E_m for m = 0..L by binary powering of the truncated series (any n ≥ 1)."""
+    """log E_m for m = 0..L by binary powering of the truncated series (any n ≥ 1).
+
+    ~log2(n) squarings and popcount(n) − 1 products, each one vectorised O(L²) pass; h^p is carried as
+    log B (= log1p of its excess) between products."""
     mm = np.arange(L + 1, dtype=np.float64)
-    lf = _log_binom_matrix(L)
-    base = _log_expm1(c * mm * (mm - 1.0))  # h^1: m!·h_m − 1 = w_m − 1
+    base_lb = c * mm * (mm - 1.0)  # h^1: log B_m = log w_m
     result: tuple[np.ndarray, int] | None = None
-    power, p = base, 1
+    power, p = base_lb, 1
     nn = n
     while True:
         if nn & 1:
-            result = (power, p) if result is None else (
-                _log_excess_product(result[0], result[1], power, p, lf), result[1] + p
-            )
+            if result is None:
+                result = (power, p)
+            else:
+                result = (log1p_exp(_log_excess_product(result[0], result[1], power, p, L)), result[1] + p)
         nn >>= 1
         if not nn:
             break
-        power, p = _log_excess_product(power, p, power, p, lf), 2 * p
-    return result[0]  # type: ignore[index]  # n >= 1, so at least one bit was set
+        power, p = log1p_exp(_log_excess_product(power, p, power, p, L)), 2 * p
+    return log_expm1(result[0])  # type: ignore[index]  # n >= 1, so at least one bit was set
 
 
 def _log_excess(L: int, n: int, sigma: float) -> np.ndarray:
@@ -176,12 +180,6 @@ def _log_excess(L: int, n: int, sigma: float) -> np.ndarray:
     if n >= L:
         return _log_excess_recurrence(L, n, c)
     return _log_excess_powering(L, n, c)
-
-
-def _log1p_exp(x: np.ndarray) -> np.ndarray:
-    """log(1 + e^x) without overflow and with full relative precision for very negative x."""
-    x = np.asarray(x, dtype=np.float64)
-    return np.where(x < 0, np.log1p(np.exp(np.minimum(x, 0.0))), x + np.log1p(np.exp(-np.abs(x))))
 
 
 def shuffle_gaussian_log_moments(max_order: int, *, n: int, sigma: float) -> np.ndarray:
@@ -193,7 +191,7 @@ def shuffle_gaussian_log_moments(max_order: int, *, n: int, sigma: float) -> np.
     L = check_int("max_order", max_order, lo=1, hi=MAX_ORDER)
     n = check_int("n", n, lo=1)
     sigma = check_real("sigma", sigma, lo=0.0, lo_open=True)
-    return _log1p_exp(_log_excess(max(L, 1), n, sigma))
+    return log1p_exp(_log_excess(max(L, 1), n, sigma))
 
 
 def shuffle_gaussian_rdp(orders: int | Sequence[int], *, n: int, sigma: float) -> np.ndarray:
@@ -208,7 +206,7 @@ def shuffle_gaussian_rdp(orders: int | Sequence[int], *, n: int, sigma: float) -
     n = check_int("n", n, lo=1)
     sigma = check_real("sigma", sigma, lo=0.0, lo_open=True)
     L = int(arr.max())
-    log_mom = _log1p_exp(_log_excess(L, n, sigma))
+    log_mom = log1p_exp(_log_excess(L, n, sigma))
     return log_mom[arr] / (arr - 1.0)
 
 

@@ -27,9 +27,10 @@ from scipy.special import gammaln, logsumexp
 from scipy.stats import binom
 
 from secagg_dp._validate import check_int, check_probability, check_real
-from secagg_dp.accounting.checkin_math import log_binom_pmf, log_binom_tail_ub, wor_thm9_log_am1
-from secagg_dp.accounting.shuffle_conversions import wbk_subsampled_log_moments
+from secagg_dp.accounting.checkin_math import log_binom_pmf, log_binom_tail_ub
+from secagg_dp.accounting.logspace import log1p_exp
 from secagg_dp.accounting.shuffle_gaussian import _check_orders, shuffle_gaussian_log_moments
+from secagg_dp.accounting.subsampling import wor_subsampled_log_am1
 from secagg_dp.errors import ParameterError
 
 __all__ = [
@@ -44,11 +45,17 @@ __all__ = [
 NEIGHBOURING = "replace-one"
 
 
-def _sg_rdp_vector(L: int, k: int, sigma: float) -> np.ndarray:
-    """ε^SG_k(j) for j = 2..L (shuffle Gaussian LOWER bound with k shuffled reports)."""
+def _sg_rdp_table(L: int, k: int, sigma: float) -> np.ndarray:
+    """ε^SG_k(j) at j = 0..L (entries 0, 1 unused): shuffle Gaussian LOWER bound with k shuffled reports."""
     lm = shuffle_gaussian_log_moments(L, n=k, sigma=sigma)
-    j = np.arange(2, L + 1)
-    return lm[2:] / (j - 1.0)
+    out = np.zeros(L + 1)
+    out[2:] = lm[2:] / (np.arange(2, L + 1) - 1.0)
+    return out
+
+
+def _wbk_log_moments(table: np.ndarray, rate, orders: np.ndarray) -> np.ndarray:
+    """log A(λ) of WBK19 Thm 9 (the core's :func:`wor_subsampled_log_am1`), uncapped as in seed 003 Eq. 16."""
+    return log1p_exp(wor_subsampled_log_am1(table, rate, orders))
 
 
 def subsampled_shuffle_gaussian_rdp(orders: int | Sequence[int], *, m: int, n: int, sigma: float) -> np.ndarray:
@@ -62,8 +69,7 @@ def subsampled_shuffle_gaussian_rdp(orders: int | Sequence[int], *, m: int, n: i
     m = check_int("m", m, lo=1, hi=n)
     sigma = check_real("sigma", sigma, lo=0.0, lo_open=True)
     L = int(arr.max())
-    lm = wbk_subsampled_log_moments(_sg_rdp_vector(L, m, sigma), m / n)
-    return lm[arr - 2] / (arr - 1.0)
+    return _wbk_log_moments(_sg_rdp_table(L, m, sigma), m / n, arr) / (arr - 1.0)
 
 
 def binomial_window(n: int, gamma: float, tail: float) -> tuple[int, int, float]:
@@ -90,8 +96,7 @@ def _checkin_setup(orders, n, gamma, sigma, tail):
 
 def _log_moment_rows(ks: np.ndarray, n: int, L: int, base_rows: np.ndarray, orders: np.ndarray) -> np.ndarray:
     """log A_k(λ) (WBK Thm 9 at rate k/n, via the check-in kernel) for rows k ≥ 1; shape (K, len(orders))."""
-    log_q = np.log(ks / n)
-    return np.logaddexp(0.0, wor_thm9_log_am1(log_q, base_rows, orders))
+    return _wbk_log_moments(base_rows, ks / n, orders)
 
 
 def shuffled_checkin_gaussian_rdp_windowed(
@@ -204,14 +209,15 @@ def shuffled_checkin_gaussian_rdp_chernoff(
     if grid.size == 0 or np.any((grid <= 0) | (grid >= 1)):
         raise ParameterError(f"Argument 'deltas' must be values in (0, 1), not {deltas!r}.")
     L = int(arr.max())
-    first = wbk_subsampled_log_moments(_sg_rdp_vector(L, 1, sigma), gamma)
+    lam = np.arange(2, L + 1)
+    first = _wbk_log_moments(_sg_rdp_table(L, 1, sigma), gamma, lam)
     best = np.full(L - 1, np.inf)
     cache: dict[int, np.ndarray] = {}
     for d in grid:
         k0 = int(math.floor((1.0 - d) * n * gamma))
         k1 = min(k0 + 1, n)
         if k1 not in cache:
-            cache[k1] = wbk_subsampled_log_moments(_sg_rdp_vector(L, k1, sigma), gamma)
+            cache[k1] = _wbk_log_moments(_sg_rdp_table(L, k1, sigma), gamma, lam)
         val = np.logaddexp(first - d * d * n * gamma / 2.0, cache[k1])
         best = np.minimum(best, val)
     return best[arr - 2] / (arr - 1.0)

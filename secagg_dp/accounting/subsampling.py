@@ -5,31 +5,38 @@ Conventions shared by every function here:
 * ``orders`` is a 1-D array of orders α > 1. The theorems are stated for integer α; a fractional α is
   handled by linear interpolation of the cumulant K(α) = (α−1)ε(α) between ⌊α⌋ and ⌈α⌉ (K is convex in
   α and K(1) = 0, so the interpolation is an upper bound; Wang, Balle & Kasiviswanathan 2019, Cor. 10).
+  The ``*_log_am1`` functions take integer orders only.
 * ``rate`` (and ``noise_multiplier``) broadcast against the leading axes; ``base_rdp_int[..., j]`` is the
   base mechanism's RDP at the integer order j for j = 0..J−1 (entries j < 2 are ignored). The result has
   shape ``broadcast(leading axes) + (len(orders),)``.
-* Every result is capped by the unsubsampled RDP (subsampling never hurts; the general theorems alone have
-  a noise-independent floor).
-* All sums are log-sum-exp; orders up to 1024 (and beyond) give no overflow, underflow or NaN.
+* Each bound is a moment A(α) = E[(P/Q)^α] ≥ 1 written as 1 + Σ_{j≥2} (non-negative terms). The
+  ``*_log_am1`` functions return log(A − 1) — full relative precision even when ε ~ 1e−15, which the
+  check-in mixture needs — and the ``*_rdp`` functions are log1p(A − 1)/(α − 1), capped by the
+  unsubsampled RDP (subsampling never hurts; the general theorems alone have a noise-independent floor).
+* All sums are log-sum-exp / rescaled BLAS (:func:`secagg_dp.accounting.logspace.log_binomial_sum`);
+  orders up to 1024 (and beyond) give no overflow, underflow or NaN.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from scipy.special import logsumexp
+from scipy.special import gammaln, logsumexp
 
-from secagg_dp.accounting.rdp import check_orders, log_comb
+from secagg_dp.accounting.logspace import log1p_exp, log_binomial_sum, log_comb, log_expm1
+from secagg_dp.accounting.rdp import check_orders
 from secagg_dp.errors import ParameterError
 
 __all__ = [
     "integer_rdp_table",
+    "wor_subsampled_log_am1",
     "wor_subsampled_rdp",
+    "wor_subsampled_gaussian_log_am1",
     "wor_subsampled_gaussian_rdp",
+    "poisson_subsampled_gaussian_log_am1",
     "poisson_subsampled_gaussian_rdp",
     "poisson_subsampled_rdp",
 ]
@@ -37,9 +44,6 @@ __all__ = [
 _LOG2 = math.log(2.0)
 _LOG3 = math.log(3.0)
 _LOG4 = math.log(4.0)
-# Below this noise multiplier the forward differences of Theorem 27 are computed by signed log-space
-# differencing (accurate there: the largest term dominates); above it by a cancellation-free integral.
-_FD_QUADRATURE_MIN_Z = 2.0
 
 
 def integer_rdp_table(rdp: Callable[[np.ndarray], np.ndarray], max_order: int) -> np.ndarray:
@@ -108,38 +112,75 @@ def _assemble(orders: np.ndarray, lead: tuple[int, ...], log_a: Callable[[int], 
     return out
 
 
+def _check_int_orders(orders: Any) -> np.ndarray:
+    a = check_orders(orders)
+    if np.any(a != np.round(a)):
+        raise ParameterError(f"Argument 'orders' must be integers >= 2 for a log(A - 1) bound, not {orders!r}.")
+    return a.astype(np.int64)
+
+
+def _rows(lead: tuple[int, ...], *arrays: np.ndarray) -> list[np.ndarray]:
+    """Broadcast each array (trailing axis kept) to ``lead`` and flatten the leading axes."""
+    out = []
+    for x in arrays:
+        x = np.broadcast_to(x, lead + x.shape[len(lead):]) if x.ndim > len(lead) else np.broadcast_to(x, lead)
+        out.append(x.reshape((-1,) + x.shape[len(lead):]))
+    return out
+
+
+def _from_log_am1(orders: np.ndarray, log_am1: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """ε at every order from log(A − 1) at the integer orders needed (fractional: interpolated cumulant)."""
+    lo, hi = np.floor(orders), np.ceil(orders)
+    ints = np.unique(np.concatenate([lo, hi]))
+    ints = ints[ints >= 2].astype(np.int64)
+    k_int = log1p_exp(log_am1(ints))  # K(α) = log A(α), shape lead + (len(ints),)
+    lead = k_int.shape[:-1]
+    table = np.zeros(lead + (int(ints.max()) + 1,))
+    table[..., ints] = k_int  # K(1) = 0
+    t = orders - lo
+    k = (1.0 - t) * table[..., lo.astype(np.int64)] + t * table[..., hi.astype(np.int64)]
+    return k / (orders - 1.0)
+
+
+def _thm9_second(e2: np.ndarray) -> np.ndarray:
+    """log of the j = 2 factor of WBK19 Thm 9: min{4(e^{ε(2)} − 1), 2e^{ε(2)}}."""
+    return np.minimum(_LOG4 + log_expm1(e2), _LOG2 + e2)
+
+
+def wor_subsampled_log_am1(base_rdp_int: Any, rate: Any, orders: Any) -> np.ndarray:
+    """log(A − 1) of WBK19 Theorem 9: subsampling without replacement at rate γ = m/N, **replace-one**.
+
+    Wang, Balle & Kasiviswanathan 2019, Theorem 9 (without the optional ε(∞) refinement), integer α:
+    A(α) = 1 + γ²C(α,2)·min{4(e^{ε(2)}−1), 2e^{ε(2)}} + Σ_{j=3}^{α} 2γ^j C(α,j) e^{(j−1)ε(j)}, and
+    ε'(α) ≤ log A(α)/(α−1). Every term is non-decreasing in γ and in each ε(j), so upper bounds on those
+    give an upper bound on A. Not capped here (see :func:`wor_subsampled_rdp`).
+    """
+    a = _check_int_orders(orders)
+    t = _check_table(base_rdp_int, a.astype(np.float64))
+    g = _check_rates("rate", rate)
+    lead = np.broadcast_shapes(t.shape[:-1], g.shape)
+    tr, gr = _rows(lead, t, g)
+    jmax = int(a.max())
+    with np.errstate(divide="ignore"):
+        lg = np.log(gr)[:, None]
+    j = np.arange(jmax + 1, dtype=np.float64)
+    terms = np.full((tr.shape[0], jmax + 1), -np.inf)
+    with np.errstate(invalid="ignore"):
+        terms[:, 3:] = _LOG2 + _xlogy(j[3:], lg) + (j[3:] - 1.0) * tr[:, 3 : jmax + 1]
+        terms[:, 2] = _xlogy(np.float64(2.0), lg[:, 0]) + _thm9_second(tr[:, 2])
+    return log_binomial_sum(terms, a, 2).reshape(lead + (a.size,))
+
+
 def wor_subsampled_rdp(base_rdp_int: Any, rate: Any, orders: Any) -> np.ndarray:
     """Sampling a fixed-size subset without replacement (rate γ = m/N), **replace-one** neighbours.
 
-    Wang, Balle & Kasiviswanathan 2019, Theorem 9 (without the optional ε(∞) refinement):
-    ε'(α) ≤ 1/(α−1)·log(1 + γ²C(α,2)·min{4(e^{ε(2)}−1), 2e^{ε(2)}} + Σ_{j=3}^{α} 2γ^j C(α,j) e^{(j−1)ε(j)}),
-    then min with ε(α).
+    WBK19 Theorem 9 (:func:`wor_subsampled_log_am1`), ε'(α) = log A(α)/(α−1), then min with ε(α).
     """
     a = check_orders(orders)
     t = _check_table(base_rdp_int, a)
-    g = _check_rates("rate", rate)
-    lead = np.broadcast_shapes(t.shape[:-1], g.shape)
-    t = np.broadcast_to(t, lead + t.shape[-1:])
-    with np.errstate(divide="ignore"):
-        lg = np.log(np.broadcast_to(g, lead))[..., None]
-    e2 = t[..., 2]
-    with np.errstate(over="ignore", divide="ignore"):
-        log_em1 = np.where(e2 > 1.0, e2 + np.log1p(-np.exp(-e2)), np.log(np.expm1(e2)))
-    second = np.minimum(_LOG4 + log_em1, _LOG2 + e2)
-
-    def log_a(alpha: int) -> np.ndarray:
-        j = np.arange(2, alpha + 1, dtype=np.float64)
-        terms = _xlogy(j, lg) + log_comb(alpha, j)
-        with np.errstate(invalid="ignore"):
-            body = _LOG2 + (j - 1.0) * t[..., 2 : alpha + 1]
-        body = body.copy()
-        body[..., 0] = second
-        terms = terms + body
-        full = np.concatenate([np.zeros(lead + (1,)), terms], axis=-1)
-        return logsumexp(full, axis=-1)
-
-    sub = _assemble(a, lead, log_a)
-    return np.minimum(sub, _base_at(t, a))
+    sub = _from_log_am1(a, lambda ints: wor_subsampled_log_am1(t, rate, ints))
+    lead = sub.shape[:-1]
+    return np.minimum(sub, _base_at(np.broadcast_to(t, lead + t.shape[-1:]), a))
 
 
 def _base_at(t: np.ndarray, orders: np.ndarray) -> np.ndarray:
@@ -178,140 +219,203 @@ def poisson_subsampled_rdp(base_rdp_int: Any, rate: Any, orders: Any) -> np.ndar
     return np.minimum(sub, _base_at(t, a))
 
 
-def poisson_subsampled_gaussian_rdp(noise_multiplier: Any, rate: Any, orders: Any) -> np.ndarray:
-    """Poisson-subsampled Gaussian, **add/remove** neighbours, noise multiplier z = σ/Δ₂ (exact).
+def poisson_subsampled_gaussian_log_am1(noise_multiplier: Any, rate: Any, orders: Any) -> np.ndarray:
+    """log(A − 1) of the Poisson-subsampled Gaussian, **add/remove**, z = σ/Δ₂, integer α (exact).
 
-    Mironov, Talwar & Zhang 2019, Section 3.3 (integer α):
-    ε(α) = 1/(α−1)·log Σ_{k=0}^{α} C(α,k)(1−q)^{α−k} q^k exp((k²−k)/(2z²)).
-    Fractional α: cumulant interpolation (an upper bound; MTZ19's exact fractional series is not used).
+    Mironov, Talwar & Zhang 2019, Section 3.3: A(α) = Σ_{j=0}^{α} C(α,j)(1−q)^{α−j} q^j e^{(j²−j)/(2z²)}.
+    The binomial weights sum to 1 and the j = 0, 1 exponents vanish, so
+    A − 1 = Σ_{j=2}^{α} C(α,j)(1−q)^{α−j} q^j (e^{(j²−j)/(2z²)} − 1), a sum of non-negative terms.
     """
-    a = check_orders(orders)
+    a = _check_int_orders(orders)
     z = _check_noise("noise_multiplier", noise_multiplier)
     q = _check_rates("rate", rate)
     lead = np.broadcast_shapes(z.shape, q.shape)
-    zb = np.broadcast_to(z, lead)[..., None]
-    qb = np.broadcast_to(q, lead)[..., None]
+    zr, qr = _rows(lead, z, q)
+    jmax = int(a.max())
+    j = np.arange(jmax + 1, dtype=np.float64)
+    c = 1.0 / (2.0 * zr * zr)
+    inner = np.clip(qr, 1e-300, 0.5)  # placeholder for q in {0, 1}; those rows are overwritten below
+    qs = np.where((qr > 0.0) & (qr < 1.0), qr, inner)
     with np.errstate(divide="ignore"):
-        lq = np.log(qb)
-        l1q = np.log1p(-qb)
-
-    def log_a(alpha: int) -> np.ndarray:
-        k = np.arange(0, alpha + 1, dtype=np.float64)
-        terms = log_comb(alpha, k) + _xlogy(k, lq) + _xlogy(alpha - k, l1q) + (k * k - k) / (2.0 * zb * zb)
-        return logsumexp(terms, axis=-1)
-
-    sub = _assemble(a, lead, log_a)
-    return np.minimum(sub, a / (2.0 * zb * zb))
+        logit = np.log(qs) - np.log1p(-qs)
+        terms = j[None, :] * logit[:, None] + log_expm1(c[:, None] * (j * j - j)[None, :])
+    terms[:, :2] = -np.inf
+    out = log_binomial_sum(terms, a, 2) + a[None, :] * np.log1p(-qs)[:, None]
+    full = log_expm1(c[:, None] * (a * (a - 1.0))[None, :])
+    out = np.where((qr == 1.0)[:, None], full, out)
+    out = np.where((qr == 0.0)[:, None], -np.inf, out)
+    return out.reshape(lead + (a.size,))
 
 
-# ---------------------------------------------------------------------------------------------------
-# Theorem 27 of WBK19: forward differences of g(m) = exp(m(m−1)/(2z²)) at 0, even orders only.
-# ---------------------------------------------------------------------------------------------------
+def poisson_subsampled_gaussian_rdp(noise_multiplier: Any, rate: Any, orders: Any) -> np.ndarray:
+    """Poisson-subsampled Gaussian, **add/remove** neighbours, noise multiplier z = σ/Δ₂ (exact).
 
-
-def _log_even_fd_recursion(z: float, top: int) -> np.ndarray:
-    """log Δ^ℓ g(0) for ℓ = 0..top by repeated signed log-space differencing (small z only)."""
-    c = 1.0 / (2.0 * z * z)
-    i = np.arange(top + 1, dtype=np.float64)
-    mag = c * i * (i - 1.0)
-    pos = np.ones(top + 1, dtype=bool)
-    out = np.full(top + 1, np.nan)
-    out[0] = 0.0
-    for ell in range(1, top + 1):
-        # new[i] = old[i+1] − old[i]
-        a_m, a_s = mag[1:], pos[1:]
-        b_m, b_s = mag[:-1], ~pos[:-1]
-        hi = np.maximum(a_m, b_m)
-        lo = np.minimum(a_m, b_m)
-        hi_s = np.where(a_m >= b_m, a_s, b_s)
-        same = a_s == b_s
-        with np.errstate(divide="ignore", invalid="ignore"):
-            d = np.exp(lo - hi)
-            m = np.where(same, hi + np.log1p(d), hi + np.log1p(-d))
-        m = np.where(np.isneginf(hi), -np.inf, m)
-        mag, pos = m, hi_s
-        if ell % 2 == 0:
-            # Δ^{2m} g(0) > 0 in exact arithmetic; a non-positive result means cancellation ruined it,
-            # so fall back to +inf (the min in Theorem 27 then picks the generic term).
-            ok = pos[0] and np.isfinite(mag[0])
-            out[ell] = mag[0] if ok else np.inf
-    return out
-
-
-def _log_even_fd_quadrature(z: float, top: int) -> np.ndarray:
-    """log Δ^ℓ g(0) for even ℓ via Δ^ℓ g(0) = E[e^{−c/4 − Z/(2z)}(e^{Z/z} − 1)^ℓ], Z ~ N(0, 1).
-
-    (g(x) = e^{−c/4}E[e^{(x−1/2)Z/z}], c = 1/(2z²).) Every integrand is non-negative for even ℓ, so the
-    trapezoid sum in log space has no cancellation; step 0.05 on a range covering every peak.
+    Mironov, Talwar & Zhang 2019, Section 3.3 (integer α), via :func:`poisson_subsampled_gaussian_log_am1`;
+    capped by α/(2z²). Fractional α: cumulant interpolation (an upper bound; MTZ19's exact fractional
+    series is not used).
     """
-    s = 1.0 / z
-    c = 0.5 * s * s
-    h = 0.05
-    lo = -(math.sqrt(2.0 * top) + 40.0)
-    hi = top * s + math.sqrt(2.0 * top) + 40.0
-    tt = np.arange(lo, hi, h)
-    st = s * tt
-    big = st > 30.0
-    with np.errstate(divide="ignore"):
-        lg = np.log(np.abs(np.expm1(np.where(big, 0.0, st))))
-    lg[big] = st[big] + np.log1p(-np.exp(-st[big]))
-    base = -c / 4.0 - st / 2.0 - tt * tt / 2.0 - 0.5 * math.log(2.0 * math.pi) + math.log(h)
-    out = np.full(top + 1, np.nan)
-    out[0] = 0.0
-    ells = np.arange(2, top + 1, 2)
-    for i in range(0, ells.size, 32):
-        ch = ells[i : i + 32].astype(np.float64)
-        with np.errstate(invalid="ignore"):
-            vals = base[None, :] + np.where(np.isneginf(lg)[None, :], -np.inf, ch[:, None] * lg[None, :])
-        out[ells[i : i + 32]] = logsumexp(vals, axis=1)
+    a = check_orders(orders)
+    z = _check_noise("noise_multiplier", noise_multiplier)
+    sub = _from_log_am1(a, lambda ints: poisson_subsampled_gaussian_log_am1(z, rate, ints))
+    return np.minimum(sub, a / (2.0 * z[..., None] ** 2))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Theorem 27 of WBK19: forward differences Δ^ℓ g(0) of g(i) = exp(c·i(i−1)), c = 1/(2z²), even ℓ.
+#
+# Series (ours): i(i−1) is the falling factorial i^(2), and (i^(2))^r = Σ_p d[r,p] i^(p) with d ≥ 0
+# (products of falling factorials expand with non-negative coefficients), so
+#     Δ^ℓ g(0) = Σ_r c^r/r! · Δ^ℓ[(i^(2))^r](0) = ℓ! Σ_{r ≥ ℓ/2} c^r d[r,ℓ] / r!,
+# a series of non-negative terms: no cancellation, increasing in c, and (evaluating (i^(2))^r at i = ℓ)
+# ℓ!·d[r,ℓ] ≤ (ℓ(ℓ−1))^r, so the tail beyond r = R is at most Σ_{s>R} x^s/s!, x = cℓ(ℓ−1); that bound is
+# added, so the value returned is never below the true one. d obeys
+#     d[r+1,p] = d[r,p−2] + 2(p−1)·d[r,p−1] + p(p−1)·d[r,p]   (i^(p)·i^(2) = i^(p+2) + 2p i^(p+1) + p(p−1) i^(p)).
+# The special term is evaluated where c·ℓ ≤ 6 and x ≤ 2100; beyond c·ℓ ≈ 3.6 it never beat the generic
+# term 2e^{(j−1)ε(j)} in our checks (z from 0.5 to 500, ℓ ≤ 1026), and omitting it keeps an upper bound.
+# ---------------------------------------------------------------------------------------------------
+
+_FD_CL_MAX = 6.0
+_FD_X_MAX = 2100.0
+_FD_MARGIN = 45.0  # series length: Poisson tail bound e^-45 below the leading term at every column
+_FD_GROUP_SPREAD = 30.0  # rows share one BLAS product while R·|log c − log c0| ≤ 30 (no underflow loss)
+
+
+def _build_fd_series_table(r_max: int, p_max: int) -> np.ndarray:
+    """D[r, m] = log((2m)!·d[r, 2m]/r!) for r = 0..r_max, 2m ≤ p_max (−inf where d = 0)."""
+    p = np.arange(p_max + 1, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        l2 = np.where(p >= 2, np.log(2.0 * (p - 1.0)), -np.inf)
+        lpp = np.where(p >= 2, np.log(p * (p - 1.0)), -np.inf)
+    ld = np.full((r_max + 1, p_max + 1), -np.inf)
+    ld[0, 0] = 0.0
+    a = np.full(p_max + 1, -np.inf)
+    b = np.full(p_max + 1, -np.inf)
+    for r in range(r_max):
+        prev = ld[r]
+        a[2:] = prev[:-2]
+        b[1:] = l2[1:] + prev[:-1]
+        ld[r + 1] = np.logaddexp(np.logaddexp(a, b), lpp + prev)
+    even = np.arange(0, p_max + 1, 2)
+    out = ld[:, even] + gammaln(even + 1.0)[None, :] - gammaln(np.arange(r_max + 1) + 1.0)[:, None]
+    out.setflags(write=False)
     return out
 
 
-@functools.lru_cache(maxsize=64)
-def _log_even_fd(z: float, top: int) -> np.ndarray:
-    arr = _log_even_fd_recursion(z, top) if z < _FD_QUADRATURE_MIN_Z else _log_even_fd_quadrature(z, top)
-    arr.setflags(write=False)
-    return arr
+_FD_TABLES: dict[int, np.ndarray] = {}  # p_max -> the largest read-only table built so far (a memo)
+
+
+def _fd_series_table(r_max: int, p_max: int) -> np.ndarray:
+    """A table with more than r_max rows (power-of-two sizes ≥ 512; a larger cached one is reused)."""
+    have = _FD_TABLES.get(p_max)
+    if have is None or have.shape[0] <= r_max:
+        have = _build_fd_series_table(max(512, 1 << r_max.bit_length()), p_max)
+        _FD_TABLES[p_max] = have
+    return have
+
+
+def _log_poisson_tail(lx: np.ndarray, x: np.ndarray, r: float) -> np.ndarray:
+    """log of an upper bound on Σ_{s>r} x^s/s! (geometric bound, valid when r + 2 > x; else inf)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        val = (r + 1.0) * lx - gammaln(r + 2.0) - np.log1p(-x / (r + 2.0))
+    return np.where(x < r + 2.0, val, np.inf)
+
+
+def _series_length(lc: float, ells: np.ndarray) -> int:
+    """Smallest R whose tail bound is e^-45 below the leading term (r = ℓ/2) at every column ℓ."""
+    x = math.exp(lc) * ells * (ells - 1.0)
+    lx = np.log(x)
+    lead = gammaln(ells + 1.0) - gammaln(ells / 2.0 + 1.0) + ells / 2.0 * lc
+    lo, hi = int(ells[-1]) // 2, int(ells[-1]) // 2 + int(3.0 * x[-1]) + 200
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if np.all(_log_poisson_tail(lx, x, float(mid)) <= lead - _FD_MARGIN):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _log_even_fd(c: np.ndarray, top: int) -> np.ndarray:
+    """log Δ^ℓ g(0) at ℓ = 0, 2, ..., top (columns) for each c (rows); +inf where not evaluated."""
+    c = np.asarray(c, dtype=np.float64).ravel()
+    m_all = top // 2
+    out = np.full((c.size, m_all + 1), np.inf)
+    out[:, 0] = 0.0
+    if c.size == 0 or m_all == 0:
+        return out
+    lc = np.log(c)
+    lmax = np.minimum(np.floor(_FD_CL_MAX / c), np.floor(0.5 + np.sqrt(0.25 + _FD_X_MAX / c)))
+    mcount = np.minimum(lmax // 2, m_all).astype(np.int64)  # evaluated columns ℓ = 2..2·mcount
+    order = np.lexsort((-lc, -mcount))  # by column count, then c descending
+    order = order[mcount[order] > 0]
+    groups = []
+    r_table = 0
+    i = 0
+    while i < order.size:
+        first = order[i]
+        mg = int(mcount[first])
+        rg = _series_length(float(lc[first]), 2.0 * np.arange(1, mg + 1))
+        # rows with the same columns and smaller c need no more terms (tail/lead falls with c)
+        same = order[i:][mcount[order[i:]] == mg]
+        j = i + int(np.searchsorted(-lc[same], -lc[first] + _FD_GROUP_SPREAD / rg, side="right"))
+        groups.append((order[i:j], mg, rg))
+        r_table = max(r_table, rg)
+        i = j
+    table = _fd_series_table(r_table, -(-top // 64) * 64)
+    for grp, mg, rg in groups:
+        ells = 2.0 * np.arange(1, mg + 1)
+        r_idx = np.arange(rg + 1, dtype=np.float64)
+        l0 = lc[grp[0]]
+        wlog = r_idx[:, None] * l0 + table[: rg + 1, 1 : mg + 1]
+        wmax = np.max(wlog, axis=0)
+        wmat = np.exp(wlog - wmax[None, :])
+        emat = np.exp(r_idx[None, :] * (lc[grp] - l0)[:, None])  # ≤ 1, ≥ e^-30
+        with np.errstate(divide="ignore"):
+            val = wmax[None, :] + np.log(emat @ wmat)
+        x = c[grp][:, None] * (ells * (ells - 1.0))[None, :]
+        out[grp, 1 : mg + 1] = np.logaddexp(val, _log_poisson_tail(np.log(x), x, float(rg)))
+    return out
+
+
+def wor_subsampled_gaussian_log_am1(noise_multiplier: Any, rate: Any, orders: Any) -> np.ndarray:
+    """log(A − 1) of WBK19 Theorem 27: without replacement (γ = m/N), **replace-one**, Gaussian, z = σ/Δ₂.
+
+    Wang, Balle & Kasiviswanathan 2019, Theorem 27: Theorem 9 with the j ≥ 3 terms replaced by
+    γ^j C(α,j)·min{4·(Δ^{2⌊j/2⌋}g(0)·Δ^{2⌈j/2⌉}g(0))^{1/2}, 2e^{(j−1)ε(j)}}, g(i) = e^{i(i−1)/(2z²)},
+    ε(α) = α/(2z²). Termwise ≤ Theorem 9 on the same Gaussian curve, non-decreasing in γ and in 1/z.
+    Integer orders; broadcasts over ``noise_multiplier`` and ``rate`` (forward differences are computed for
+    all rows at once by the series above). z is relative to the *replace-one* sensitivity (2C for a sum of
+    vectors clipped to C), as in dp-accounting.
+    """
+    a = _check_int_orders(orders)
+    z = _check_noise("noise_multiplier", noise_multiplier)
+    g = _check_rates("rate", rate)
+    lead = np.broadcast_shapes(z.shape, g.shape)
+    zr, gr = _rows(lead, z, g)
+    jmax = int(a.max())
+    top = jmax + 1 + (jmax + 1) % 2
+    c = 1.0 / (2.0 * zr * zr)
+    uniq, inv = np.unique(c, return_inverse=True)
+    fd = _log_even_fd(uniq, top)[inv.ravel()]  # (rows, top/2 + 1), column m ↔ ℓ = 2m
+    j = np.arange(jmax + 1)
+    jf = j.astype(np.float64)
+    with np.errstate(divide="ignore"):
+        lg = np.log(gr)[:, None]
+    generic = _LOG2 + (jf - 1.0)[None, :] * jf[None, :] * c[:, None]
+    special = _LOG4 + 0.5 * (fd[:, j // 2] + fd[:, (j + 1) // 2])
+    terms = _xlogy(jf[None, :], lg) + np.minimum(generic, special)
+    terms[:, 2] = _xlogy(np.float64(2.0), lg[:, 0]) + _thm9_second(2.0 * c)
+    terms[:, :2] = -np.inf
+    return log_binomial_sum(terms, a, 2).reshape(lead + (a.size,))
 
 
 def wor_subsampled_gaussian_rdp(noise_multiplier: Any, rate: Any, orders: Any) -> np.ndarray:
     """Sampling without replacement (γ = m/N), **replace-one**, Gaussian with z = σ/Δ₂ (Δ₂ replace-one).
 
-    Wang, Balle & Kasiviswanathan 2019, Theorem 27: Theorem 9 with the j ≥ 3 terms replaced by
-    γ^j C(α,j)·min{4·(Δ^{2⌊j/2⌋}g(0)·Δ^{2⌈j/2⌉}g(0))^{1/2}, 2e^{(j−1)ε(j)}}, g(m) = e^{m(m−1)/(2z²)},
-    ε(α) = α/(2z²); then min with ε(α). Note z is relative to the *replace-one* sensitivity (2C for a sum
-    of vectors clipped to C), as in dp-accounting.
+    WBK19 Theorem 27 (:func:`wor_subsampled_gaussian_log_am1`), ε'(α) = log A(α)/(α−1), then min with
+    ε(α) = α/(2z²). Note z is relative to the *replace-one* sensitivity, as in dp-accounting.
     """
     a = check_orders(orders)
     z = _check_noise("noise_multiplier", noise_multiplier)
-    g = _check_rates("rate", rate)
-    lead = np.broadcast_shapes(z.shape, g.shape)
-    zb = np.broadcast_to(z, lead)
-    gb = np.broadcast_to(g, lead)[..., None]
-    top = int(math.ceil(float(a.max()))) + 1
-    top += top % 2
-    uniq, inv = np.unique(zb.ravel(), return_inverse=True)
-    fd = np.stack([_log_even_fd(float(u), top) for u in uniq])[inv.reshape(lead)]
-    zc = zb[..., None]
-    with np.errstate(divide="ignore"):
-        lg = np.log(gb)
-    e2 = 1.0 / (zc * zc)
-    with np.errstate(over="ignore"):
-        log_em1 = np.where(e2 > 1.0, e2 + np.log1p(-np.exp(-e2)), np.log(np.expm1(e2)))
-    second = np.minimum(_LOG4 + log_em1, _LOG2 + e2)
-
-    def log_a(alpha: int) -> np.ndarray:
-        j = np.arange(2, alpha + 1)
-        jf = j.astype(np.float64)
-        generic = _LOG2 + (jf - 1.0) * jf / (2.0 * zc * zc)
-        lo_idx = 2 * (j // 2)
-        hi_idx = 2 * ((j + 1) // 2)
-        special = _LOG4 + 0.5 * (fd[..., lo_idx] + fd[..., hi_idx])
-        body = np.minimum(generic, special)
-        body[..., 0] = second[..., 0]
-        terms = _xlogy(jf, lg) + log_comb(alpha, jf) + body
-        full = np.concatenate([np.zeros(lead + (1,)), terms], axis=-1)
-        return logsumexp(full, axis=-1)
-
-    sub = _assemble(a, lead, log_a)
-    return np.minimum(sub, a / (2.0 * zc * zc))
+    sub = _from_log_am1(a, lambda ints: wor_subsampled_gaussian_log_am1(z, rate, ints))
+    return np.minimum(sub, a / (2.0 * z[..., None] ** 2))

@@ -14,17 +14,24 @@ def _run(capsys, argv):
     return code, capsys.readouterr()
 
 
+KNOWN = ["account", "checkin", "--n", "10000", "--gamma", "0.1", "--sigma", "1", "--mechanism", "gaussian",
+         "--rounds", "100", "--delta", "1e-4", "--max-order", "64", "--json", "--rdp"]
+
+
 def test_json_keys_and_known_answer(capsys):
-    code, out = _run(capsys, ["account", "checkin", "--n", "10000", "--gamma", "0.1", "--sigma", "1",
-                              "--mechanism", "gaussian", "--rounds", "100", "--delta", "1e-4",
-                              "--max-order", "64", "--json", "--rdp"])
+    # issue 5 known answer (Theorem 9 capped by base): 2.204708 at order 6
+    code, out = _run(capsys, KNOWN + ["--amplification", "thm9"])
     assert code == 0
     d = json.loads(out.out)
     for key in ("epsilon", "delta", "order", "method", "neighbouring", "rdp"):
         assert key in d
-    assert d["neighbouring"] == "replace-one" and d["method"] == "rdp"
+    assert d["neighbouring"] == "replace-one" and d["method"] == "rdp" and d["amplification"] == "thm9"
     assert abs(d["epsilon"] - 2.204708) < 5e-7 and d["order"] == 6
     assert set(d["rdp"]) == {str(o) for o in range(2, 65)}
+    # default: Theorem 27 for the Gaussian, a smaller certificate with the same keys
+    code, out = _run(capsys, KNOWN)
+    d27 = json.loads(out.out)
+    assert code == 0 and d27["amplification"] == "auto" and d27["epsilon"] < d["epsilon"] - 0.1
 
 
 def test_p_dropout_and_window_method(capsys):

@@ -6,12 +6,30 @@ import math
 
 import numpy as np
 import pytest
+from scipy.special import gammaln, logsumexp
 from scipy.stats import binom
 
 from secagg_dp.accounting import ldp_shuffle as ls
 from secagg_dp.accounting import shuffled_checkin as sc
-from secagg_dp.accounting.shuffle_conversions import dp_to_rdp, wbk_subsampled_log_moments
+from secagg_dp.accounting.conversion import pure_dp_to_rdp
 from secagg_dp.errors import ParameterError
+
+
+def wbk_log_moments(base: np.ndarray, rate: np.ndarray) -> np.ndarray:
+    """log A(λ), λ = 2..L, of WBK19 Thm 9 written term by term (independent of the core's BLAS kernel).
+
+    ``base[k, j-2]`` = ε_k(j), j = 2..L; ``rate`` per row k."""
+    L = base.shape[1] + 1
+    lr = np.log(rate)[:, None]
+    out = np.empty((base.shape[0], L - 1))
+    for lam in range(2, L + 1):
+        j = np.arange(3, lam + 1, dtype=float)
+        t2 = 2 * lr[:, 0] + math.log(lam * (lam - 1) / 2) + np.minimum(
+            math.log(4) + np.log(np.expm1(base[:, 0])), math.log(2) + base[:, 0])
+        rest = (math.log(2) + j[None, :] * lr + (gammaln(lam + 1) - gammaln(j + 1) - gammaln(lam - j + 1))[None, :]
+                + (j[None, :] - 1) * base[:, 1 : lam - 1])
+        out[:, lam - 2] = logsumexp(np.concatenate([np.zeros((base.shape[0], 1)), t2[:, None], rest], axis=1), axis=1)
+    return out
 
 
 def test_pair_lower_single_user_closed_form():
@@ -23,11 +41,11 @@ def test_pair_lower_single_user_closed_form():
 
 
 def test_windowed_upper_matches_full_sum():
-    # Independent full sum over every k with our own WBK implementation (not the check-in kernel).
+    # Independent full sum over every k with a term-by-term WBK Thm 9 (not the core's BLAS kernel).
     n, g, s, o = 60, 0.2, 1.5, np.arange(2, 11)
     ks = np.arange(1, n + 1)
     base = np.broadcast_to(np.arange(2, 11) / (2 * s * s), (n, 9))
-    lm = wbk_subsampled_log_moments(base, ks / n)
+    lm = wbk_log_moments(np.ascontiguousarray(base), ks / n)
     w = binom.pmf(ks, n, g)
     want = np.log(binom.pmf(0, n, g) + (w[:, None] * np.exp(lm)).sum(0)) / (o - 1)
     got = sc.shuffled_checkin_gaussian_rdp_windowed(o, n=n, gamma=g, sigma=s, base="gaussian-upper")
@@ -70,8 +88,11 @@ def test_dp_to_rdp_is_randomized_response():
     p = math.e / (1 + math.e)
     for lam in (2, 7):
         rr = math.log(p**lam * (1 - p) ** (1 - lam) + (1 - p) ** lam * p ** (1 - lam)) / (lam - 1)
-        assert dp_to_rdp(1.0, [lam])[0] == pytest.approx(rr, rel=1e-13)
-    assert dp_to_rdp(1.0, [1e6])[0] == pytest.approx(1.0, rel=1e-5)
+        assert pure_dp_to_rdp(1.0, [lam])[0] == pytest.approx(rr, rel=1e-13)
+    assert pure_dp_to_rdp(1.0, [1e6])[0] == pytest.approx(1.0, rel=1e-5)
+    # vectorised over epsilon (the LDP approaches convert one epsilon per client count k)
+    eps = np.array([0.5, 1.0, 2.0])
+    assert np.allclose(pure_dp_to_rdp(eps, [2.0, 7.0]), np.stack([pure_dp_to_rdp(e, [2.0, 7.0]) for e in eps]))
 
 
 def test_ldp_approaches_and_first_cut_give_finite_upper_bounds():
