@@ -31,6 +31,9 @@ def register_account(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--delta", type=float, required=True, help="target delta")
     p.add_argument("--method", choices=("rdp", "window"), default="rdp",
                    help="certificate reported in JSON: full mixture (rdp) or window certificate")
+    p.add_argument("--window-delta", choices=("conditioning", "coupling"), default="conditioning",
+                   help="delta charged for check-in counts outside the window: T*P(out) (conditioning, default) "
+                        "or (1+e^eps)*T*P(out) (coupling, the looser total-variation bound)")
     p.add_argument("--local-steps", type=int, default=None,
                    help="local DP-SGD steps per round (sample-level, add-remove, seed 004 Thm 4.7)")
     p.add_argument("--sample-rate", type=float, default=1.0, help="Poisson sampling rate q inside each client")
@@ -100,7 +103,8 @@ def _handle(args: argparse.Namespace) -> int:
         warnings.simplefilter("always")
         seed_style = checkin_epsilon(prov, args.n, gamma, args.rounds, args.delta, orders, method="rdp")
         try:
-            window = checkin_epsilon(prov, args.n, gamma, args.rounds, args.delta, orders, method="window")
+            window = checkin_epsilon(prov, args.n, gamma, args.rounds, args.delta, orders, method="window",
+                                    delta_split=args.window_delta)
         except ParameterError:
             window = None
     chosen = seed_style if args.method == "rdp" or window is None else window
@@ -118,7 +122,8 @@ def _handle(args: argparse.Namespace) -> int:
         out = chosen.as_dict()
         out.update({"gamma": gamma, "n": args.n, "mechanism": args.mechanism,
                     "unit": "sample" if local else "client",
-                    "amplification": "joint-convexity" if local else args.amplification})
+                    "amplification": "joint-convexity" if local else args.amplification,
+                    "window_delta": args.window_delta})
         out["epsilon_rdp"] = seed_style.epsilon
         out["epsilon_window"] = window.epsilon if window else None
         if args.rdp:

@@ -217,11 +217,20 @@ def test_window_certificate_valid_and_example():
     assert abs(seed.epsilon - 0.72) < 0.01
     assert 0.03 < win.epsilon < 0.06
     assert seed27.epsilon <= seed.epsilon and win27.epsilon <= win.epsilon
-    # validity: delta split adds up, window mass accounted with (1 + e^eps) T P(out)
+    # validity: delta split adds up, window mass accounted with T P(out) (default, conditioning) or with
+    # (1 + e^eps) T P(out) (the issue's coupling bound); exact tails from the pmf as the reference
     k_lo, k_hi = win.window
     p_out = math.exp(logsumexp(log_binom_pmf(n, np.arange(0, k_lo), gamma))) + math.exp(
         logsumexp(log_binom_pmf(n, np.arange(k_hi + 1, 3000), gamma)))
-    assert win.delta_window >= (1 + math.exp(win.epsilon)) * 10 * p_out
+    assert win.delta_window >= 10 * p_out
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        coup = window_certificate(prov, n, gamma, 10, 1e-8, delta_split="coupling")
+    c_lo, c_hi = coup.window
+    c_out = math.exp(logsumexp(log_binom_pmf(n, np.arange(0, c_lo), gamma))) + math.exp(
+        logsumexp(log_binom_pmf(n, np.arange(c_hi + 1, 3000), gamma)))
+    assert coup.delta_window >= (1 + math.exp(coup.epsilon)) * 10 * c_out
+    assert 0.03 < coup.epsilon < 0.06 and win.epsilon <= coup.epsilon + 1e-12
     assert abs(win.delta_rdp + win.delta_window - 1e-8) < 1e-20
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the optimum is at the largest order here (expected)
@@ -303,3 +312,22 @@ def test_known_answer_issue5_brute_force():
     rdp = 100 * brute_mixture(n, 0.1, table, orders)
     eps, order = rdp_to_epsilon(rdp, orders, 1e-4)
     assert order == 6 and abs(eps - 2.204708) < 5e-7
+
+
+def test_window_delta_split_conditioning_is_tighter_and_certifies_large_epsilon():
+    """Conditioning on K in W costs delta_window = T * P(out) (proof in docs/checkin.md); the issue's
+    coupling bound multiplies that by (1 + e^eps). Both must certify; conditioning can never be worse,
+    and at large epsilon (n = 100, gamma = 0.5, sigma = 0.3, T = 15) it still finds a window."""
+    prov = SubsampledCheckin(GaussianSum(1.0), 20_000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # optimum may sit at the largest order; not what is tested here
+        cond = window_certificate(prov, 20_000, 0.01, 10, 1e-6)
+        coup = window_certificate(prov, 20_000, 0.01, 10, 1e-6, delta_split="coupling")
+    assert cond.epsilon <= coup.epsilon + 1e-12
+    assert cond.delta_rdp + cond.delta_window == pytest.approx(1e-6, rel=1e-12)
+    lo, hi = cond.window
+    assert 0 <= lo <= 200 <= hi <= 20_000
+    big = window_certificate(SubsampledCheckin(GaussianSum(0.3), 100), 100, 0.5, 15, 1e-5)
+    assert math.isfinite(big.epsilon) and big.epsilon > 5
+    with pytest.raises(ParameterError, match="delta_split"):
+        window_certificate(prov, 20_000, 0.01, 10, 1e-6, delta_split="tv")
