@@ -18,7 +18,7 @@ What is certified (every number an upper bound; neighbouring relation stated in 
   Poisson rate q inside the client via joint convexity, sensitivities Delta_2, Delta_1 of ONE encoded sample
   (each per-sample gradient is clipped and rounded on its own). Client check-in amplifies through joint
   convexity at rate k/n only (``SubsampledCheckin(amplification="joint-convexity")``): WBK19 Thm 9 needs
-  client-level replace-one bounds that sample-level clipping does not give (docs/checkin.md).
+  client-level replace-one bounds that sample-level clipping does not give (README.md).
 * ``sampling = "fixed"``: exactly m = round(p n) clients, sampled without replacement: the m-client term
   of the same provider alone (rate m/n).
 

@@ -18,7 +18,7 @@ block's worst ends), and blocks whose bound is not negligible are split until th
 refinement); the result is never below the exact sum. The "1 + sum expm1" form keeps full relative
 accuracy when eps is tiny.
 
-Window certificate (beyond the seeds; proof in docs/checkin.md, "Window certificate"): K is data independent, so
+Window certificate (beyond the seeds; proof in README.md, "Window certificate"): K is data independent, so
 conditioning every round on K in [k_lo, k_hi] changes the output distribution by at most
 P(some K_t outside) <= T P(K not in W) in total variation, giving
 delta_total = delta_RDP + (1 + e^eps) T P(K not in W).
@@ -418,7 +418,7 @@ def window_certificate(
     delta_split: str = "conditioning",
 ) -> CheckinCertificate:
     """Window certificate: RDP of the mixture conditioned on K in [k_lo, k_hi] plus a delta term for the
-    excluded mass (proof: docs/checkin.md, "Window certificate"; replace-one):
+    excluded mass (proof: README.md, "Window certificate"; replace-one):
 
     - ``delta_split="conditioning"`` (default): delta_window = T P(K not in W). Conditioning on the
       data-independent event that every K_t lies in W costs only P(some K_t outside W).

@@ -1,6 +1,6 @@
 """The Z_q codec: clip → randomized Hadamard rotation → scale → conditional randomized rounding → Z_{2^b}.
 
-Kairouz, Liu & Steinke 2021 (arXiv:2102.06387); seed paper 002 (Wang & Jia), Sec. 3. See docs/quantize.md.
+Kairouz, Liu & Steinke 2021 (arXiv:2102.06387); seed paper 002 (Wang & Jia), Sec. 3. See README.md.
 """
 
 from secagg_dp.quantize.codec import ZqCodec, clip_l2

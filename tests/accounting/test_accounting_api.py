@@ -1,4 +1,4 @@
-"""Public API is explicit, exported and documented (docs/accounting.md)."""
+"""Public API is explicit, exported and documented (README.md)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import secagg_dp.accounting as acc
 MODULES = ["rdp", "mechanisms", "subsampling", "conversion", "calibration", "ledger", "cli", "logspace",
            "checkin", "checkin_math", "checkin_mechanisms", "dropout", "local_steps", "baselines", "cli_checkin",
            "shuffle_gaussian", "shuffled_checkin", "ldp_shuffle", "cli_shuffle"]
-DOC = (Path(__file__).resolve().parents[2] / "docs" / "accounting.md").read_text()
+DOC = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
 
 def test_every_public_name_exists_has_docstring_and_is_documented():
@@ -22,7 +22,7 @@ def test_every_public_name_exists_has_docstring_and_is_documented():
                 assert obj.__doc__, f"{m}.{name} lacks a docstring"
     for name in acc.__all__:
         assert hasattr(acc, name)
-        assert name in DOC, f"{name} missing from docs/accounting.md"
+        assert name in DOC, f"{name} missing from README.md"
     assert len(set(acc.__all__)) == len(acc.__all__)
 
 

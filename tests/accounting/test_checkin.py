@@ -315,7 +315,7 @@ def test_known_answer_issue5_brute_force():
 
 
 def test_window_delta_split_conditioning_is_tighter_and_certifies_large_epsilon():
-    """Conditioning on K in W costs delta_window = T * P(out) (proof in docs/checkin.md); the issue's
+    """Conditioning on K in W costs delta_window = T * P(out) (proof in README.md); the issue's
     coupling bound multiplies that by (1 + e^eps). Both must certify; conditioning can never be worse,
     and at large epsilon (n = 100, gamma = 0.5, sigma = 0.3, T = 15) it still finds a window."""
     prov = SubsampledCheckin(GaussianSum(1.0), 20_000)
