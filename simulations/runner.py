@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from secagg_dp import zq
+from secagg_dp.noise import SIGMA_MAX
 from secagg_dp.errors import ConfigError, ParameterError, ProtocolError
 from simulations import aggregators
 from simulations.clients import (
@@ -45,7 +46,7 @@ __all__ = ["Plan", "plan", "run_scenario", "RoundRecord", "RoundAggregate", "agg
 
 #: Largest per-client grid noise std the simulator uses: the range of ``sample_discrete_gaussian``
 #: (sigma in (0, 1e6]) and of ``sample_skellam`` (variance in (0, 1e12]); a test ties it to the samplers.
-SIGMA_INT_MAX = 1e6
+SIGMA_INT_MAX = SIGMA_MAX
 
 SEED_DERIVATION = (
     "numpy SeedSequence(root, spawn_key=...): data (0, ...); round r check-in (1, r, 0), dropouts (1, r, 1), "

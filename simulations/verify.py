@@ -50,7 +50,7 @@ def check_end_to_end(*, seed: int, trials: int) -> list[Row]:
     """
     import numpy as np
 
-    from secagg_dp.noise import sample_discrete_gaussian
+    from secagg_dp.noise import SIGMA_MAX, sample_discrete_gaussian
     from secagg_dp.quantize import ZqCodec, clip_l2
     from secagg_dp.zq import centered, sum_mod
 
@@ -62,7 +62,7 @@ def check_end_to_end(*, seed: int, trials: int) -> list[Row]:
             rng = np.random.default_rng(rseed)
             q = 1 << bits
             s = ZqCodec.scale_for(bits=bits, n_clients=n, clip=clip, dim=dim, sigma=sigma, k=7.0)
-            s = min(s, 1e6 / sigma)  # the sampler accepts grid std s·σ ≤ 1e6
+            s = min(s, SIGMA_MAX / sigma)  # the sampler accepts grid std s·σ ≤ SIGMA_MAX
             codec = ZqCodec(dim, bits, clip, s, rotation_seed=rseed)
             x = rng.normal(size=(n, dim)) * rng.choice([0.05, 1.0, 10.0])
             z = sample_discrete_gaussian(s * sigma, (n, codec.padded_dim), rng=rng)

@@ -9,6 +9,7 @@ Randomness: ``rng=None`` means a fresh AES-CTR generator seeded from OS entropy
 (:func:`secagg_dp.rng.resolve_rng`); pass a seeded ``np.random.Generator`` for reproducibility.
 """
 
+from secagg_dp.noise._checks import SIGMA_MAX, VARIANCE_MAX
 from secagg_dp.noise.discrete_gaussian import (
     discrete_gaussian_log_normaliser,
     discrete_gaussian_logpmf,
@@ -33,4 +34,6 @@ __all__ = [
     "skellam_logpmf",
     "bernoulli_exp_exact",
     "sample_discrete_laplace_exact",
+    "SIGMA_MAX",
+    "VARIANCE_MAX",
 ]

@@ -83,10 +83,20 @@ def test_public_names_exported_and_documented():
         "discrete_gaussian_pmf", "discrete_gaussian_logpmf", "discrete_gaussian_log_normaliser",
         "skellam_pmf", "skellam_logpmf", "bernoulli_exp_exact", "sample_discrete_laplace_exact",
     }
-    assert set(noise.__all__) == expected
-    for name in noise.__all__:
+    constants = {"SIGMA_MAX", "VARIANCE_MAX"}
+    assert set(noise.__all__) == expected | constants
+    for name in expected:
         obj = getattr(noise, name)
         assert callable(obj) and obj.__doc__ and len(obj.__doc__) > 40, name
+    # the exported limits are the samplers' actual boundaries (issue 2: sigma in (0, 1e6])
+    assert noise.SIGMA_MAX == 1e6 and noise.VARIANCE_MAX == noise.SIGMA_MAX**2
+    rng = np.random.default_rng(0)
+    assert noise.sample_discrete_gaussian(noise.SIGMA_MAX, 3, rng=rng).shape == (3,)
+    assert noise.sample_skellam(noise.VARIANCE_MAX, 3, rng=rng).shape == (3,)
+    with pytest.raises(ParameterError, match="sigma"):
+        noise.sample_discrete_gaussian(np.nextafter(noise.SIGMA_MAX, np.inf), 3, rng=rng)
+    with pytest.raises(ParameterError, match="variance"):
+        noise.sample_skellam(np.nextafter(noise.VARIANCE_MAX, np.inf), 3, rng=rng)
 
 
 def test_error_message_names_argument_expectation_and_value():
