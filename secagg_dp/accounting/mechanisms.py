@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -173,6 +174,24 @@ def _check_event(name: str, event: Any) -> PrivacyEvent:
     return event
 
 
+def _subsampled_rdp(
+    ev: PrivacyEvent,
+    rate: float,
+    orders: Any,
+    gaussian_bound: Callable[[float, float, np.ndarray], np.ndarray],
+    generic_bound: Callable[[np.ndarray, float, np.ndarray], np.ndarray],
+) -> np.ndarray:
+    """RDP of ``ev`` after subsampling at ``rate``: the Gaussian-specific bound for a Gaussian inner event
+    (zero for zero sensitivity), else the generic bound on the inner event's integer-order RDP table."""
+    a = _rdp.check_orders(orders)
+    if isinstance(ev, Gaussian):
+        if ev.l2_sensitivity == 0.0:
+            return np.zeros_like(a)
+        return gaussian_bound(ev.noise_multiplier, rate, a)
+    table = _sub.integer_rdp_table(ev.rdp, int(math.ceil(float(a.max()))))
+    return generic_bound(table, rate, a)
+
+
 @dataclass(frozen=True)
 class PoissonSampled(PrivacyEvent):
     """Each record joins independently with probability ``rate``, then ``event`` runs; add/remove only.
@@ -198,14 +217,8 @@ class PoissonSampled(PrivacyEvent):
         return (self.event,)
 
     def rdp(self, orders: Any) -> np.ndarray:
-        a = _rdp.check_orders(orders)
-        ev = self.event
-        if isinstance(ev, Gaussian):
-            if ev.l2_sensitivity == 0.0:
-                return np.zeros_like(a)
-            return _sub.poisson_subsampled_gaussian_rdp(ev.noise_multiplier, self.rate, a)
-        table = _sub.integer_rdp_table(ev.rdp, int(math.ceil(float(a.max()))))
-        return _sub.poisson_subsampled_rdp(table, self.rate, a)
+        return _subsampled_rdp(self.event, self.rate, orders, _sub.poisson_subsampled_gaussian_rdp,
+                               _sub.poisson_subsampled_rdp)
 
 
 @dataclass(frozen=True)
@@ -240,14 +253,8 @@ class SampledWithoutReplacement(PrivacyEvent):
         return (self.event,)
 
     def rdp(self, orders: Any) -> np.ndarray:
-        a = _rdp.check_orders(orders)
-        ev = self.event
-        if isinstance(ev, Gaussian):
-            if ev.l2_sensitivity == 0.0:
-                return np.zeros_like(a)
-            return _sub.wor_subsampled_gaussian_rdp(ev.noise_multiplier, self.rate, a)
-        table = _sub.integer_rdp_table(ev.rdp, int(math.ceil(float(a.max()))))
-        return _sub.wor_subsampled_rdp(table, self.rate, a)
+        return _subsampled_rdp(self.event, self.rate, orders, _sub.wor_subsampled_gaussian_rdp,
+                               _sub.wor_subsampled_rdp)
 
 
 @dataclass(frozen=True)
