@@ -12,9 +12,9 @@ import time
 
 import numpy as np
 
-from secagg_dp.accounting.checkin import SubsampledCheckin, checkin_mixture
-from secagg_dp.accounting.checkin_math import log_binom_pmf
-from secagg_dp.accounting.checkin_mechanisms import GaussianSum
+from secagg_dp.accounting.checkin.mixture import SubsampledCheckin, checkin_mixture
+from secagg_dp.accounting.checkin.tails import log_binom_pmf
+from secagg_dp.accounting.checkin.bases import GaussianSum
 
 ORDERS = np.arange(2, 257)
 

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from secagg_dp.accounting.shuffle_gaussian import shuffle_gaussian_rdp, shuffle_gaussian_rdp_partition
+from secagg_dp.accounting.shuffle.gaussian import shuffle_gaussian_rdp, shuffle_gaussian_rdp_partition
 
 
 def _best(fn, repeat=3):

@@ -11,8 +11,8 @@ Roles (seed 001 Sec. 3 and App. C Algorithm 1; seed 003 Sec. 2):
 3. the :class:`Analyzer` sees only the anonymous batch: a tuple of payloads, no identities, no order
    information; it aggregates (sum / mean, or the debiased RR count).
 
-Accounting for this protocol: :mod:`secagg_dp.accounting.shuffled_checkin` (Gaussian) and
-:mod:`secagg_dp.accounting.ldp_shuffle` (ε0 / (ε0, δ0)-LDP).
+Accounting for this protocol: :mod:`secagg_dp.accounting.shuffle.shuffled_checkin` (Gaussian) and
+:mod:`secagg_dp.accounting.shuffle.ldp` (ε0 / (ε0, δ0)-LDP).
 """
 
 from __future__ import annotations

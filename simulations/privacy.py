@@ -3,7 +3,7 @@
 What is certified (every number an upper bound; neighbouring relation stated in results.json):
 
 * ``task = "mean"`` (client level, ``replace-one``): each round is the distributed check-in mixture of
-  ``secagg_dp.accounting.checkin`` over K ~ Bin(n, gamma) with, as k-client base mechanism, the sum of k
+  ``secagg_dp.accounting.checkin.mixture`` over K ~ Bin(n, gamma) with, as k-client base mechanism, the sum of k
   clients' encoded vectors with discrete Gaussian (``DDGSum``, Kairouz, Liu & Steinke 2021) or Skellam
   (``SkellamSum``, Agarwal, Kairouz & Liu 2021) noise of per-client std ``sigma_int`` on the integer grid,
   sensitivities 2*Delta_2 and 2*Delta_1 of the codec (replace-one doubles the codec's add-remove bound),
@@ -13,7 +13,7 @@ What is certified (every number an upper bound; neighbouring relation stated in 
   neither data nor noise, which is exactly what the mixture over K models (seed 000 Sec. 3.2 with the
   per-stage dropout model of the simulator).
 * ``task = "logreg"`` (sample level, ``add-remove`` of one training example): the k-client base is
-  ``secagg_dp.accounting.local_steps.LocalStepsDDG`` / ``LocalStepsSkellam``: S local steps, each the
+  ``secagg_dp.accounting.checkin.local_steps.LocalStepsDDG`` / ``LocalStepsSkellam``: S local steps, each the
   sum-dominating mechanism with the k clients' joint noise (seed 004 Def. 4.2, Lemmas 4.3-4.6, Thm 4.7),
   Poisson rate q inside the client via joint convexity, sensitivities Delta_2, Delta_1 of ONE encoded sample
   (each per-sample gradient is clipped and rounded on its own). Client check-in amplifies through joint
@@ -23,7 +23,7 @@ What is certified (every number an upper bound; neighbouring relation stated in 
   of the same provider alone (rate m/n).
 
 Ledger: every round is spent as one :class:`CheckinRound` event in the core
-:class:`secagg_dp.accounting.ledger.PrivacyLedger` (SQLite, one transaction per event, committed before the
+:class:`secagg_dp.accounting.core.ledger.PrivacyLedger` (SQLite, one transaction per event, committed before the
 round's aggregate is decoded, optional (epsilon_budget, delta) refusal). The event is the same every round
 (the mixture is a function of the run's fixed parameters), so the ledger's composed RDP is exactly
 T x the per-round mixture RDP. ``method = "rdp"`` reports the ledger's epsilon (CKS20 conversion of the
@@ -46,9 +46,9 @@ from typing import Any
 import numpy as np
 
 from secagg_dp._validate import check_int, check_probability
-from secagg_dp.accounting.ledger import PrivacyLedger, register_event_type
-from secagg_dp.accounting.mechanisms import PrivacyEvent, check_neighbouring
-from secagg_dp.accounting.rdp import check_orders
+from secagg_dp.accounting.core.ledger import PrivacyLedger, register_event_type
+from secagg_dp.accounting.core.events import PrivacyEvent, check_neighbouring
+from secagg_dp.accounting.core.rdp import check_orders
 from secagg_dp.errors import ConfigError, ParameterError
 
 __all__ = ["CheckinRound", "SimAccountant", "make_accountant", "effective_gamma", "ORDERS"]
@@ -76,13 +76,13 @@ class CheckinRound(PrivacyEvent):
 
     With ``gamma``: K ~ Bin(n, gamma) clients are in the sum and
     eps(a) <= 1/(a-1) log(1 + sum_k P(K=k) expm1((a-1) eps'_k(a))) (seed 000 Thm 1 / Eq. 5, seed 001
-    Thm 2 & 4; :func:`secagg_dp.accounting.checkin.checkin_rdp`), eps'_k from ``provider``. With
+    Thm 2 & 4; :func:`secagg_dp.accounting.checkin.mixture.checkin_rdp`), eps'_k from ``provider``. With
     ``sample_size`` m (fixed-size sampling without replacement): the k = m term alone,
     eps(a) = log(1 + expm1((a-1) eps'_m(a)))/(a-1). Integer orders only. The neighbouring relation is
     the provider's (``replace-one`` client level, or ``add-remove`` sample level for local steps).
     """
 
-    provider: Any  # a secagg_dp.accounting.checkin PerKProvider (frozen dataclass, hashable)
+    provider: Any  # a secagg_dp.accounting.checkin.mixture PerKProvider (frozen dataclass, hashable)
     clients: int
     gamma: float | None
     sample_size: int | None
@@ -118,7 +118,7 @@ class CheckinRound(PrivacyEvent):
 @functools.lru_cache(maxsize=32)
 def _round_rdp(event: CheckinRound, orders: tuple[int, ...]) -> np.ndarray:
     """The per-round curve, computed once per (event, orders): every round of a run spends the same event."""
-    from secagg_dp.accounting import checkin as ck
+    from secagg_dp.accounting.checkin import mixture as ck
 
     o = np.asarray(orders, dtype=np.int64)
     if event.sample_size is not None:
@@ -168,7 +168,7 @@ class SimAccountant:
 
     def describe(self) -> dict[str, Any]:
         return {
-            "accountant": "secagg_dp.accounting.checkin" + (" (fixed-size, k = m)" if self.fixed else " (binomial mixture)"),
+            "accountant": "secagg_dp.accounting.checkin.mixture" + (" (fixed-size, k = m)" if self.fixed else " (binomial mixture)"),
             "method": self.method,
             "neighbouring": self.neighbouring,
             "unit": "sample" if self.cfg.task.name == "logreg" else "client",
@@ -177,7 +177,7 @@ class SimAccountant:
             "sample_size": self.cfg.population.fixed_size if self.fixed else None,
             "event": self.label,
             "ledger": {
-                "class": "secagg_dp.accounting.ledger.PrivacyLedger",
+                "class": "secagg_dp.accounting.PrivacyLedger",
                 "path": None if self.ledger_path is None else self.ledger_path.name,
                 "event": self.event.describe(),
                 "events": self.rounds,
@@ -193,8 +193,8 @@ class SimAccountant:
 
     def epsilon_after(self, rounds: int) -> tuple[float, int | None, dict[str, Any]]:
         """Certified (epsilon, order, certificate dict) after ``rounds`` rounds (no state change)."""
-        from secagg_dp.accounting import checkin as ck
-        from secagg_dp.accounting.conversion import rdp_to_dp
+        from secagg_dp.accounting.checkin import mixture as ck
+        from secagg_dp.accounting.core.conversion import rdp_to_dp
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # best order at the largest offered: reported, not an error
@@ -249,8 +249,8 @@ def _int_order(order: float) -> int | None:
 
 def _provider(cfg, plan):  # noqa: ANN001, ANN202
     """The per-k provider of the check-in mixture for this config, and a one-line label."""
-    from secagg_dp.accounting import checkin as ck
-    from secagg_dp.accounting import checkin_mechanisms as cm
+    from secagg_dp.accounting.checkin import mixture as ck
+    from secagg_dp.accounting.checkin import bases as cm
 
     if cfg.task.name == "logreg":
         return _logreg_provider(cfg, plan)
@@ -267,12 +267,12 @@ def _provider(cfg, plan):  # noqa: ANN001, ANN202
 def _logreg_provider(cfg, plan):  # noqa: ANN001, ANN202
     """Sample-level (add-remove) provider: S local steps with joint noise, inside the check-in mixture.
 
-    Base (k clients): ``LocalStepsDDG`` / ``LocalStepsSkellam`` of ``secagg_dp.accounting.local_steps``
+    Base (k clients): ``LocalStepsDDG`` / ``LocalStepsSkellam`` of ``secagg_dp.accounting.checkin.local_steps``
     (seed 004 Thm 4.7: S-fold composition of the per-step sum-dominating mechanism with the k clients'
     noise; Poisson rate q inside each client by joint convexity) with Delta_2, Delta_1 of one encoded
     sample on the grid. Check-in: joint convexity at rate k/n (valid for any unit of privacy)."""
-    from secagg_dp.accounting import checkin as ck
-    from secagg_dp.accounting import local_steps as ls
+    from secagg_dp.accounting.checkin import mixture as ck
+    from secagg_dp.accounting.checkin import local_steps as ls
 
     priv, task, n = cfg.privacy, cfg.task, cfg.population.clients
     d2, d1 = plan.l2_sensitivity, plan.l1_sensitivity  # add-remove of one sample: one encoded gradient

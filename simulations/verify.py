@@ -1,4 +1,4 @@
-"""``secagg-dp verify``: randomized end-to-end checks of the codec and Z_q arithmetic, printed as a table.
+"""Randomized end-to-end checks of the codec and Z_q arithmetic, printed as a table.
 
 Each check is a function ``check(*, seed: int, trials: int) -> list[Row]`` with
 ``Row = (name, params, passed, detail)``; :data:`CHECKS` lists them in run order, so another check (e.g. the
@@ -6,13 +6,12 @@ protocol and dropout checks of ``simulations.verify_protocol``) is added with on
 Oracles are independent of the code under test: Python big integers for every modular sum, and the plain
 float64 sum of the clipped inputs for decoding. Exit code 0 iff every row passed.
 
-Heavy imports (numpy, the library) happen inside the check functions so ``secagg-dp --help`` stays fast.
+The command ``secagg-dp verify`` (:mod:`simulations.cli.verify`) runs them. Heavy imports (numpy, the
+library) happen inside the check functions so ``secagg-dp --help`` stays fast.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 
@@ -28,7 +27,6 @@ __all__ = [
     "check_protocol",
     "run_checks",
     "format_table",
-    "register",
 ]
 
 Row = tuple[str, dict, bool, str]
@@ -262,42 +260,3 @@ def format_table(rows: Sequence[Row]) -> str:
     lines.append("")
     lines.append(f"{len(rows) - failed}/{len(rows)} checks passed" + ("" if not failed else f", {failed} FAILED"))
     return "\n".join(lines)
-
-
-def _handler(args: argparse.Namespace) -> int:
-    rows = run_checks(seed=args.seed, trials=args.trials)
-    failed = sum(1 for r in rows if not r[2])
-    if args.json:
-        print(json.dumps({
-            "rows": [{"name": n, "params": p, "passed": bool(ok), "detail": d} for n, p, ok, d in rows],
-            "passed": len(rows) - failed,
-            "failed": failed,
-            "ok": failed == 0,
-        }, indent=2, default=str))
-    else:
-        print(format_table(rows))
-    return 0 if failed == 0 else 1
-
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, not {value}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, not {value}")
-    return value
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``verify`` subcommand."""
-    help_text = "randomized end-to-end checks: clip, encode, noise, modular sum, decode vs the plain sum"
-    p = subparsers.add_parser("verify", help=help_text, description=help_text)
-    p.add_argument("--seed", type=_non_negative_int, default=0, help="seed of the check generators (default 0)")
-    p.add_argument("--trials", type=_positive_int, default=2, help="random repetitions per check (default 2)")
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of a table")
-    p.set_defaults(handler=_handler)

@@ -1,39 +1,25 @@
-"""RDP accounting: the core (events, subsampling, conversion, calibration, ledger), the distributed
-check-in accountant (check-in mixture, dropouts, local steps, labelled baselines) and the shuffle
-accountants (shuffle Gaussian, shuffled check-in, LDP randomizers).
+"""Privacy accounting, in three rooms.
 
-Every formula has one implementation, in the core; the other parts call it. Names that differ only by
-module (``checkin.DEFAULT_ORDERS`` = integers 2..256, each shuffle module's ``NEIGHBOURING``, the check-in
-adapter ``checkin.rdp_to_epsilon``) stay in their modules.
+- :mod:`secagg_dp.accounting.core`: events with an explicit neighbouring relation, RDP curves,
+  subsampling amplification, log-space kernels, RDP -> (epsilon, delta) conversion, calibration and the
+  persistent ledger.
+- :mod:`secagg_dp.accounting.checkin`: the distributed check-in accountant (binomial mixture, window
+  certificate, dropouts, local steps, labelled baselines), built on the core.
+- :mod:`secagg_dp.accounting.shuffle`: shuffle Gaussian, shuffled check-in and LDP randomizers under
+  shuffling, built on the core.
+
+Imports point one way (checkin -> core, shuffle -> core and the check-in binomial kernels). Every formula
+has one implementation, in the core. This package re-exports the public names of all three; names that
+differ only by module (``checkin.DEFAULT_ORDERS`` = integers 2..256, each shuffle module's
+``NEIGHBOURING``, the check-in adapter ``checkin.rdp_to_epsilon``) stay in their modules.
 """
 
-from secagg_dp.accounting.baselines import (
-    analytic_gaussian_epsilon,
-    chernoff_shortcut_epsilon,
-    chernoff_shortcut_rdp,
-    strong_composition_baseline,
-)
-
-from secagg_dp.accounting.calibration import (
+from secagg_dp.accounting.core.calibration import (
     calibrate_gaussian_noise_multiplier,
     calibrate_noise,
     gaussian_epsilon,
 )
-from secagg_dp.accounting.checkin import (
-    BaseMechanism,
-    CheckinCertificate,
-    MixtureResult,
-    PerKProvider,
-    PerKTable,
-    SubsampledCheckin,
-    checkin_epsilon,
-    checkin_mixture,
-    checkin_rdp,
-    window_certificate,
-)
-from secagg_dp.accounting.checkin_math import log_binom_pmf, log_binom_tail_ub
-from secagg_dp.accounting.checkin_mechanisms import DDGSum, GaussianSum, SkellamSum
-from secagg_dp.accounting.conversion import (
+from secagg_dp.accounting.core.conversion import (
     LargestOrderWarning,
     dp_delta,
     dp_to_rdp,
@@ -42,40 +28,7 @@ from secagg_dp.accounting.conversion import (
     rdp_to_dp,
     rdp_to_dp_mironov,
 )
-from secagg_dp.accounting.dropout import (
-    DropoutStage,
-    calibrate_gaussian_multiplier,
-    effective_checkin_rate,
-    gaussian_composed_epsilon,
-    p_versus_gamma,
-    staged_checkin_rate,
-    underdelivered_epsilon,
-)
-from secagg_dp.accounting.ldp_shuffle import (
-    LDPResult,
-    approach_epsilon,
-    first_cut,
-    first_cut_epsilon,
-    fmt_shuffle,
-    seed000_lower_rdp,
-    seed000_upper_rdp,
-    subsample_dp,
-)
-from secagg_dp.accounting.ledger import PrivacyLedger, RdpAccountant, UnsupportedEventError, register_event_type
-from secagg_dp.accounting.local_steps import (
-    LocalStep,
-    LocalStepsDDG,
-    LocalStepsGaussian,
-    LocalStepsSkellam,
-    calibrate_local_sigma,
-    fuse_steps,
-    heterogeneous_gaussian_rdp,
-    local_steps_epsilon,
-    sum_dominating_step,
-    table1_comparison,
-)
-from secagg_dp.accounting.logspace import log1p_exp, log_binomial_sum, log_comb, log_expm1
-from secagg_dp.accounting.mechanisms import (
+from secagg_dp.accounting.core.events import (
     NEIGHBOURING_RELATIONS,
     Composed,
     DiscreteGaussian,
@@ -90,7 +43,9 @@ from secagg_dp.accounting.mechanisms import (
     sampled,
     sum_l2_sensitivity,
 )
-from secagg_dp.accounting.rdp import (
+from secagg_dp.accounting.core.ledger import PrivacyLedger, RdpAccountant, UnsupportedEventError, register_event_type
+from secagg_dp.accounting.core.logspace import log1p_exp, log_binomial_sum, log_comb, log_expm1
+from secagg_dp.accounting.core.rdp import (
     DEFAULT_ORDERS,
     ddg_rdp,
     ddg_tau,
@@ -98,20 +53,7 @@ from secagg_dp.accounting.rdp import (
     gaussian_rdp,
     skellam_rdp,
 )
-from secagg_dp.accounting.shuffle_gaussian import (
-    shuffle_gaussian_log_moments,
-    shuffle_gaussian_rdp,
-    shuffle_gaussian_rdp_partition,
-    shuffle_gaussian_rdp_upper,
-)
-from secagg_dp.accounting.shuffled_checkin import (
-    binomial_window,
-    shuffled_checkin_gaussian_rdp_chernoff,
-    shuffled_checkin_gaussian_rdp_pair_lower,
-    shuffled_checkin_gaussian_rdp_windowed,
-    subsampled_shuffle_gaussian_rdp,
-)
-from secagg_dp.accounting.subsampling import (
+from secagg_dp.accounting.core.subsampling import (
     integer_rdp_table,
     poisson_subsampled_gaussian_log_am1,
     poisson_subsampled_gaussian_rdp,
@@ -120,6 +62,70 @@ from secagg_dp.accounting.subsampling import (
     wor_subsampled_gaussian_rdp,
     wor_subsampled_log_am1,
     wor_subsampled_rdp,
+)
+from secagg_dp.accounting.checkin.baselines import (
+    analytic_gaussian_epsilon,
+    chernoff_shortcut_epsilon,
+    chernoff_shortcut_rdp,
+    strong_composition_baseline,
+)
+from secagg_dp.accounting.checkin.bases import DDGSum, GaussianSum, SkellamSum
+from secagg_dp.accounting.checkin.dropout import (
+    DropoutStage,
+    calibrate_gaussian_multiplier,
+    effective_checkin_rate,
+    gaussian_composed_epsilon,
+    p_versus_gamma,
+    staged_checkin_rate,
+    underdelivered_epsilon,
+)
+from secagg_dp.accounting.checkin.local_steps import (
+    LocalStep,
+    LocalStepsDDG,
+    LocalStepsGaussian,
+    LocalStepsSkellam,
+    calibrate_local_sigma,
+    fuse_steps,
+    heterogeneous_gaussian_rdp,
+    local_steps_epsilon,
+    sum_dominating_step,
+    table1_comparison,
+)
+from secagg_dp.accounting.checkin.mixture import (
+    BaseMechanism,
+    CheckinCertificate,
+    MixtureResult,
+    PerKProvider,
+    PerKTable,
+    SubsampledCheckin,
+    checkin_epsilon,
+    checkin_mixture,
+    checkin_rdp,
+    window_certificate,
+)
+from secagg_dp.accounting.checkin.tails import log_binom_pmf, log_binom_tail_ub
+from secagg_dp.accounting.shuffle.gaussian import (
+    shuffle_gaussian_log_moments,
+    shuffle_gaussian_rdp,
+    shuffle_gaussian_rdp_partition,
+    shuffle_gaussian_rdp_upper,
+)
+from secagg_dp.accounting.shuffle.ldp import (
+    LDPResult,
+    approach_epsilon,
+    first_cut,
+    first_cut_epsilon,
+    fmt_shuffle,
+    seed000_lower_rdp,
+    seed000_upper_rdp,
+    subsample_dp,
+)
+from secagg_dp.accounting.shuffle.shuffled_checkin import (
+    binomial_window,
+    shuffled_checkin_gaussian_rdp_chernoff,
+    shuffled_checkin_gaussian_rdp_pair_lower,
+    shuffled_checkin_gaussian_rdp_windowed,
+    subsampled_shuffle_gaussian_rdp,
 )
 
 __all__ = [
@@ -168,7 +174,7 @@ __all__ = [
     "PrivacyLedger",
     "UnsupportedEventError",
     "register_event_type",
-    # distributed check-in (issue 5)
+    # distributed check-in
     "BaseMechanism",
     "PerKProvider",
     "SubsampledCheckin",
@@ -205,7 +211,7 @@ __all__ = [
     "strong_composition_baseline",
     "chernoff_shortcut_rdp",
     "chernoff_shortcut_epsilon",
-    # shuffle model (issue 6)
+    # shuffle model
     "shuffle_gaussian_rdp",
     "shuffle_gaussian_rdp_partition",
     "shuffle_gaussian_rdp_upper",

@@ -1,4 +1,4 @@
-"""Tests of secagg_dp.accounting.baselines (labelled seed baselines)."""
+"""Tests of secagg_dp.accounting.checkin.baselines (labelled seed baselines)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from secagg_dp.accounting.baselines import (
+from secagg_dp.accounting.checkin.baselines import (
     analytic_gaussian_epsilon,
     chernoff_shortcut_epsilon,
     chernoff_shortcut_rdp,
     strong_composition_baseline,
 )
-from secagg_dp.accounting.checkin import SubsampledCheckin, checkin_rdp
-from secagg_dp.accounting.checkin_mechanisms import GaussianSum
+from secagg_dp.accounting.checkin.mixture import SubsampledCheckin, checkin_rdp
+from secagg_dp.accounting.checkin.bases import GaussianSum
 
 
 def test_analytic_gaussian_against_closed_form_delta():

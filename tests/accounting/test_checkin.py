@@ -1,4 +1,4 @@
-"""Tests of the distributed check-in accountant (secagg_dp.accounting.checkin).
+"""Tests of the distributed check-in accountant (secagg_dp.accounting.checkin.mixture).
 
 The brute-force oracle below is an independent implementation: every k from 0 to n, pmf from gammaln,
 WBK19 Theorem 9 written term by term with scipy's logsumexp, capped by the base Gaussian RDP 2a/(k s^2);
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy.special import gammaln, logsumexp
 
-from secagg_dp.accounting.checkin import (
+from secagg_dp.accounting.checkin.mixture import (
     PerKTable,
     SubsampledCheckin,
     checkin_epsilon,
@@ -24,11 +24,11 @@ from secagg_dp.accounting.checkin import (
     rdp_to_epsilon,
     window_certificate,
 )
-from secagg_dp.accounting.checkin_math import log_binom_pmf, log_binom_tail_ub
-from secagg_dp.accounting.checkin_mechanisms import DDGSum, GaussianSum, SkellamSum
-from secagg_dp.accounting.logspace import log_binomial_sum
-from secagg_dp.accounting.rdp import ddg_tau
-from secagg_dp.accounting.subsampling import wor_subsampled_gaussian_rdp
+from secagg_dp.accounting.checkin.tails import log_binom_pmf, log_binom_tail_ub
+from secagg_dp.accounting.checkin.bases import DDGSum, GaussianSum, SkellamSum
+from secagg_dp.accounting.core.logspace import log_binomial_sum
+from secagg_dp.accounting.core.rdp import ddg_tau
+from secagg_dp.accounting.core.subsampling import wor_subsampled_gaussian_rdp
 from secagg_dp.errors import ParameterError
 
 

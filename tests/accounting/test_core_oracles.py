@@ -219,7 +219,7 @@ def test_fractional_orders_interpolate_upper_bound():
 def test_wor_gaussian_forward_differences_mpmath(z, ell):
     # Theorem 27's forward differences by the non-negative series vs the alternating binomial sum in
     # 3000-bit mpmath (exact at this precision); never below, 1e-12 relative
-    from secagg_dp.accounting.subsampling import _log_even_fd
+    from secagg_dp.accounting.core.subsampling import _log_even_fd
 
     with mp.workprec(3000):
         c = 1 / (2 * mp.mpf(z) ** 2)
@@ -233,7 +233,7 @@ def test_wor_gaussian_forward_differences_mpmath(z, ell):
 def test_wor_gaussian_forward_differences_monotone_in_noise():
     # the series has non-negative coefficients in c = 1/(2 z^2): larger z, smaller differences (used by the
     # check-in block bounds), and rows evaluated together equal rows evaluated alone
-    from secagg_dp.accounting.subsampling import _log_even_fd
+    from secagg_dp.accounting.core.subsampling import _log_even_fd
 
     zs = np.array([3.0, 3.5, 40.0, 41.0, 400.0])
     batch = _log_even_fd(1 / (2 * zs * zs), 258)

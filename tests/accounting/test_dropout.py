@@ -1,4 +1,4 @@
-"""Tests of secagg_dp.accounting.dropout."""
+"""Tests of secagg_dp.accounting.checkin.dropout."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from secagg_dp.accounting.dropout import (
+from secagg_dp.accounting.checkin.dropout import (
     DropoutStage,
     calibrate_gaussian_multiplier,
     effective_checkin_rate,

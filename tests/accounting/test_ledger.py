@@ -27,7 +27,7 @@ from secagg_dp.accounting import (
     Skellam,
     UnsupportedEventError,
 )
-from secagg_dp.accounting.mechanisms import PrivacyEvent
+from secagg_dp.accounting.core.events import PrivacyEvent
 from secagg_dp.errors import ParameterError, PrivacyBudgetExceeded
 
 G = Gaussian(1.0, 1.0, "add-remove")

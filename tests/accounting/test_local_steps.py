@@ -1,4 +1,4 @@
-"""Tests of secagg_dp.accounting.local_steps (seed 004 joint noise scaling)."""
+"""Tests of secagg_dp.accounting.checkin.local_steps (seed 004 joint noise scaling)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import warnings
 import numpy as np
 import pytest
 
-from secagg_dp.accounting.checkin import SubsampledCheckin, checkin_rdp
-from secagg_dp.accounting.local_steps import (
+from secagg_dp.accounting.checkin.mixture import SubsampledCheckin, checkin_rdp
+from secagg_dp.accounting.checkin.local_steps import (
     LocalStep,
     LocalStepsGaussian,
     LocalStepsSkellam,

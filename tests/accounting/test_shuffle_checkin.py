@@ -9,9 +9,9 @@ import pytest
 from scipy.special import gammaln, logsumexp
 from scipy.stats import binom
 
-from secagg_dp.accounting import ldp_shuffle as ls
-from secagg_dp.accounting import shuffled_checkin as sc
-from secagg_dp.accounting.conversion import pure_dp_to_rdp
+from secagg_dp.accounting.shuffle import ldp as ls
+from secagg_dp.accounting.shuffle import shuffled_checkin as sc
+from secagg_dp.accounting.core.conversion import pure_dp_to_rdp
 from secagg_dp.errors import ParameterError
 
 

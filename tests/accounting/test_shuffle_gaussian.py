@@ -9,9 +9,9 @@ import mpmath
 import numpy as np
 import pytest
 
-from secagg_dp.accounting.cli_shuffle import register_account
-from secagg_dp.accounting.conversion import rdp_to_dp, rdp_to_dp_mironov
-from secagg_dp.accounting.shuffle_gaussian import (
+from simulations.cli.account_shuffle import register_account
+from secagg_dp.accounting.core.conversion import rdp_to_dp, rdp_to_dp_mironov
+from secagg_dp.accounting.shuffle.gaussian import (
     shuffle_gaussian_rdp,
     shuffle_gaussian_rdp_partition,
     shuffle_gaussian_rdp_upper,

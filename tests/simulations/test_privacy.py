@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
-from secagg_dp.accounting.ledger import PrivacyLedger
+from secagg_dp.accounting.core.ledger import PrivacyLedger
 from simulations.privacy import ORDERS, effective_gamma
 from simulations.results import read_results
 from simulations.runner import plan, run_scenario
@@ -20,8 +20,8 @@ def _reopen(path, neighbouring: str = "replace-one") -> PrivacyLedger:
 
 
 def test_round_event_is_validated():
-    from secagg_dp.accounting import checkin as ck
-    from secagg_dp.accounting import checkin_mechanisms as cm
+    from secagg_dp.accounting.checkin import mixture as ck
+    from secagg_dp.accounting.checkin import bases as cm
     from secagg_dp.errors import ParameterError
     from simulations.privacy import CheckinRound
 
@@ -39,8 +39,8 @@ def test_round_event_is_validated():
 
 
 def test_certified_epsilon_is_the_checkin_accountants(tmp_path):
-    from secagg_dp.accounting import checkin as ck
-    from secagg_dp.accounting import checkin_mechanisms as cm
+    from secagg_dp.accounting.checkin import mixture as ck
+    from secagg_dp.accounting.checkin import bases as cm
 
     cfg = small_config(rounds=3, population={"clients": 40, "checkin": 0.5, "dropout": 0.1},
                        privacy={"noise_multiplier": 4.0}, secagg={"threshold_fraction": 0.2})
@@ -68,8 +68,8 @@ def test_certified_epsilon_is_the_checkin_accountants(tmp_path):
 
 
 def test_logreg_epsilon_is_the_local_steps_accountants(tmp_path):
-    from secagg_dp.accounting import checkin as ck
-    from secagg_dp.accounting import local_steps as ls
+    from secagg_dp.accounting.checkin import mixture as ck
+    from secagg_dp.accounting.checkin import local_steps as ls
 
     task = {"name": "logreg", "local_steps": 3, "sample_rate": 0.4}
     cfg = small_config(rounds=2, population={"clients": 30, "checkin": 0.6, "dropout": 0.1},

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -70,11 +72,26 @@ def run_all(tree: Path, tmp: Path) -> list[str]:
 
 def _scrub(text: str, tmp: Path) -> str:
     """Drop what legitimately differs between two runs: temp paths and wall-clock timings."""
-    import re
-
     text = text.replace(str(tmp), "<tmp>")
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        pass
+    else:
+        return json.dumps(_drop_timings(doc), indent=1, sort_keys=True)
     text = re.sub(r'"(elapsed|seconds|wall|time)[a-z_]*": [0-9.e+-]+', r'"\1": <t>', text)
     return re.sub(r"\b\d+\.\d+ ?s\b", "<t>s", text)
+
+
+def _drop_timings(doc: object) -> object:
+    if isinstance(doc, dict):
+        return {k: _drop_timings(v) for k, v in doc.items() if k not in TIMING_KEYS}
+    if isinstance(doc, list):
+        return [_drop_timings(v) for v in doc]
+    return doc
+
+
+TIMING_KEYS = {"seconds", "elapsed", "elapsed_s", "wall_seconds", "time"}
 
 
 def main() -> int:

@@ -6,7 +6,7 @@
 * :func:`log_binom_tail_ub` -- a rigorous upper bound on the mass of a block of k.
 
 The subsampling sums the check-in mixture needs live in the core
-(:mod:`secagg_dp.accounting.subsampling`, :mod:`secagg_dp.accounting.logspace`).
+(:mod:`secagg_dp.accounting.core.subsampling`, :mod:`secagg_dp.accounting.core.logspace`).
 """
 
 from __future__ import annotations

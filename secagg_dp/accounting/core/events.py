@@ -17,8 +17,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from secagg_dp._validate import check_int, check_real
-from secagg_dp.accounting import rdp as _rdp
-from secagg_dp.accounting import subsampling as _sub
+from secagg_dp.accounting.core import rdp as _rdp
+from secagg_dp.accounting.core import subsampling as _sub
 from secagg_dp.errors import ParameterError
 
 __all__ = [
@@ -123,7 +123,7 @@ class DiscreteGaussian(PrivacyEvent):
 class DistributedDiscreteGaussian(PrivacyEvent):
     """Sum of n independent N_Z(0, σ²)^d shares on an integer query with L2/L1 sensitivities Δ₂, Δ₁.
 
-    Kairouz, Liu & Steinke 2021, Prop. 14 with Thm 1 (see :func:`secagg_dp.accounting.rdp.ddg_rdp`).
+    Kairouz, Liu & Steinke 2021, Prop. 14 with Thm 1 (see :func:`secagg_dp.accounting.core.rdp.ddg_rdp`).
     All quantities in the integer (scaled) domain.
     """
 

@@ -98,7 +98,7 @@ def register_calibrate(subparsers: Any) -> None:
 
 def _events_for(args: argparse.Namespace, z: float, mech: str) -> tuple[Any, dict[str, Any], str]:
     """Build the per-round event for ``mech`` at noise multiplier z; returns (event, extra JSON, method)."""
-    from secagg_dp.accounting.mechanisms import (
+    from secagg_dp.accounting.core.events import (
         DistributedDiscreteGaussian,
         Gaussian,
         Skellam,
@@ -112,7 +112,7 @@ def _events_for(args: argparse.Namespace, z: float, mech: str) -> tuple[Any, dic
         extra: dict[str, Any] = {"noise_multiplier": z, "l2_sensitivity": base.l2_sensitivity}
         method = "gaussian (Mironov 2017)"
     else:
-        from secagg_dp.accounting.rdp import ddg_tau
+        from secagg_dp.accounting.core.rdp import ddg_tau
         from secagg_dp.quantize import ZqCodec
 
         n = args.clients
@@ -152,8 +152,8 @@ def _evaluate(args: argparse.Namespace, z: float, mech: str, *, warn: bool) -> d
     import warnings
 
     from secagg_dp._validate import check_int
-    from secagg_dp.accounting.conversion import LargestOrderWarning, rdp_to_dp
-    from secagg_dp.accounting.rdp import DEFAULT_ORDERS
+    from secagg_dp.accounting.core.conversion import LargestOrderWarning, rdp_to_dp
+    from secagg_dp.accounting.core.rdp import DEFAULT_ORDERS
 
     rounds = check_int("rounds", args.rounds, lo=0)
     ev, extra, method = _events_for(args, z, mech)
@@ -236,7 +236,7 @@ def _account_skellam(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace, mech: str) -> int:
-    from secagg_dp.accounting.calibration import calibrate_noise
+    from secagg_dp.accounting.core.calibration import calibrate_noise
 
     z = calibrate_noise(lambda x: _evaluate(args, x, mech, warn=False)["epsilon"], args.epsilon, lo=0.1, hi=10.0)
     out = _evaluate(args, z, mech, warn=False)

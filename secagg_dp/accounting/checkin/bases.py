@@ -3,8 +3,8 @@
 Each class describes the mechanism run when exactly k clients take part in a round and gives, for a block
 of client counts [k_lo, k_hi], an **upper bound** on max_{k in block} eps_k(j) at integer orders j
 (exact when k_lo == k_hi). The bounds are monotone in the block ends, which is what the block-wise tail
-bounds of :mod:`secagg_dp.accounting.checkin` need. The formulas are the core's
-(:mod:`secagg_dp.accounting.rdp`), evaluated for all k at once.
+bounds of :mod:`secagg_dp.accounting.checkin.mixture` need. The formulas are the core's
+(:mod:`secagg_dp.accounting.core.rdp`), evaluated for all k at once.
 
 Neighbouring relation of every class here: ``replace-one`` at the client level (one client's clipped
 vector is replaced; L2 sensitivity of the sum 2C).
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from secagg_dp._validate import check_int, check_real
-from secagg_dp.accounting.rdp import ddg_rdp, ddg_tau, gaussian_rdp, skellam_rdp
+from secagg_dp.accounting.core.rdp import ddg_rdp, ddg_tau, gaussian_rdp, skellam_rdp
 
 __all__ = ["GaussianSum", "SkellamSum", "DDGSum"]
 
@@ -74,8 +74,8 @@ class SkellamSum:
 class DDGSum:
     """Sum of k clients' integer vectors (dimension d) each with discrete Gaussian N_Z(0, sigma^2) noise.
 
-    Kairouz, Liu & Steinke (2021, Thm 1 / Cor.) with n -> k (:func:`secagg_dp.accounting.rdp.ddg_rdp`),
-    tau = tau_k (:func:`secagg_dp.accounting.rdp.ddg_tau`, increasing in k). Block bound: every branch is
+    Kairouz, Liu & Steinke (2021, Thm 1 / Cor.) with n -> k (:func:`secagg_dp.accounting.core.rdp.ddg_rdp`),
+    tau = tau_k (:func:`secagg_dp.accounting.core.rdp.ddg_tau`, increasing in k). Block bound: every branch is
     non-increasing in k and non-decreasing in tau, so the branches are evaluated at k = k_lo with
     tau = tau_{k_hi}.
     """

@@ -18,7 +18,7 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 from secagg_dp._validate import check_real
-from secagg_dp.accounting.rdp import check_orders
+from secagg_dp.accounting.core.rdp import check_orders
 from secagg_dp.errors import ParameterError
 
 __all__ = [

@@ -38,7 +38,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from secagg_dp._validate import check_int, check_real
-from secagg_dp.accounting.logspace import log1p_exp, log_expm1
+from secagg_dp.accounting.core.logspace import log1p_exp, log_expm1
 from secagg_dp.errors import ParameterError
 
 __all__ = [

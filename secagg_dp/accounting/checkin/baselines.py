@@ -23,8 +23,8 @@ import numpy as np
 from scipy.special import ndtr
 
 from secagg_dp._validate import check_int, check_probability, check_real
-from secagg_dp.accounting.checkin import DEFAULT_ORDERS, SubsampledCheckin, _edge, rdp_to_epsilon
-from secagg_dp.accounting.checkin_mechanisms import GaussianSum
+from secagg_dp.accounting.checkin.mixture import DEFAULT_ORDERS, SubsampledCheckin, _edge, rdp_to_epsilon
+from secagg_dp.accounting.checkin.bases import GaussianSum
 
 __all__ = ["analytic_gaussian_epsilon", "strong_composition_baseline", "chernoff_shortcut_rdp", "chernoff_shortcut_epsilon"]
 

@@ -13,7 +13,7 @@ Conventions shared by every function here:
   ``*_log_am1`` functions return log(A − 1) — full relative precision even when ε ~ 1e−15, which the
   check-in mixture needs — and the ``*_rdp`` functions are log1p(A − 1)/(α − 1), capped by the
   unsubsampled RDP (subsampling never hurts; the general theorems alone have a noise-independent floor).
-* All sums are log-sum-exp / rescaled BLAS (:func:`secagg_dp.accounting.logspace.log_binomial_sum`);
+* All sums are log-sum-exp / rescaled BLAS (:func:`secagg_dp.accounting.core.logspace.log_binomial_sum`);
   orders up to 1024 (and beyond) give no overflow, underflow or NaN.
 """
 
@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
-from secagg_dp.accounting.logspace import log1p_exp, log_binomial_sum, log_comb, log_expm1
-from secagg_dp.accounting.rdp import check_orders
+from secagg_dp.accounting.core.logspace import log1p_exp, log_binomial_sum, log_comb, log_expm1
+from secagg_dp.accounting.core.rdp import check_orders
 from secagg_dp.errors import ParameterError
 
 __all__ = [

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from secagg_dp._validate import check_int, check_probability, check_real
-from secagg_dp.accounting.conversion import rdp_to_dp
-from secagg_dp.accounting.rdp import DEFAULT_ORDERS, gaussian_rdp
+from secagg_dp.accounting.core.conversion import rdp_to_dp
+from secagg_dp.accounting.core.rdp import DEFAULT_ORDERS, gaussian_rdp
 from secagg_dp.errors import ParameterError
 
 __all__ = [
@@ -125,9 +125,9 @@ def p_versus_gamma(
 
     Returns both; ``conservative`` is True iff eps(p) >= eps(gamma). Not a theorem: a numerical check, and
     its answer depends on the subsampling bound (``amplification`` as in ``SubsampledCheckin``)."""
-    from secagg_dp.accounting.checkin import DEFAULT_ORDERS as CHECKIN_ORDERS
-    from secagg_dp.accounting.checkin import SubsampledCheckin, checkin_epsilon
-    from secagg_dp.accounting.checkin_mechanisms import GaussianSum
+    from secagg_dp.accounting.checkin.mixture import DEFAULT_ORDERS as CHECKIN_ORDERS
+    from secagg_dp.accounting.checkin.mixture import SubsampledCheckin, checkin_epsilon
+    from secagg_dp.accounting.checkin.bases import GaussianSum
 
     orders = CHECKIN_ORDERS if orders is None else np.asarray(orders)
     gamma = effective_checkin_rate(p, dropout)

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from secagg_dp._validate import check_int, check_real
-from secagg_dp.accounting.conversion import dp_delta, rdp_to_dp
-from secagg_dp.accounting.mechanisms import (
+from secagg_dp.accounting.core.conversion import dp_delta, rdp_to_dp
+from secagg_dp.accounting.core.events import (
     Composed,
     DiscreteGaussian,
     DistributedDiscreteGaussian,
@@ -28,7 +28,7 @@ from secagg_dp.accounting.mechanisms import (
     Skellam,
     check_neighbouring,
 )
-from secagg_dp.accounting.rdp import DEFAULT_ORDERS, check_orders
+from secagg_dp.accounting.core.rdp import DEFAULT_ORDERS, check_orders
 from secagg_dp.errors import ParameterError, PrivacyBudgetExceeded
 
 __all__ = [

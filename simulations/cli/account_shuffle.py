@@ -73,7 +73,7 @@ def _convert(orders, rdp, rounds, delta, conversion="cks"):
 
     import numpy as np
 
-    from secagg_dp.accounting.conversion import rdp_to_dp, rdp_to_dp_mironov
+    from secagg_dp.accounting.core.conversion import rdp_to_dp, rdp_to_dp_mironov
 
     conv = rdp_to_dp if conversion == "cks" else rdp_to_dp_mironov
     with warnings.catch_warnings(record=True) as caught:
@@ -95,7 +95,7 @@ def _validate_common(args) -> None:
 def _handle_gaussian(args) -> int:
     import numpy as np
 
-    from secagg_dp.accounting.shuffle_gaussian import shuffle_gaussian_rdp, shuffle_gaussian_rdp_upper
+    from secagg_dp.accounting.shuffle.gaussian import shuffle_gaussian_rdp, shuffle_gaussian_rdp_upper
 
     _validate_common(args)
     orders = np.arange(2, args.max_order + 1)
@@ -121,7 +121,7 @@ def _handle_checkin(args) -> int:
         raise ParameterError("Give exactly one of '--sigma' (Gaussian) or '--eps0' (LDP randomizer).")
     orders = np.arange(2, args.max_order + 1)
     if args.sigma is not None:
-        from secagg_dp.accounting import shuffled_checkin as sc
+        from secagg_dp.accounting.shuffle import shuffled_checkin as sc
 
         method = args.method or "windowed"
         if method not in _GAUSS_METHODS:
@@ -152,7 +152,7 @@ def _handle_checkin(args) -> int:
                "bound": bound, "certificate": cert, "caveats": caveats + notes}
         return _emit(args, out, orders, rdp)
 
-    from secagg_dp.accounting import ldp_shuffle as ls
+    from secagg_dp.accounting.shuffle import ldp as ls
 
     method = args.method or "approach1"
     if method not in _LDP_METHODS:

@@ -17,12 +17,12 @@ from secagg_dp.errors import SecAggDPError
 
 # (module, function, group): group None registers a top-level subcommand.
 _REGISTRY: tuple[tuple[str, str, str | None], ...] = (
-    ("simulations.simulate_cli", "register", None),
-    ("simulations.verify", "register", None),
-    ("secagg_dp.accounting.cli", "register_account", "account"),
-    ("secagg_dp.accounting.cli_checkin", "register_account", "account"),
-    ("secagg_dp.accounting.cli_shuffle", "register_account", "account"),
-    ("secagg_dp.accounting.cli", "register_calibrate", "calibrate"),
+    ("simulations.cli.simulate", "register", None),
+    ("simulations.cli.verify", "register", None),
+    ("simulations.cli.account", "register_account", "account"),
+    ("simulations.cli.account_checkin", "register_account", "account"),
+    ("simulations.cli.account_shuffle", "register_account", "account"),
+    ("simulations.cli.account", "register_calibrate", "calibrate"),
 )
 
 

@@ -57,11 +57,11 @@ def _handle(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from secagg_dp.accounting.checkin import SubsampledCheckin, checkin_epsilon
-    from secagg_dp.accounting.checkin_mechanisms import DDGSum, GaussianSum, SkellamSum
-    from secagg_dp.accounting.conversion import LargestOrderWarning
-    from secagg_dp.accounting.dropout import effective_checkin_rate
-    from secagg_dp.accounting.local_steps import LocalStepsDDG, LocalStepsGaussian, LocalStepsSkellam
+    from secagg_dp.accounting.checkin.mixture import SubsampledCheckin, checkin_epsilon
+    from secagg_dp.accounting.checkin.bases import DDGSum, GaussianSum, SkellamSum
+    from secagg_dp.accounting.core.conversion import LargestOrderWarning
+    from secagg_dp.accounting.checkin.dropout import effective_checkin_rate
+    from secagg_dp.accounting.checkin.local_steps import LocalStepsDDG, LocalStepsGaussian, LocalStepsSkellam
     from secagg_dp.errors import ParameterError
 
     if args.gamma is not None:
@@ -112,7 +112,7 @@ def _handle(args: argparse.Namespace) -> int:
         raise ParameterError("No window certificate exists for these parameters (T * P(K outside) >= delta).")
     base = {}
     if args.baselines and not local and args.mechanism == "gaussian":
-        from secagg_dp.accounting.baselines import chernoff_shortcut_epsilon, strong_composition_baseline
+        from secagg_dp.accounting.checkin.baselines import chernoff_shortcut_epsilon, strong_composition_baseline
 
         base = {
             "strong_composition": strong_composition_baseline(args.n, gamma, args.sigma, args.rounds, args.delta),

@@ -18,7 +18,7 @@ directions of add/remove) instead of Zhu & Wang 2019 -- looser at small q, chose
 
 Inside the check-in mixture the k-client base mechanism is the S-step composition with k clients' joint
 noise (``LocalStepsGaussian`` etc. implement ``rdp_upper``); client check-in then amplifies only through
-joint convexity (:class:`secagg_dp.accounting.checkin.SubsampledCheckin` with
+joint convexity (:class:`secagg_dp.accounting.checkin.mixture.SubsampledCheckin` with
 ``amplification="joint-convexity"``), because WBK19 Thm 9 needs client-level replace-one bounds that
 sample-level clipping does not give.
 """
@@ -32,11 +32,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from secagg_dp._validate import check_int, check_probability, check_real
-from secagg_dp.accounting.checkin_mechanisms import DDGSum, SkellamSum
-from secagg_dp.accounting.conversion import rdp_to_dp
-from secagg_dp.accounting.logspace import log_expm1
-from secagg_dp.accounting.rdp import DEFAULT_ORDERS
-from secagg_dp.accounting.subsampling import poisson_subsampled_gaussian_rdp
+from secagg_dp.accounting.checkin.bases import DDGSum, SkellamSum
+from secagg_dp.accounting.core.conversion import rdp_to_dp
+from secagg_dp.accounting.core.logspace import log_expm1
+from secagg_dp.accounting.core.rdp import DEFAULT_ORDERS
+from secagg_dp.accounting.core.subsampling import poisson_subsampled_gaussian_rdp
 from secagg_dp.errors import ParameterError
 
 __all__ = [

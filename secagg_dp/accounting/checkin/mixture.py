@@ -1,7 +1,7 @@
 """Distributed check-in accountant: each of n clients checks in with probability gamma; K ~ Bin(n, gamma).
 
 Neighbouring relation: ``replace-one`` (client level) unless the per-k provider says otherwise (the
-local-steps provider of :mod:`secagg_dp.accounting.local_steps` is sample-level add/remove).
+local-steps provider of :mod:`secagg_dp.accounting.checkin.local_steps` is sample-level add/remove).
 
 RDP of one round (seed 000 Thm 1 / Eq. 5, seed 001 Thm 2 & Thm 4, with the k = 0 term kept):
 
@@ -12,7 +12,7 @@ where eps'_k is the RDP of the k-client base mechanism subsampled without replac
 (seed 001; the draft seed 000 Thm 4 writes gamma, offered only as ``rate="gamma"``, a labelled comparison),
 bounded by WBK19 Theorem 27 for a Gaussian base (Theorem 9 otherwise; ``amplification="thm9"``
 reproduces the issue's known answer) and capped by the base RDP. The subsampling bounds are the core's
-(:mod:`secagg_dp.accounting.subsampling`), evaluated for every k of a batch at once. The sum is exact on a core window of k around
+(:mod:`secagg_dp.accounting.core.subsampling`), evaluated for every k of a batch at once. The sum is exact on a core window of k around
 n*gamma; outside it, blocks of k are bounded by (rigorous block mass bound) x (per-k bound evaluated at the
 block's worst ends), and blocks whose bound is not negligible are split until they are (adaptive
 refinement); the result is never below the exact sum. The "1 + sum expm1" form keeps full relative
@@ -34,10 +34,10 @@ from typing import Protocol
 import numpy as np
 
 from secagg_dp._validate import check_int, check_probability, check_real
-from secagg_dp.accounting.checkin_math import log_binom_pmf, log_binom_tail_ub
-from secagg_dp.accounting.conversion import LargestOrderWarning, rdp_to_dp
-from secagg_dp.accounting.logspace import log_expm1
-from secagg_dp.accounting.subsampling import wor_subsampled_gaussian_log_am1, wor_subsampled_log_am1
+from secagg_dp.accounting.checkin.tails import log_binom_pmf, log_binom_tail_ub
+from secagg_dp.accounting.core.conversion import LargestOrderWarning, rdp_to_dp
+from secagg_dp.accounting.core.logspace import log_expm1
+from secagg_dp.accounting.core.subsampling import wor_subsampled_gaussian_log_am1, wor_subsampled_log_am1
 from secagg_dp.errors import ParameterError
 
 __all__ = [
@@ -312,7 +312,7 @@ def checkin_rdp(
 
 
 def rdp_to_epsilon(rdp: np.ndarray, orders: np.ndarray, delta: float) -> tuple[float, int]:
-    """(eps, best integer order) from RDP by the core conversion :func:`~secagg_dp.accounting.conversion.rdp_to_dp`
+    """(eps, best integer order) from RDP by the core conversion :func:`~secagg_dp.accounting.core.conversion.rdp_to_dp`
     (CKS20 Prop. 12 = seed 001 Lemma 3); this wrapper only keeps the check-in argument order (rdp first)
     and returns the order as an int. Warns :class:`LargestOrderWarning` when the optimum is the largest order.
     """

@@ -3,7 +3,7 @@
 Every function takes an array of orders α > 1 and returns ε(α) with the same shape, an upper bound on
 D_α(M(D) || M(D')) for the neighbouring pair whose sensitivities are given. Which neighbouring relation the
 sensitivities refer to is the caller's business: the event classes in
-:mod:`secagg_dp.accounting.mechanisms` carry it explicitly.
+:mod:`secagg_dp.accounting.core.events` carry it explicitly.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from secagg_dp._validate import check_int, check_real
-from secagg_dp.accounting.logspace import log_comb
+from secagg_dp.accounting.core.logspace import log_comb
 from secagg_dp.errors import ParameterError
 
 __all__ = [

@@ -13,7 +13,7 @@ Replace-one neighbours. Building blocks:
 * Approaches 1 and 2 (seed 001 Sec. 3.3) over seed 001 Thm 2 (rate k/n for k check-ins).
 
 Departure from seed 001, on purpose: its Lemma 1 turns (ε, δ)-DP with δ > 0 into a finite RDP, which is
-false in general (:func:`secagg_dp.accounting.conversion.dp_to_rdp`). We carry δ instead: each per-round guarantee is
+false in general (:func:`secagg_dp.accounting.core.conversion.dp_to_rdp`). We carry δ instead: each per-round guarantee is
 ε-RR outside an event of probability δ ("δ-approximate RDP"), RDP composes on the ε part, and the final
 δ is δ_conv + T·δ_round. Results are upper bounds under that accounting (certificate), with the FMT and
 first-cut formulas taken from the cited papers.
@@ -32,10 +32,10 @@ from scipy.special import gammaln, logsumexp
 from scipy.stats import binom
 
 from secagg_dp._validate import check_int, check_probability, check_real
-from secagg_dp.accounting.checkin_math import log_binom_pmf
-from secagg_dp.accounting.conversion import pure_dp_to_rdp, rdp_to_dp
-from secagg_dp.accounting.logspace import log1p_exp
-from secagg_dp.accounting.subsampling import wor_subsampled_log_am1
+from secagg_dp.accounting.checkin.tails import log_binom_pmf
+from secagg_dp.accounting.core.conversion import pure_dp_to_rdp, rdp_to_dp
+from secagg_dp.accounting.core.logspace import log1p_exp
+from secagg_dp.accounting.core.subsampling import wor_subsampled_log_am1
 from secagg_dp.errors import ParameterError
 
 __all__ = [

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from secagg_dp._validate import check_int, check_real
-from secagg_dp.accounting.conversion import rdp_to_dp
-from secagg_dp.accounting.mechanisms import Gaussian, sampled, sum_l2_sensitivity
-from secagg_dp.accounting.rdp import DEFAULT_ORDERS, check_orders
+from secagg_dp.accounting.core.conversion import rdp_to_dp
+from secagg_dp.accounting.core.events import Gaussian, sampled, sum_l2_sensitivity
+from secagg_dp.accounting.core.rdp import DEFAULT_ORDERS, check_orders
 from secagg_dp.errors import ParameterError
 
 __all__ = ["calibrate_noise", "gaussian_epsilon", "calibrate_gaussian_noise_multiplier"]
