@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from dp_accounting.rdp import rdp_privacy_accountant as dpa
 
 from secagg_dp.accounting import DEFAULT_ORDERS
 from simulations.cli import build_parser, main
@@ -27,7 +28,7 @@ def test_account_json_known_answer(capsys, mech, eps):
         assert key in obj
     assert obj["epsilon"] == pytest.approx(eps, abs=5e-9)
     assert obj["neighbouring"] == "add-remove" and obj["delta"] == 1e-5
-    assert set(obj["rdp"]) == {str(int(a)) for a in DEFAULT_ORDERS}
+    assert set(obj["rdp"]) == {str(int(a)) if a.is_integer() else repr(float(a)) for a in DEFAULT_ORDERS}
     assert obj["padded_dim"] == 65536
 
 
@@ -48,7 +49,11 @@ def test_calibrate_json(capsys):
     code, out, _ = run(capsys, ["calibrate", "gaussian", "--epsilon", "1", "--rounds", "100",
                                 "--sample-rate", "0.01", "--json"])
     obj = json.loads(out)
-    assert code == 0 and obj["epsilon"] <= 1.0 and obj["noise_multiplier"] == pytest.approx(1.09724, rel=1e-4)
+    assert code == 0 and obj["epsilon"] <= 1.0
+    # oracle: dp-accounting at the same orders, Poisson-sampled Gaussian, 100 steps, delta 1e-5
+    ref = dpa.compute_epsilon(DEFAULT_ORDERS, 100 * dpa._compute_rdp_poisson_subsampled_gaussian(
+        0.01, obj["noise_multiplier"], DEFAULT_ORDERS), 1e-5)[0]
+    assert obj["epsilon"] <= ref + 1e-9 and ref == pytest.approx(1.0, abs=1e-4)
     for key in ("noise_multiplier", "epsilon", "delta", "order", "neighbouring", "method"):
         assert key in obj
 

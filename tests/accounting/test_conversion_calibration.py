@@ -109,7 +109,9 @@ def test_calibrate_gaussian_is_smallest_and_meets_target():
     assert gaussian_epsilon(z * (1 - 1e-5), warn=False, **kw)[0] > 1.0
     # dp-accounting oracle at the calibrated z
     acc_rdp = 100 * dpa._compute_rdp_poisson_subsampled_gaussian(0.01, z, ORD)
-    assert dpa.compute_epsilon(ORD, acc_rdp, 1e-5)[0] == pytest.approx(eps, rel=1e-9)
+    # dp-accounting's fractional-order series is slightly looser than ours (see test_core_oracles)
+    ref = dpa.compute_epsilon(ORD, acc_rdp, 1e-5)[0]
+    assert ref == pytest.approx(eps, rel=1e-7) and eps <= ref * (1 + 1e-12)
 
 
 def test_calibrate_unreachable_raises_clear_error():

@@ -79,7 +79,7 @@ def staged_checkin_rate(p: float, stages: Sequence[DropoutStage]) -> float:
 
 def gaussian_composed_epsilon(noise_multiplier: float, rounds: int, delta: float) -> float:
     """eps of T Gaussian mechanisms with z = std / L2-sensitivity: RDP T a/(2 z^2) (Mironov 2017),
-    converted with CKS20 over integer orders 2..256, 512, 1024 (the core's gaussian_rdp and rdp_to_dp)."""
+    converted with CKS20 over the core's DEFAULT_ORDERS (the core's gaussian_rdp and rdp_to_dp)."""
     z = check_real("noise_multiplier", noise_multiplier, lo=0.0, lo_open=True)
     rounds = check_int("rounds", rounds, lo=1)
     return rdp_to_dp(DEFAULT_ORDERS, rounds * gaussian_rdp(DEFAULT_ORDERS, z, 1.0), delta, warn=False)[0]
@@ -110,7 +110,7 @@ def underdelivered_epsilon(
     """(z_calibrated, eps_actual): noise calibrated to ``target_epsilon`` with n0 shares, only n1 arrive.
 
     Total std scales by sqrt(n1/n0) (variances add), so z_actual = z sqrt(n1/n0); eps recomputed with the
-    same accountant. Example (issue 5): eps 6, n0 = 100, n1 = 50, T = 1500, delta = 1e-5 -> 9.08."""
+    same accountant. Example: eps 6, n0 = 100, n1 = 50, T = 1500, delta = 1e-5 -> 9.04 (9.08 with integer orders only)."""
     n0 = check_int("n_calibrated", n_calibrated, lo=1)
     n1 = check_int("n_arrived", n_arrived, lo=1, hi=n0)
     z = calibrate_gaussian_multiplier(target_epsilon, rounds, delta)

@@ -31,7 +31,11 @@ __all__ = [
 
 #: Default Rényi orders: the integers 2..256 plus 512 and 1024 (all integer, so every subsampling
 #: theorem applies exactly).
-DEFAULT_ORDERS: np.ndarray = np.concatenate([np.arange(2, 257), [512, 1024]]).astype(np.float64)
+DEFAULT_ORDERS: np.ndarray = np.concatenate(
+    [np.arange(11, 20) / 10.0, np.arange(2, 257), np.arange(2.5, 11.0), [512, 1024]]
+).astype(np.float64)
+"""Default Rényi orders: 1.1..1.9 (small-noise regimes need orders near 1), 2..256, half-integers
+2.5..10.5, 512 and 1024. Not sorted by value; nothing here relies on order."""
 DEFAULT_ORDERS.setflags(write=False)
 
 _TAU_EXACT_TERMS = 1 << 20
@@ -153,13 +157,17 @@ def ddg_rdp(
     """Distributed discrete Gaussian: n clients each add N_Z(0, σ²)^d; integer shift with norms Δ₂, Δ₁.
 
     ε(α) = min{ αΔ₂²/(2nσ²) + τd,  (α/2)(Δ₂²/(nσ²) + 2τΔ₁/(√n σ) + τ²d),  (α/2)(Δ₂/(√n σ) + τ√d)² }
-    with τ from :func:`ddg_tau` (Kairouz, Liu & Steinke 2021, Proposition 14 with Theorem 1).
+    with τ from :func:`ddg_tau` (Kairouz, Liu & Steinke 2021, Proposition 14 with Theorem 1), evaluated at
+    integer orders; fractional orders by :func:`_fractional_by_interpolation`.
     The sum of discrete Gaussians is *not* a discrete Gaussian (seed 002 Lemma 1 is inexact); τ pays for it.
     ``n_clients`` may be an array (result shape ``n.shape + (len(orders),)``). Every branch is
     non-increasing in n and non-decreasing in τ, so ``tau`` ≥ τ_n (e.g. τ of a larger client count, for a
     block of client counts) still gives an upper bound; default ``ddg_tau(n_clients, sigma)``.
     """
     a = check_orders(orders)
+    if np.any(a != np.round(a)):
+        return _fractional_by_interpolation(
+            a, lambda ints: ddg_rdp(ints, n_clients, sigma, dim, l2_sensitivity, l1_sensitivity, tau=tau))
     if np.ndim(n_clients) == 0:
         n = np.asarray(float(check_int("n_clients", n_clients, lo=1)))
     else:
@@ -183,14 +191,37 @@ def skellam_rdp(orders: Any, variance: Any, l2_sensitivity: float, l1_sensitivit
     """Multidimensional Skellam Sk(μ/2, μ/2)^d (total variance μ per coordinate), integer shift Δ₂, Δ₁.
 
     ε(α) = αΔ₂²/(2μ) + min{((2α−1)Δ₂² + 6Δ₁)/(4μ²), 3Δ₁/(2μ)}
-    (Agarwal, Kairouz & Liu 2021, Theorem 3.5 as implemented in their accounting code). Skellam is
+    (Agarwal, Kairouz & Liu 2021, Theorem 3.5 as implemented in their accounting code), evaluated at
+    integer orders; fractional orders by :func:`_fractional_by_interpolation`. Skellam is
     infinitely divisible, so n clients of variance v each give μ = n·v exactly. ``variance`` may be an
     array (result shape ``variance.shape + (len(orders),)``); ε is non-increasing in μ.
     """
     a = check_orders(orders)
+    if np.any(a != np.round(a)):
+        return _fractional_by_interpolation(
+            a, lambda ints: skellam_rdp(ints, variance, l2_sensitivity, l1_sensitivity))
     mu = _check_positive("variance", variance)[..., None]
     l2 = check_real("l2_sensitivity", l2_sensitivity, lo=0.0)
     l1 = check_real("l1_sensitivity", l1_sensitivity, lo=0.0)
     extra = np.minimum(((2.0 * a - 1.0) * l2 * l2 + 6.0 * l1) / (4.0 * mu * mu), 3.0 * l1 / (2.0 * mu))
     out = a * l2 * l2 / (2.0 * mu) + extra
     return out if out.ndim > 1 else out.reshape(a.shape)
+
+
+def _fractional_by_interpolation(orders: np.ndarray, at_integers: Any) -> np.ndarray:
+    """ε at any orders from a bound evaluated at integer orders only (ours, a deliberate choice).
+
+    The cumulant K(α) = (α−1)·D_α is convex in α with K(1) = 0 (van Erven & Harremoës 2014), so
+    K(α) ≤ (1−t)·K(⌊α⌋) + t·K(⌈α⌉) for α = ⌊α⌋ + t: an upper bound from upper bounds at the two integers,
+    whether or not the integer-order theorem's proof covers fractional α.
+    """
+    lo, hi = np.floor(orders), np.ceil(orders)
+    ints = np.unique(np.concatenate([lo, hi]))
+    ints = ints[ints >= 2]
+    vals = np.asarray(at_integers(ints), dtype=np.float64)
+    lead = vals.shape[:-1]
+    table = np.zeros(lead + (int(ints.max()) + 1,))
+    table[..., ints.astype(np.int64)] = (ints - 1.0) * vals  # K(1) = 0
+    t = orders - lo
+    k = (1.0 - t) * table[..., lo.astype(np.int64)] + t * table[..., hi.astype(np.int64)]
+    return k / (orders - 1.0)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from scipy.special import gammaln, logsumexp
+from scipy.special import gammaln, log_ndtr, logsumexp
 
 from secagg_dp.accounting.core.logspace import log1p_exp, log_binomial_sum, log_comb, log_expm1
 from secagg_dp.accounting.core.rdp import check_orders
@@ -250,14 +250,86 @@ def poisson_subsampled_gaussian_log_am1(noise_multiplier: Any, rate: Any, orders
 def poisson_subsampled_gaussian_rdp(noise_multiplier: Any, rate: Any, orders: Any) -> np.ndarray:
     """Poisson-subsampled Gaussian, **add/remove** neighbours, noise multiplier z = σ/Δ₂ (exact).
 
-    Mironov, Talwar & Zhang 2019, Section 3.3 (integer α), via :func:`poisson_subsampled_gaussian_log_am1`;
-    capped by α/(2z²). Fractional α: cumulant interpolation (an upper bound; MTZ19's exact fractional
-    series is not used).
+    Mironov, Talwar & Zhang 2019, Section 3.3: integer α via :func:`poisson_subsampled_gaussian_log_am1`,
+    fractional α via the two-sided series of :func:`_poisson_gaussian_log_a_frac` (exact up to a rigorous
+    truncation bound, so orders in (1, 2) are usable); capped by α/(2z²).
     """
     a = check_orders(orders)
     z = _check_noise("noise_multiplier", noise_multiplier)
-    sub = _from_log_am1(a, lambda ints: poisson_subsampled_gaussian_log_am1(z, rate, ints))
-    return np.minimum(sub, a / (2.0 * z[..., None] ** 2))
+    q = _check_rates("rate", rate)
+    lead = np.broadcast_shapes(z.shape, q.shape)
+    frac = a != np.round(a)
+    out = np.empty(lead + (a.size,))
+    if np.any(~frac):
+        ints = a[~frac]
+        out[..., ~frac] = log1p_exp(poisson_subsampled_gaussian_log_am1(z, q, ints)) / (ints - 1.0)
+    if np.any(frac):
+        zr, qr = _rows(lead, z, q)
+        rows = [_poisson_gaussian_log_a_frac(float(zi), float(qi), a[frac]) for zi, qi in zip(zr, qr)]
+        out[..., frac] = np.asarray(rows).reshape(lead + (int(frac.sum()),)) / (a[frac] - 1.0)
+    return np.minimum(out, a / (2.0 * z[..., None] ** 2))
+
+
+_FRAC_BLOCK = 2048
+_FRAC_MAX_TERMS = 1 << 21
+_FRAC_REL_TOL = math.log(1e-14)  # stop once the next term is this far below the sum (tightness only)
+
+
+def _poisson_gaussian_log_a_frac(z: float, q: float, orders: np.ndarray) -> np.ndarray:
+    """log A(α) of the Poisson-subsampled Gaussian at fractional α > 1: an upper bound, tight to ~1e-13.
+
+    Mironov, Talwar & Zhang 2019, Sec. 3.3: with z₀ = z²·log(1/q − 1) + 1/2 and Φ the normal cdf,
+        A = Σ_{i≥0} C(α,i) (1−q)^{α−i} q^i e^{(i²−i)/(2z²)} Φ((z₀ − i)/z)
+          + Σ_{i≥0} C(α,i) q^{α−i} (1−q)^i e^{((α−i)²−(α−i))/(2z²)} Φ((α − i − z₀)/z).
+    Truncation (ours): for i > ⌈α⌉ the coefficients C(α,i) alternate in sign with |C(α,i+1)/C(α,i)| =
+    (i−α)/(i+1) < 1, and the rest of each term is non-increasing in i (Φ(−x−h) ≤ e^{−xh−h²/2}·Φ(−x) for
+    h > 0 makes the ratio of consecutive factors at most 1, by the choice of z₀). Past ⌈α⌉ the series is
+    alternating with non-increasing magnitude, so the remainder has the sign of the first omitted term
+    and at most its size: adding that term when positive keeps an upper bound.
+    """
+    if q == 0.0:
+        return np.zeros(orders.size)
+    if q == 1.0:
+        return orders * (orders - 1.0) / (2.0 * z * z)
+    lq, l1q = math.log(q), math.log1p(-q)
+    z0 = z * z * (l1q - lq) + 0.5
+    c = 1.0 / (2.0 * z * z)
+
+    def log_terms(alpha: float, i: np.ndarray) -> np.ndarray:
+        j = alpha - i
+        log_coef = gammaln(alpha + 1.0) - gammaln(i + 1.0) - gammaln(j + 1.0)  # gammaln is log|Γ|
+        t0 = j * l1q + i * lq + c * (i * i - i) + log_ndtr((z0 - i) / z)
+        t1 = j * lq + i * l1q + c * (j * j - j) + log_ndtr((j - z0) / z)
+        return log_coef + np.logaddexp(t0, t1)
+
+    out = np.empty(orders.size)
+    for idx, alpha in enumerate(orders):
+        pos: list[np.ndarray] = []
+        neg: list[np.ndarray] = []
+        start = 0
+        while True:
+            i = np.arange(start, start + _FRAC_BLOCK, dtype=np.float64)
+            terms, sign = log_terms(alpha, i), _binom_sign(alpha, i)
+            pos.append(terms[sign > 0])
+            neg.append(terms[sign < 0])
+            start += _FRAC_BLOCK
+            nxt = float(log_terms(alpha, np.array([float(start)]))[0])
+            past_head = start > math.ceil(alpha) + 1
+            if past_head and (nxt - logsumexp(np.concatenate(pos)) < _FRAC_REL_TOL or start >= _FRAC_MAX_TERMS):
+                break
+        if _binom_sign(alpha, np.array([float(start)]))[0] > 0:
+            pos.append(np.array([nxt]))  # remainder bound: the first omitted term, when positive
+        lp, ln_ = logsumexp(np.concatenate(pos)), logsumexp(np.concatenate(neg))
+        if not ln_ < lp:  # cannot happen for a convergent alternating tail; refuse rather than guess
+            raise ParameterError(f"Fractional-order series failed to converge at order {alpha} (z={z}, q={q}).")
+        out[idx] = lp + math.log1p(-math.exp(ln_ - lp))
+    return out
+
+
+def _binom_sign(alpha: float, i: np.ndarray) -> np.ndarray:
+    """Sign of C(α, i) for fractional α: +1 for i ≤ ⌈α⌉, then alternating."""
+    c = math.ceil(alpha)
+    return np.where(i <= c, 1.0, np.where((i - c) % 2 == 1, -1.0, 1.0))
 
 
 # ---------------------------------------------------------------------------------------------------
