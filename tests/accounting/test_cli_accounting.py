@@ -75,3 +75,18 @@ def test_help_documents_every_flag():
                  "--rounds", "--delta", "--neighbouring", "--sample-rate", "--sampling", "--population",
                  "--json", "--rdp"):
         assert flag in text
+
+
+def test_core_json_names_both_observers(capsys):
+    # Poisson-sampled clients: the server sees who was sampled, so its figure is the revealed-flag formula
+    # (no amplification by sampling secrecy) and must exceed the analyst's.
+    from simulations.cli import main
+
+    assert main(["account", "gaussian", "--noise-multiplier", "1", "--sample-rate", "0.01", "--rounds", "100",
+                 "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["observer"] == "analyst" and d["server"]["observer"] == "server"
+    assert d["server"]["epsilon"] > d["epsilon"]
+    assert main(["calibrate", "gaussian", "--epsilon", "1", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["server"]["epsilon"] == d["epsilon"]  # no sampling: the same aggregate

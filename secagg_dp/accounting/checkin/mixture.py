@@ -48,6 +48,7 @@ __all__ = [
     "PerKTable",
     "MixtureResult",
     "CheckinCertificate",
+    "OBSERVERS",
     "checkin_mixture",
     "checkin_rdp",
     "checkin_epsilon",
@@ -321,9 +322,17 @@ def rdp_to_epsilon(rdp: np.ndarray, orders: np.ndarray, delta: float) -> tuple[f
     return eps, int(order)
 
 
+OBSERVERS = ("analyst", "server")
+
+
 @dataclass(frozen=True)
 class CheckinCertificate:
-    """An (epsilon, delta) certificate of T rounds of distributed check-in (an upper bound)."""
+    """An (epsilon, delta) certificate of T rounds of distributed check-in (an upper bound) for ``observer``.
+
+    ``observer="analyst"``: sees K and the aggregate (the released model); ``"server"``: the secure-aggregation
+    server, which also sees who took part and who dropped. ``certificate`` is False for labelled
+    comparisons that are not upper bounds; ``ex_post`` marks a bound conditioned on the target's participation.
+    """
 
     epsilon: float
     delta: float
@@ -335,9 +344,19 @@ class CheckinCertificate:
     window: tuple[int, int] | None = None
     delta_rdp: float | None = None
     delta_window: float | None = None
+    observer: str = "analyst"
+    certificate: bool = True
+    ex_post: bool = False
+
+    def __post_init__(self) -> None:
+        if self.observer not in OBSERVERS:
+            raise ParameterError(f"Argument 'observer' must be one of {OBSERVERS}, not {self.observer!r}.")
 
     def as_dict(self) -> dict:
         return {
+            "observer": self.observer,
+            "certificate": self.certificate,
+            "ex_post": self.ex_post,
             "epsilon": self.epsilon,
             "delta": self.delta,
             "order": self.order,
