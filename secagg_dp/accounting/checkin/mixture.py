@@ -86,7 +86,8 @@ class SubsampledCheckin:
     ``gamma`` must be given). ``amplification`` (all sampling without replacement, replace-one, WBK19):
 
     * ``"auto"`` (default, the tightest valid bound): Theorem 27 when the mechanism is a Gaussian sum
-      (it has ``noise_multiplier(k)``), Theorem 9 otherwise;
+      (it has ``noise_multiplier(k)``), Theorem 9 otherwise, and never above the joint-convexity term
+      (the server's exact revealed-flag value; the analyst's view is a post-processing of the server's);
     * ``"thm27"``: Theorem 27 (Gaussian sums only). It is Theorem 9 with each j >= 3 term replaced by the
       minimum of Theorem 9's term and a Gaussian-specific one, so it is termwise <= Theorem 9 on the same
       base curve: the minimum with Theorem 9 is built in, and the cap by the base RDP is applied here;
@@ -140,13 +141,16 @@ class SubsampledCheckin:
         method = self.amplification
         if method == "auto":
             method = "thm27" if hasattr(self.mechanism, "noise_multiplier") else "thm9"
+        with np.errstate(divide="ignore"):
+            joint = np.log(q)[:, None] + cap
         if method == "thm27":
             sub = wor_subsampled_gaussian_log_am1(self.mechanism.noise_multiplier(k_lo), q, orders)
         elif method == "thm9":
             sub = wor_subsampled_log_am1(base_all, q, orders)
         else:
-            with np.errstate(divide="ignore"):
-                sub = np.log(q)[:, None] + cap
+            sub = joint
+        if self.amplification == "auto":  # the analyst sees a function of the server's view: never above it
+            sub = np.minimum(sub, joint)
         return np.minimum(sub, cap)
 
 
