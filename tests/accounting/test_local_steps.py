@@ -102,3 +102,20 @@ def test_replace_one_needs_full_batch():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert local_steps_epsilon(1.0, 1, 1.0, 1e-5) > 0
+
+
+def test_discrete_local_steps_use_own_noise_and_cover_the_gaussian():
+    # S = 3, q = 0.1, variance 1e8 grid units with Delta_2 = 1e4 (z = 1): the own-noise bound is the same for
+    # every k and never below the exact Poisson-subsampled Gaussian of the same z (MTZ19, dp_accounting-checked
+    # above); S = 1 keeps the k clients' joint noise (smaller at k = 5).
+    from secagg_dp.accounting.checkin.local_steps import LocalStepsDDG
+
+    orders = np.arange(2, 17)
+    k = np.array([1.0, 5.0])
+    ga = LocalStepsGaussian(1.0, 3, 0.1).rdp_upper(k, k, orders)
+    for mech in (LocalStepsSkellam(1e8, 1e4, 1e5, 3, 0.1), LocalStepsDDG(1e4, 1, 1e4, 1e4, 3, 0.1)):
+        r = mech.rdp_upper(k, k, orders)
+        np.testing.assert_array_equal(r[0], r[1])
+        assert np.all(r >= ga * (1 - 1e-9))
+    one = LocalStepsSkellam(1e8, 1e4, 1e5, 1, 0.1).rdp_upper(k, k, orders)
+    assert np.all(one[1] < one[0])
