@@ -160,6 +160,7 @@ class SimAccountant:
 
         server_provider = server_view_provider(self.provider.mechanism, self.n, self.neighbouring)
         self.server_round_rdp = dataclasses.replace(self.event, provider=server_provider).rdp(self.orders)
+        self.server_ex_post_round_rdp = self._ex_post_round_rdp()
         try:  # certify the whole planned run once up front: an impossible certificate fails before any work
             self.planned_epsilon = self.epsilon_after(cfg.rounds)[0]
         except ParameterError as exc:
@@ -224,15 +225,33 @@ class SimAccountant:
         return {"observer": "analyst", "epsilon": eps, "delta": self.delta, "order": _int_order(order),
                 "method": "rdp", "rounds": rounds}
 
+    def _ex_post_round_rdp(self) -> np.ndarray:
+        """Per-round RDP against the server for a client seen in the round (ex-post): the base mechanism
+        with K = 1 + K' revealed (fixed-size sampling: K = m)."""
+        from secagg_dp.accounting.checkin.observers import server_ex_post_certificate
+
+        mech = self.provider.mechanism
+        if self.fixed:
+            m = np.array([float(self.cfg.population.fixed_size)])
+            return np.asarray(mech.rdp_upper(m, m, self.orders), dtype=np.float64)[0]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cert = server_ex_post_certificate(mech, self.n, self.gamma, 1, self.delta, self.orders,
+                                              neighbouring=self.neighbouring)
+        return np.array([cert.rdp[int(o)] for o in self.orders])
+
     def server_view(self, rounds: int) -> dict[str, Any]:
         """Certificate against the secure-aggregation server after ``rounds`` rounds (it sees participation)."""
         from secagg_dp.accounting.core.conversion import rdp_to_dp
 
         eps, order = rdp_to_dp(self.orders, max(rounds, 0) * self.server_round_rdp, self.delta, warn=False)
         planned, _ = rdp_to_dp(self.orders, self.cfg.rounds * self.server_round_rdp, self.delta, warn=False)
+        post, _ = rdp_to_dp(self.orders, max(rounds, 0) * self.server_ex_post_round_rdp, self.delta, warn=False)
         return {"observer": "server", "epsilon": eps, "order": _int_order(order), "method": "rdp",
                 "rounds": rounds, "planned_epsilon": planned,
-                "sees": "who took part and who dropped, and the aggregate"}
+                "sees": "who took part and who dropped, and the aggregate",
+                "ex_post": {"epsilon": post, "ex_post": True,
+                            "for": "a client that took part in every one of these rounds"}}
 
     def record_round(self) -> tuple[float, int | None]:
         """Spend one round in the ledger (before its aggregate is released); return the certified (epsilon, order).

@@ -178,7 +178,7 @@ def test_logreg_client_unit_is_the_client_level_mixture_whatever_the_steps(tmp_p
     # independent of S; results.json states the unit and both observers.
     from secagg_dp.accounting.checkin import bases as cm
     from secagg_dp.accounting.checkin import mixture as ck
-    from secagg_dp.accounting.checkin.observers import server_certificate
+    from secagg_dp.accounting.checkin.observers import server_certificate, server_ex_post_certificate
 
     docs = []
     for steps in (1, 3):
@@ -201,6 +201,9 @@ def test_logreg_client_unit_is_the_client_level_mixture_whatever_the_steps(tmp_p
         assert priv["server"]["observer"] == "server"
         assert priv["server"]["epsilon"] == pytest.approx(server.epsilon, rel=1e-12)
         assert priv["server"]["epsilon"] > priv["epsilon"]
+        assert priv["server"]["ex_post"]["ex_post"] is True
+        assert priv["server"]["ex_post"]["epsilon"] == pytest.approx(
+            server_ex_post_certificate(mech, 30, 0.6, 2, cfg.privacy.delta).epsilon, rel=1e-12)
     assert docs[0]["rounds"][-1]["epsilon"] == docs[1]["rounds"][-1]["epsilon"]
 
 
