@@ -44,6 +44,7 @@ class RoundSpec:
     sample_rate: float = 1.0
     learning_rate: float = 1.0
     model: np.ndarray | None = None
+    unit: str = "client"  # logreg: "client" (clip the update, noise once) or "sample" (DP-SGD steps)
 
 
 @functools.lru_cache(maxsize=16)
@@ -87,6 +88,14 @@ def _encode_logreg_client(spec: RoundSpec, codec, cid: int, rng: np.random.Gener
     x, y = xs[cid], ys[cid]
     m = len(y)
     w = np.array(spec.model, dtype=np.float64, copy=True)
+    if spec.unit == "client":
+        # DP-FedAvg: S plain local steps, then the whole update is clipped to C (by the codec) and noised once.
+        for _ in range(spec.local_steps):
+            chosen = rng.random(m) < spec.sample_rate
+            if chosen.any():
+                w -= spec.learning_rate * per_sample_gradients(w, x[chosen], y[chosen]).sum(axis=0) / (spec.sample_rate * m)
+        noise = draw_noise(spec.mechanism, spec.sigma_int, codec.padded_dim, rng)
+        return codec.encode(w - spec.model, noise=noise, rng=rng)
     total = np.zeros(codec.padded_dim, dtype=np.uint64)
     for step in range(spec.local_steps):
         chosen = rng.random(m) < spec.sample_rate  # Poisson sampling inside the client

@@ -27,13 +27,15 @@ raise one :class:`~secagg_dp.errors.ConfigError` naming the key, before a single
 
     [privacy]
     mechanism = "ddg"           # "ddg" (distributed discrete Gaussian) | "skellam"
-    clip = 1.0                  # L2 clip c (of a client's vector; of one sample for logreg)
+    clip = 1.0                  # L2 clip c (of a client's vector or update; of one sample for logreg unit "sample")
     noise_multiplier = 1.0      # z: the noise of the expected check-ins sums to std z*c
     k_stddevs = 4.0             # scale rule: k standard deviations fit in Z_q
     beta = 0.6065306597126334   # conditional rounding parameter, exp(-1/2)
     delta = 1e-5
     method = "rdp"              # "rdp" (binomial mixture) | "window" (window certificate)
     # epsilon_budget = 3.0      # optional: the ledger refuses the round that would exceed it (at delta)
+    unit = "client"             # "client": clip the whole update, noise once (replace-one of a client);
+                                # "sample" (logreg): per-sample clipping and noise at every local step
 
     [task]
     name = "mean"               # "mean" | "logreg"
@@ -97,6 +99,7 @@ DEFAULTS: dict[str, Any] = {
         "delta": 1e-5,
         "method": "rdp",
         "epsilon_budget": None,
+        "unit": "client",
     },
     "task": {"name": "mean", "dim": 256, "local_steps": 1, "sample_rate": 0.5, "learning_rate": 2.0},
     "study": {"grid": {}, "x": "epsilon"},
@@ -207,8 +210,10 @@ class PrivacyParams:
     delta: float
     method: str
     epsilon_budget: float | None = None
+    unit: str = "client"  # unit of privacy: "client" (replace-one of a client) or "sample" (add-remove, logreg)
 
     def __post_init__(self) -> None:
+        _choice("privacy.unit", self.unit, ("client", "sample"))
         _choice("privacy.mechanism", self.mechanism, ("ddg", "skellam"))
         _real("privacy.clip", self.clip, 0.0, lo_open=True)
         _real("privacy.noise_multiplier", self.noise_multiplier, 0.0, lo_open=True)
@@ -300,6 +305,10 @@ class SimConfig:
             raise ConfigError(
                 "Config key 'population.dropout' must be 0 with sampling = 'fixed': the without-replacement "
                 f"accountant covers a fixed number of noise shares, not {self.population.dropout}."
+            )
+        if self.task.name == "mean" and self.privacy.unit != "client":
+            raise ConfigError(
+                f"Config key 'privacy.unit' must be 'client' for task 'mean' (one vector per client), not {self.privacy.unit!r}."
             )
         if self.task.name == "mean" and self.task.local_steps != 1:
             raise ConfigError("Config key 'task.local_steps' applies to task 'logreg' only; task 'mean' has one step.")

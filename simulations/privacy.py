@@ -12,15 +12,23 @@ What is certified (every number an upper bound; neighbouring relation stated in 
   advertise_keys, share_keys or masked_input (probability p' each); one that drops earlier contributes
   neither data nor noise, which is exactly what the mixture over K models (seed 000 Sec. 3.2 with the
   per-stage dropout model of the simulator).
-* ``task = "logreg"`` (sample level, ``add-remove`` of one training example): the k-client base is
-  ``secagg_dp.accounting.checkin.local_steps.LocalStepsDDG`` / ``LocalStepsSkellam``: S local steps, each the
-  sum-dominating mechanism with the k clients' joint noise (seed 004 Def. 4.2, Lemmas 4.3-4.6, Thm 4.7),
-  Poisson rate q inside the client via joint convexity, sensitivities Delta_2, Delta_1 of ONE encoded sample
-  (each per-sample gradient is clipped and rounded on its own). Client check-in amplifies through joint
-  convexity at rate k/n only (``SubsampledCheckin(amplification="joint-convexity")``): WBK19 Thm 9 needs
-  client-level replace-one bounds that sample-level clipping does not give (README.md).
+* ``task = "logreg"`` with ``privacy.unit = "client"`` (default; DP-FedAvg with distributed noise): each client
+  clips its whole S-step update to C and adds its noise once, so the round is the same client-level
+  ``replace-one`` mixture as for ``mean`` (joint noise of the k participants, any S).
+* ``task = "logreg"`` with ``privacy.unit = "sample"`` (``add-remove`` of one training example): the k-client
+  base is ``secagg_dp.accounting.checkin.local_steps.LocalStepsDDG`` / ``LocalStepsSkellam``: for S = 1 the
+  step with the k clients' joint noise, for S >= 2 the S-fold composition of the client's OWN per-step noise
+  (joint noise over several adaptive local steps is not an upper bound; docs/accounting/local-steps.md),
+  Poisson rate q inside the client (Zhu & Wang 2019 Thm 5), sensitivities Delta_2, Delta_1 of ONE encoded
+  sample. Client check-in amplifies through joint convexity at rate k/n only
+  (``SubsampledCheckin(amplification="joint-convexity")``).
 * ``sampling = "fixed"``: exactly m = round(p n) clients, sampled without replacement: the m-client term
   of the same provider alone (rate m/n).
+
+Observers (docs/accounting/observers.md): the ledger's certificate is the ``analyst``'s (sees K and the
+aggregate). ``describe()["server"]`` is the certificate against the secure-aggregation server, which also
+sees who took part: the same event with :func:`secagg_dp.accounting.checkin.observers.server_view_provider`
+(participation revealed; for fixed-size sampling the revealed m/n flag).
 
 Ledger: every round is spent as one :class:`CheckinRound` event in the core
 :class:`secagg_dp.accounting.core.ledger.PrivacyLedger` (SQLite, one transaction per event, committed before the
@@ -58,8 +66,10 @@ ORDERS = np.arange(2, 257, dtype=np.int64)
 
 
 def effective_gamma(checkin: float, dropout: float) -> float:
-    """P(a client's masked input arrives) = p (1 - p')^3 under the per-stage dropout model."""
-    return checkin * (1.0 - dropout) ** 3
+    """P(a client's masked input arrives) = p (1 - p')^3: three dropout stages before the masked input."""
+    from secagg_dp.accounting.checkin.dropout import PROTOCOL_DROPOUT_STAGES, effective_checkin_rate
+
+    return effective_checkin_rate(checkin, dropout, PROTOCOL_DROPOUT_STAGES)
 
 
 def _describe(obj: Any) -> Any:
@@ -146,6 +156,11 @@ class SimAccountant:
             sample_size=cfg.population.fixed_size if self.fixed else None, neighbouring=self.neighbouring,
         )
         self.round_rdp = self.event.rdp(self.orders)
+        from secagg_dp.accounting.checkin.observers import server_view_provider
+
+        server_provider = server_view_provider(self.provider.mechanism, self.n, self.neighbouring)
+        self.server_round_rdp = dataclasses.replace(self.event, provider=server_provider).rdp(self.orders)
+        self.server_ex_post_round_rdp = self._ex_post_round_rdp()
         try:  # certify the whole planned run once up front: an impossible certificate fails before any work
             self.planned_epsilon = self.epsilon_after(cfg.rounds)[0]
         except ParameterError as exc:
@@ -171,7 +186,8 @@ class SimAccountant:
             "accountant": "secagg_dp.accounting.checkin.mixture" + (" (fixed-size, k = m)" if self.fixed else " (binomial mixture)"),
             "method": self.method,
             "neighbouring": self.neighbouring,
-            "unit": "sample" if self.cfg.task.name == "logreg" else "client",
+            "unit": self.cfg.privacy.unit,
+            "observer": "analyst",
             "delta": self.delta,
             "gamma": None if self.fixed else self.gamma,
             "sample_size": self.cfg.population.fixed_size if self.fixed else None,
@@ -188,6 +204,7 @@ class SimAccountant:
             "rounds": self.rounds,
             "planned_epsilon": self.planned_epsilon,
             "certificate": self.certificate,
+            "server": self.server_view(self.rounds),
             "per_round_rdp": {int(o): float(v) for o, v in zip(self.orders, self.round_rdp)},
         }
 
@@ -200,12 +217,41 @@ class SimAccountant:
             warnings.simplefilter("ignore")  # best order at the largest offered: reported, not an error
             if self.method == "window":
                 cert = ck.window_certificate(self.provider, self.n, self.gamma, rounds, self.delta, self.orders)
-                return cert.epsilon, cert.order, cert.as_dict()
+                return cert.epsilon, cert.order, cert.as_dict()  # observer "analyst" included
         eps, order = rdp_to_dp(self.orders, rounds * self.round_rdp, self.delta, warn=False)
         return eps, _int_order(order), self._rdp_cert(eps, order, rounds)
 
     def _rdp_cert(self, eps: float, order: float, rounds: int) -> dict[str, Any]:
-        return {"epsilon": eps, "delta": self.delta, "order": _int_order(order), "method": "rdp", "rounds": rounds}
+        return {"observer": "analyst", "epsilon": eps, "delta": self.delta, "order": _int_order(order),
+                "method": "rdp", "rounds": rounds}
+
+    def _ex_post_round_rdp(self) -> np.ndarray:
+        """Per-round RDP against the server for a client seen in the round (ex-post): the base mechanism
+        with K = 1 + K' revealed (fixed-size sampling: K = m)."""
+        from secagg_dp.accounting.checkin.observers import server_ex_post_certificate
+
+        mech = self.provider.mechanism
+        if self.fixed:
+            m = np.array([float(self.cfg.population.fixed_size)])
+            return np.asarray(mech.rdp_upper(m, m, self.orders), dtype=np.float64)[0]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cert = server_ex_post_certificate(mech, self.n, self.gamma, 1, self.delta, self.orders,
+                                              neighbouring=self.neighbouring)
+        return np.array([cert.rdp[int(o)] for o in self.orders])
+
+    def server_view(self, rounds: int) -> dict[str, Any]:
+        """Certificate against the secure-aggregation server after ``rounds`` rounds (it sees participation)."""
+        from secagg_dp.accounting.core.conversion import rdp_to_dp
+
+        eps, order = rdp_to_dp(self.orders, max(rounds, 0) * self.server_round_rdp, self.delta, warn=False)
+        planned, _ = rdp_to_dp(self.orders, self.cfg.rounds * self.server_round_rdp, self.delta, warn=False)
+        post, _ = rdp_to_dp(self.orders, max(rounds, 0) * self.server_ex_post_round_rdp, self.delta, warn=False)
+        return {"observer": "server", "epsilon": eps, "order": _int_order(order), "method": "rdp",
+                "rounds": rounds, "planned_epsilon": planned,
+                "sees": "who took part and who dropped, and the aggregate",
+                "ex_post": {"epsilon": post, "ex_post": True,
+                            "for": "a client that took part in every one of these rounds"}}
 
     def record_round(self) -> tuple[float, int | None]:
         """Spend one round in the ledger (before its aggregate is released); return the certified (epsilon, order).
@@ -252,7 +298,7 @@ def _provider(cfg, plan):  # noqa: ANN001, ANN202
     from secagg_dp.accounting.checkin import mixture as ck
     from secagg_dp.accounting.checkin import bases as cm
 
-    if cfg.task.name == "logreg":
+    if cfg.task.name == "logreg" and cfg.privacy.unit == "sample":
         return _logreg_provider(cfg, plan)
     priv, n = cfg.privacy, cfg.population.clients
     d2, d1 = 2.0 * plan.l2_sensitivity, 2.0 * plan.l1_sensitivity  # replace-one: twice the codec's bound
@@ -261,16 +307,17 @@ def _provider(cfg, plan):  # noqa: ANN001, ANN202
     else:
         mech = cm.SkellamSum(variance=plan.sigma_int**2, l2_sensitivity=d2, l1_sensitivity=d1)
     provider = ck.SubsampledCheckin(mechanism=mech, n=n)
-    return provider, f"{type(mech).__name__}({mech}) subsampled w/o replacement at k/n, n={n}"
+    unit = "" if cfg.task.name == "mean" else f", one clipped update of {cfg.task.local_steps} local step(s) per client"
+    return provider, f"{type(mech).__name__}({mech}) subsampled w/o replacement at k/n, n={n}{unit}"
 
 
 def _logreg_provider(cfg, plan):  # noqa: ANN001, ANN202
-    """Sample-level (add-remove) provider: S local steps with joint noise, inside the check-in mixture.
+    """Sample-level (add-remove) provider: S local steps inside the check-in mixture.
 
     Base (k clients): ``LocalStepsDDG`` / ``LocalStepsSkellam`` of ``secagg_dp.accounting.checkin.local_steps``
-    (seed 004 Thm 4.7: S-fold composition of the per-step sum-dominating mechanism with the k clients'
-    noise; Poisson rate q inside each client by joint convexity) with Delta_2, Delta_1 of one encoded
-    sample on the grid. Check-in: joint convexity at rate k/n (valid for any unit of privacy)."""
+    (S = 1: joint noise of the k clients; S >= 2: S-fold adaptive composition of the client's own per-step
+    noise, Mironov 2017 Prop. 1; Poisson rate q inside each client, Zhu & Wang 2019 Thm 5) with Delta_2,
+    Delta_1 of one encoded sample on the grid. Check-in: joint convexity at rate k/n (any unit of privacy)."""
     from secagg_dp.accounting.checkin import mixture as ck
     from secagg_dp.accounting.checkin import local_steps as ls
 
@@ -282,8 +329,9 @@ def _logreg_provider(cfg, plan):  # noqa: ANN001, ANN202
     else:
         base = ls.LocalStepsSkellam(variance=plan.sigma_int**2, **common)
     provider = ck.SubsampledCheckin(mechanism=base, n=n, amplification="joint-convexity", neighbouring="add-remove")
+    noise = "joint noise" if task.local_steps == 1 else "own noise per step"
     label = (f"{type(base).__name__}(S={task.local_steps}, q={task.sample_rate:g}, sigma_int={plan.sigma_int:.6g}, "
-             f"Delta2={d2:.6g}) in check-in by joint convexity at k/n, n={n}, add-remove of one sample")
+             f"Delta2={d2:.6g}, {noise}) in check-in by joint convexity at k/n, n={n}, add-remove of one sample")
     return provider, label
 
 

@@ -63,12 +63,12 @@ class Plan:
     expected_checkins: float
     scale_clients: int
     signal_norm: float  # per-client L2 norm the scale rule budgets for (c, or S*q*m*C for logreg)
-    sigma_local: float  # per-client, per-step noise std in original units
+    sigma_local: float  # per-client noise std in original units (per step for logreg unit "sample")
     sigma_int: float  # the same on the integer grid (sigma_local * scale)
     scale: float
     scale_rule: float  # the k-stddev scale before the sampler-range cap (``scale`` <= this)
     scale_capped: bool  # True when SIGMA_INT_MAX / sigma_local < scale_rule (see plan())
-    l2_sensitivity: float  # Delta_2 of one encoded vector (one client, or one sample for logreg)
+    l2_sensitivity: float  # Delta_2 of one encoded vector (one client, or one sample for logreg unit "sample")
     l1_sensitivity: float
     shard_size: int | None
     wrap_probability_bound: float | None
@@ -94,8 +94,11 @@ def plan(cfg: SimConfig, root_seed: int = 0) -> Plan:
         shard = task.shard_size(root_seed) if pop.clients <= 1437 else 0
         if not shard:
             task.init_model(root_seed)  # raises the ConfigError naming the limit
-        signal = task_cfg.local_steps * task_cfg.sample_rate * shard * priv.clip
-        sigma_total = sigma_local * math.sqrt(task_cfg.local_steps)
+        if priv.unit == "client":  # the clipped update, noised once
+            signal, sigma_total = priv.clip, sigma_local
+        else:
+            signal = task_cfg.local_steps * task_cfg.sample_rate * shard * priv.clip
+            sigma_total = sigma_local * math.sqrt(task_cfg.local_steps)
     dim = task.vector_dim
     from secagg_dp.quantize import ZqCodec, next_pow2, rounded_l2_bound
 
@@ -318,7 +321,7 @@ def aggregate_round(cfg: SimConfig, p: Plan, root: int, r: int, model: Any, exec
         bits=cfg.secagg.bits, clip=cfg.privacy.clip, scale=p.scale, rotation_seed=_round_int(root, r, PURPOSE_ROTATION),
         beta=cfg.privacy.beta, mechanism=cfg.privacy.mechanism, sigma_int=p.sigma_int,
         local_steps=cfg.task.local_steps, sample_rate=cfg.task.sample_rate, learning_rate=cfg.task.learning_rate,
-        model=model,
+        model=model, unit=cfg.privacy.unit,
     )
     aggregate = truth = None
     n_chunks = max(1, 4 * executor.parallelism) if executor.parallelism > 1 else 1

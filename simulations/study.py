@@ -10,7 +10,7 @@ from typing import Any
 from simulations.config import SimConfig, expand_study
 from simulations.results import STUDY_SCHEMA, write_atomic
 
-__all__ = ["run", "summary_rows", "format_table"]
+__all__ = ["run", "summary_rows", "observer_lines", "format_table"]
 
 
 def _slug(i: int, label: str) -> str:
@@ -110,6 +110,23 @@ def summary_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
         row["seconds"] = s.get("seconds", 0.0)
         rows.append(row)
     return rows
+
+
+def observer_lines(doc: dict[str, Any]) -> list[str]:
+    """One line per run and observer: the analyst's certificate (sees K and the aggregate) and the
+    secure-aggregation server's (also sees who took part and who dropped)."""
+    runs = doc["runs"] if "runs" in doc else [{"label": doc["config"]["name"], "results": doc}]
+    lines = []
+    for run in runs:
+        priv = run["results"].get("privacy", {})
+        server = priv.get("server") or {}
+        unit = priv.get("unit", "client")
+        lines.append(f"{run['label']}: observer analyst (sees K and the aggregate): epsilon = "
+                     f"{priv.get('epsilon', 0.0):.6g} at delta = {priv.get('delta')} ({unit} level)")
+        if server:
+            lines.append(f"{run['label']}: observer server (also sees who took part and who dropped): epsilon = "
+                         f"{server['epsilon']:.6g} at delta = {priv.get('delta')} ({unit} level)")
+    return lines
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:

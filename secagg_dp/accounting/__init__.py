@@ -58,6 +58,7 @@ from secagg_dp.accounting.core.subsampling import (
     poisson_subsampled_gaussian_log_am1,
     poisson_subsampled_gaussian_rdp,
     poisson_subsampled_rdp,
+    revealed_participation_rdp,
     wor_subsampled_gaussian_log_am1,
     wor_subsampled_gaussian_rdp,
     wor_subsampled_log_am1,
@@ -71,6 +72,7 @@ from secagg_dp.accounting.checkin.baselines import (
 )
 from secagg_dp.accounting.checkin.bases import DDGSum, GaussianSum, SkellamSum
 from secagg_dp.accounting.checkin.dropout import (
+    PROTOCOL_DROPOUT_STAGES,
     DropoutStage,
     calibrate_gaussian_multiplier,
     effective_checkin_rate,
@@ -86,14 +88,17 @@ from secagg_dp.accounting.checkin.local_steps import (
     LocalStepsSkellam,
     calibrate_local_sigma,
     fuse_steps,
+    SEED004_LABEL,
     heterogeneous_gaussian_rdp,
     local_steps_epsilon,
+    seed004_joint_noise_rdp,
     sum_dominating_step,
     table1_comparison,
 )
 from secagg_dp.accounting.checkin.mixture import (
     BaseMechanism,
     CheckinCertificate,
+    OBSERVERS,
     MixtureResult,
     PerKProvider,
     PerKTable,
@@ -102,6 +107,11 @@ from secagg_dp.accounting.checkin.mixture import (
     checkin_mixture,
     checkin_rdp,
     window_certificate,
+)
+from secagg_dp.accounting.checkin.observers import (
+    server_certificate,
+    server_ex_post_certificate,
+    server_view_provider,
 )
 from secagg_dp.accounting.checkin.tails import log_binom_pmf, log_binom_tail_ub
 from secagg_dp.accounting.shuffle.gaussian import (
@@ -160,6 +170,7 @@ __all__ = [
     "poisson_subsampled_gaussian_log_am1",
     "poisson_subsampled_gaussian_rdp",
     "poisson_subsampled_rdp",
+    "revealed_participation_rdp",
     "LargestOrderWarning",
     "rdp_to_dp",
     "rdp_to_dp_mironov",
@@ -181,6 +192,10 @@ __all__ = [
     "PerKTable",
     "MixtureResult",
     "CheckinCertificate",
+    "OBSERVERS",
+    "server_view_provider",
+    "server_certificate",
+    "server_ex_post_certificate",
     "checkin_mixture",
     "checkin_rdp",
     "checkin_epsilon",
@@ -191,6 +206,7 @@ __all__ = [
     "log_binom_pmf",
     "log_binom_tail_ub",
     "effective_checkin_rate",
+    "PROTOCOL_DROPOUT_STAGES",
     "DropoutStage",
     "staged_checkin_rate",
     "gaussian_composed_epsilon",
@@ -204,6 +220,8 @@ __all__ = [
     "LocalStepsSkellam",
     "LocalStepsDDG",
     "heterogeneous_gaussian_rdp",
+    "SEED004_LABEL",
+    "seed004_joint_noise_rdp",
     "local_steps_epsilon",
     "calibrate_local_sigma",
     "table1_comparison",

@@ -162,6 +162,7 @@ def _evaluate(args: argparse.Namespace, z: float, mech: str, *, warn: bool) -> d
         warnings.simplefilter("always", LargestOrderWarning)
         eps, order = rdp_to_dp(DEFAULT_ORDERS, rdp, args.delta, warn=warn)
     out: dict[str, Any] = {
+        "observer": "analyst",
         "epsilon": eps,
         "delta": args.delta,
         "order": _order_value(order),
@@ -173,11 +174,29 @@ def _evaluate(args: argparse.Namespace, z: float, mech: str, *, warn: bool) -> d
         "sampling": args.sampling if args.sample_rate < 1.0 else "none",
     }
     out.update(extra)
+    out["server"] = _server_view(args, ev, rounds, rdp, DEFAULT_ORDERS)
     msgs = [str(w.message) for w in caught if issubclass(w.category, LargestOrderWarning)]
     if msgs:
         out["warning"] = msgs[0]
     out["_rdp"] = {_order_key(a): float(r) for a, r in zip(DEFAULT_ORDERS, rdp)}
     return out
+
+
+def _server_view(args: argparse.Namespace, ev: Any, rounds: int, rdp: Any, orders: Any) -> dict[str, Any]:
+    """The certificate against a server that sees participation: sampling is then no secret, only the
+    revealed Bernoulli(q) flag remains (core ``revealed_participation_rdp``, exact for a revealed flag)."""
+    from secagg_dp.accounting.core.conversion import rdp_to_dp
+    from secagg_dp.accounting.core.subsampling import revealed_participation_rdp
+
+    if args.sample_rate < 1.0:
+        server_rdp = rounds * revealed_participation_rdp(ev.event.rdp(orders), args.sample_rate, orders)
+        sees = "who was sampled, when the sampled units are clients (participation is visible to it)"
+    else:
+        server_rdp = rdp
+        sees = "the same aggregate as the analyst (no sampling to hide)"
+    eps, order = rdp_to_dp(orders, server_rdp, args.delta, warn=False)
+    return {"observer": "server", "epsilon": eps if math.isfinite(eps) else "inf", "order": _order_value(order),
+            "sees": sees}
 
 
 def _order_value(order: float) -> float | int | None:
@@ -204,6 +223,9 @@ def _emit(args: argparse.Namespace, out: dict[str, Any], *, with_rdp: bool) -> i
         f"{lead}epsilon = {out['epsilon']:.10g} at delta = {out['delta']:g} (order {out['order']}, "
         f"{out['neighbouring']}, {out['rounds']} round(s))\nmethod: {out['method']}"
     )
+    srv = out["server"]
+    print(f"observer analyst (sees the released aggregate): epsilon = {out['epsilon']:.10g}\n"
+          f"observer server (sees {srv['sees']}): epsilon = {srv['epsilon']:.10g} (order {srv['order']})")
     if with_rdp:
         for k, v in rdp.items():
             print(f"  rdp[{k}] = {v:.10g}")

@@ -16,14 +16,21 @@ def register_account(subparsers: argparse._SubParsersAction) -> None:
             "Certify T rounds of distributed check-in: K ~ Bin(n, gamma) clients take part, each adds noise of "
             "std S (relative to the clip norm C = 1); the k-client sum is subsampled without replacement at "
             "rate k/n (WBK19 Thm 27 for the Gaussian, Thm 9 otherwise, capped by the base RDP). Prints the "
-            "seed-style mixture certificate and the window certificate side by side."
+            "seed-style mixture certificate and the window certificate side by side. Two observers: the "
+            "analyst (sees K and the aggregate; amplified by check-in) and the secure-aggregation server (also "
+            "sees who took part and who dropped; no secrecy of participation), one line each."
         ),
     )
     p.add_argument("--n", type=int, required=True, help="number of clients N")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--gamma", type=float, help="effective check-in rate gamma")
     g.add_argument("--p", type=float, help="check-in probability p (use with --dropout)")
-    p.add_argument("--dropout", type=float, default=None, help="dropout probability p'; gamma = p (1 - p')")
+    p.add_argument("--dropout", type=float, default=None,
+                   help="dropout probability p' per stage; gamma = p (1 - p')^N with N = --dropout-stages")
+    p.add_argument("--dropout-stages", type=int, default=3, metavar="N",
+                   help="dropout chances before the masked input is received: 3 (default) = our protocol "
+                        "(advertise_keys, share_keys, masked_input), gamma = p (1 - p')^3; 1 = the single-dropout "
+                        "model gamma = p (1 - p') of the self check-in draft")
     p.add_argument("--sigma", type=float, required=True, help="per-client noise std relative to C = 1")
     p.add_argument("--mechanism", choices=("gaussian", "ddg", "skellam"), default="gaussian",
                    help="noise: continuous Gaussian, distributed discrete Gaussian, Skellam")
@@ -35,7 +42,10 @@ def register_account(subparsers: argparse._SubParsersAction) -> None:
                    help="delta charged for check-in counts outside the window: T*P(out) (conditioning, default) "
                         "or (1+e^eps)*T*P(out) (coupling, the looser total-variation bound)")
     p.add_argument("--local-steps", type=int, default=None,
-                   help="local DP-SGD steps per round (sample-level, add-remove, seed 004 Thm 4.7)")
+                   help="local DP-SGD steps per round, sample-level (add-remove): S = 1 uses the k clients' joint "
+                        "noise, S >= 2 only the client's own per-step noise (sound under adaptive local steps); "
+                        "the joint-noise bound of Heikkilä 2024 is printed as a comparison, not a certificate. "
+                        "Client-level DP-FedAvg (clip the whole update, noise once) is the command without this flag")
     p.add_argument("--sample-rate", type=float, default=1.0, help="Poisson sampling rate q inside each client")
     p.add_argument("--scale", type=float, default=256.0,
                    help="ddg/skellam: grid points per unit of C (sensitivities 2*scale, noise sigma*scale)")
@@ -57,11 +67,18 @@ def _handle(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from secagg_dp.accounting.checkin.mixture import SubsampledCheckin, checkin_epsilon
+    from secagg_dp.accounting.checkin.mixture import SubsampledCheckin, checkin_epsilon, rdp_to_epsilon
     from secagg_dp.accounting.checkin.bases import DDGSum, GaussianSum, SkellamSum
     from secagg_dp.accounting.core.conversion import LargestOrderWarning
     from secagg_dp.accounting.checkin.dropout import effective_checkin_rate
-    from secagg_dp.accounting.checkin.local_steps import LocalStepsDDG, LocalStepsGaussian, LocalStepsSkellam
+    from secagg_dp.accounting.checkin.local_steps import (
+        SEED004_LABEL,
+        LocalStepsDDG,
+        LocalStepsGaussian,
+        LocalStepsSkellam,
+        seed004_joint_noise_rdp,
+    )
+    from secagg_dp.accounting.checkin.observers import server_certificate, server_ex_post_certificate
     from secagg_dp.errors import ParameterError
 
     if args.gamma is not None:
@@ -71,7 +88,7 @@ def _handle(args: argparse.Namespace) -> int:
     else:
         if args.dropout is None:
             raise ParameterError("Argument '--p' needs '--dropout' (use --dropout 0 for none).")
-        gamma = effective_checkin_rate(args.p, args.dropout)
+        gamma = effective_checkin_rate(args.p, args.dropout, args.dropout_stages)
     if args.max_order < 2:
         raise ParameterError(f"Argument '--max-order' must be an integer >= 2, not {args.max_order}.")
     orders = np.arange(2, args.max_order + 1)
@@ -107,6 +124,22 @@ def _handle(args: argparse.Namespace) -> int:
                                     delta_split=args.window_delta)
         except ParameterError:
             window = None
+        nb = prov.neighbouring
+        server = server_certificate(mech, args.n, gamma, args.rounds, args.delta, orders, neighbouring=nb)
+        ex_post = server_ex_post_certificate(mech, args.n, gamma, args.rounds, args.delta, orders, neighbouring=nb)
+    comparison = None
+    if local and args.local_steps >= 2 and args.mechanism == "gaussian":
+        from secagg_dp.accounting.checkin.mixture import PerKTable, checkin_rdp
+
+        ks = np.arange(args.n + 1, dtype=np.float64)
+        old = seed004_joint_noise_rdp(args.sigma, args.local_steps, args.sample_rate, np.maximum(ks, 1.0), orders)
+        old_prov = PerKTable(np.vstack([np.zeros((1, orders.size)), old[1:]]), orders, neighbouring="add-remove")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            old_rdp = args.rounds * checkin_rdp(_JointConvexityTable(old_prov, args.n), args.n, gamma, orders)
+            old_eps = rdp_to_epsilon(old_rdp, orders, args.delta)[0]
+        comparison = {"bound": SEED004_LABEL, "certificate": False, "epsilon": old_eps,
+                      "method": "Heikkilä 2024 Thm 4.7 joint noise over S local steps, check-in by joint convexity"}
     chosen = seed_style if args.method == "rdp" or window is None else window
     if args.method == "window" and window is None:
         raise ParameterError("No window certificate exists for these parameters (T * P(K outside) >= delta).")
@@ -120,6 +153,12 @@ def _handle(args: argparse.Namespace) -> int:
         }
     if args.json:
         out = chosen.as_dict()
+        out["bound"] = "own noise per local step" if local and args.local_steps >= 2 else "joint noise"
+        out["server"] = server.as_dict()
+        out["server_ex_post"] = ex_post.as_dict()
+        out["dropout_stages"] = args.dropout_stages if args.gamma is None else None
+        if comparison:
+            out["comparison"] = comparison
         out.update({"gamma": gamma, "n": args.n, "mechanism": args.mechanism,
                     "unit": "sample" if local else "client",
                     "amplification": "joint-convexity" if local else args.amplification,
@@ -147,8 +186,30 @@ def _handle(args: argparse.Namespace) -> int:
         print(f"  {'window certificate (window)':<34}{'n/a':>12}")
     for name, v in base.items():
         print(f"  {'baseline: ' + name:<34}{v['epsilon']:>12.6g}{'':>7}  {v['method']}")
+    print(f"  {'observer analyst (' + chosen.method + ')':<34}{chosen.epsilon:>12.6g}{chosen.order:>7}  "
+          "sees K and the aggregate")
+    print(f"  {'observer server (rdp)':<34}{server.epsilon:>12.6g}{server.order:>7}  "
+          "also sees who took part and who dropped")
+    print(f"  {'server, ex-post (took part in all)':<34}{ex_post.epsilon:>12.6g}{ex_post.order:>7}  "
+          "ex-post: for a client seen in every round")
+    if comparison:
+        print(f"  {'comparison: ' + SEED004_LABEL:<34}{comparison['epsilon']:>12.6g}{'':>7}  "
+              "certificate: false (adaptive local steps beat it)")
     for w in caught:
         if issubclass(w.category, LargestOrderWarning):
             print("  note: optimal order is the largest offered; raise --max-order for a smaller epsilon")
             break
     return 0
+
+
+class _JointConvexityTable:
+    """Per-k table amplified by joint convexity at rate k/n (for the labelled joint-noise comparison)."""
+
+    def __init__(self, table, n: int) -> None:  # noqa: ANN001
+        self.table, self.n, self.neighbouring = table, n, table.neighbouring
+
+    def log_expm1_upper(self, k_lo, k_hi, orders):  # noqa: ANN001, ANN201
+        import numpy as np
+
+        with np.errstate(divide="ignore"):
+            return np.log(np.asarray(k_hi, dtype=np.float64) / self.n)[:, None] + self.table.log_expm1_upper(k_lo, k_hi, orders)

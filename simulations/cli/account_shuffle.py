@@ -54,7 +54,31 @@ def register_account(subparsers) -> None:
     q.set_defaults(handler=_handle_checkin)
 
 
+def _server_view(args, orders) -> dict:
+    """Certificate against a party that sees each user's report before shuffling (an untrusted shuffler or
+    collecting server): only the local randomizer protects, with check-in the revealed flag
+    (core ``revealed_participation_rdp``); Gaussian reports with sensitivity 1 (Mironov 2017 Prop. 7) or
+    pure eps0-LDP via ``pure_dp_to_rdp``. None when the randomizer has delta0 > 0 (no RDP curve)."""
+    import math
+
+    from secagg_dp.accounting.core.conversion import pure_dp_to_rdp, rdp_to_dp
+    from secagg_dp.accounting.core.rdp import gaussian_rdp
+    from secagg_dp.accounting.core.subsampling import revealed_participation_rdp
+
+    view = {"observer": "server", "sees": "each user's report before shuffling; only the local randomizer protects"}
+    if getattr(args, "eps0", None) is not None:
+        if args.delta0 > 0:
+            return {**view, "epsilon": None, "order": None}
+        base = pure_dp_to_rdp(args.eps0, orders)
+    else:
+        base = gaussian_rdp(orders, args.sigma, 1.0)
+    per_round = revealed_participation_rdp(base, getattr(args, "gamma", 1.0), orders)
+    eps, order = rdp_to_dp(orders, args.rounds * per_round, args.delta, warn=False)
+    return {**view, "epsilon": eps if math.isfinite(eps) else None, "order": int(order) if math.isfinite(order) else None}
+
+
 def _emit(args, out: dict, orders, rdp) -> int:
+    out = {"observer": "analyst", **out, "server": _server_view(args, orders)}
     if args.rdp:
         out["rdp"] = {"orders": [int(o) for o in orders], "values": [float(v) for v in rdp]}
     if args.json:
@@ -65,6 +89,9 @@ def _emit(args, out: dict, orders, rdp) -> int:
               f"bound={out['bound']} ({tag}) method={out['method']} neighbouring={out['neighbouring']}")
         for c in out["caveats"]:
             print(f"  note: {c}")
+        srv = out["server"]
+        print(f"  observer analyst (sees the shuffled reports): epsilon={out['epsilon']}\n"
+              f"  observer server (sees {srv['sees']}): epsilon={srv['epsilon']}")
     return 0
 
 

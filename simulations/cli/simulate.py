@@ -51,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from simulations.config import load_config
-    from simulations.study import format_table, run, summary_rows
+    from simulations.study import format_table, observer_lines, run, summary_rows
 
     overrides = list(args.overrides) + list(args.set_)
     if args.executor:
@@ -79,5 +79,6 @@ def handle(args: argparse.Namespace) -> int:
         print(json.dumps(jsonable(doc), indent=2))
     else:
         print(format_table(summary_rows(doc)))
+        print("\n" + "\n".join(observer_lines(doc)))
         print(f"\nresults: {args.out}/results.json")
     return 0

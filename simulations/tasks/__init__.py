@@ -21,4 +21,5 @@ def make_task(cfg):  # noqa: ANN001, ANN201 - SimConfig -> task
         local_steps=cfg.task.local_steps,
         sample_rate=cfg.task.sample_rate,
         learning_rate=cfg.task.learning_rate,
+        unit=cfg.privacy.unit,
     )

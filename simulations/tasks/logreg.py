@@ -6,12 +6,16 @@ feature is appended. A seeded shuffle holds out 20 % as the test set and splits 
 shards, one per client (the remainder is unused so every client has the same m samples, which makes the
 expected batch q*m public and the same for all).
 
-Client, per round (sample-level DP-SGD, seed 004 Sec. 4 with equal learning rates l_i = 1): S local steps;
-in each, Poisson-sample the shard with rate q, clip every per-sample gradient to C, encode each onto Z_q
-(so one sample moves the step's integer vector by at most the codec's Delta_2), add one discrete noise
-draw, decode that step locally to take the local step w <- w - lr * g / (q m), and add the step's residues
-to the round vector. The server decodes the modular sum of the survivors and applies the average of
-their local deltas, w <- w - lr * decode(sum) / (q m K).
+Client, per round, by unit of privacy (``privacy.unit``):
+
+* ``"client"`` (default; DP-FedAvg with distributed noise): S local SGD steps on Poisson(q) minibatches
+  without clipping or noise, then the whole model update w_S - w_0 is clipped to C, encoded once and one
+  noise draw added. The server applies the survivors' average update, w <- w + decode(sum) / K.
+* ``"sample"`` (DP-SGD): S local steps; in each, Poisson-sample the shard with rate q, clip every
+  per-sample gradient to C, encode each onto Z_q (so one sample moves the step's integer vector by at most
+  the codec's Delta_2), add one discrete noise draw, decode that step locally to take the local step
+  w <- w - lr * g / (q m), and add the step's residues to the round vector. The server applies the average
+  of the local deltas, w <- w - lr * decode(sum) / (q m K).
 """
 
 from __future__ import annotations
@@ -82,6 +86,7 @@ class LogRegTask:
     local_steps: int
     sample_rate: float
     learning_rate: float
+    unit: str = "client"
     name: str = "logreg"
     metric: str = "accuracy"
 
@@ -99,7 +104,9 @@ class LogRegTask:
     def server_update(self, model, decoded_sum: np.ndarray, survivors: int, truth_sum, root_seed: int):
         """Apply the survivors' average local delta and report test accuracy and loss."""
         _, _, x_test, y_test = load_digits_partition(root_seed, self.n_clients)
-        if survivors > 0:
+        if survivors > 0 and self.unit == "client":
+            model = model + decoded_sum / survivors
+        elif survivors > 0:
             batch = self.sample_rate * self.shard_size(root_seed)
             model = model - self.learning_rate * decoded_sum / (batch * survivors)
         acc = float(np.mean(predict(model, x_test) == y_test))

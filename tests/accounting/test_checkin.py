@@ -93,17 +93,26 @@ def test_fast_path_matches_brute_force(n, gamma, sigma):
 
 @pytest.mark.parametrize("n,gamma,sigma", [(60, 0.2, 1.0), (200, 0.05, 0.7), (150, 0.5, 2.0)])
 def test_thm27_fast_path_matches_per_k_oracle(n, gamma, sigma):
-    # default amplification (Thm 27 for the Gaussian sum) vs every k summed from scalar core calls; the
+    # Thm 27 for the Gaussian sum vs every k summed from scalar core calls; the
     # geometric tail blocks (max_exact = 8) must stay above and within 1e-9
     orders = np.arange(2, 41)
     table = thm27_per_k(n, sigma, orders)
     brute = brute_mixture(n, gamma, table, orders)
-    fast = checkin_rdp(SubsampledCheckin(GaussianSum(sigma), n), n, gamma, orders, max_exact=8)
+    fast = checkin_rdp(SubsampledCheckin(GaussianSum(sigma), n, amplification="thm27"), n, gamma, orders, max_exact=8)
     np.testing.assert_allclose(fast, brute, rtol=1e-9)
     assert np.all(fast >= brute * (1 - 1e-15))
     # Thm 27 is never above Thm 9 (strictly below: test_known_answer_issue5)
     t9 = checkin_rdp(thm9(sigma, n), n, gamma, orders, max_exact=8)
     assert np.all(fast <= t9 * (1 + 1e-12))
+    # The default ("auto") is Thm 27 capped termwise by the joint-convexity term (1 + (k/n) expm1(.)), the
+    # server's revealed-flag value: never above either (per-k oracle: brute force on the pointwise minimum of
+    # the (lam-1) eps'_k tables, base eps_k = 2 lam / (k sigma^2), Mironov 2017 Prop. 7).
+    ks = np.arange(n + 1, dtype=float)[:, None]
+    x = (orders[None, :] - 1.0) * 2.0 * orders[None, :] / (np.maximum(ks, 1.0) * sigma**2)
+    with np.errstate(divide="ignore"):  # log(1 + q (e^x - 1)) in log space (x reaches ~3000 at k = 1)
+        jc = np.logaddexp(np.log1p(-ks / n), np.log(ks / n) + x)
+    auto = checkin_rdp(SubsampledCheckin(GaussianSum(sigma), n), n, gamma, orders, max_exact=8)
+    np.testing.assert_allclose(auto, brute_mixture(n, gamma, np.minimum(table, jc), orders), rtol=1e-9)
 
 
 def test_fast_path_with_tails_matches_brute_force_large_n():

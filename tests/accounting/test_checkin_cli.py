@@ -35,7 +35,8 @@ def test_json_keys_and_known_answer(capsys):
 
 
 def test_p_dropout_and_window_method(capsys):
-    code, out = _run(capsys, ["account", "checkin", "--n", "10000", "--p", "0.2", "--dropout", "0.5",
+    # gamma = p (1 - p') with --dropout-stages 1 (the single-dropout model)
+    code, out = _run(capsys, ["account", "checkin", "--n", "10000", "--p", "0.2", "--dropout", "0.5", "--dropout-stages", "1",
                               "--sigma", "1", "--rounds", "100", "--delta", "1e-4", "--max-order", "64",
                               "--method", "window", "--json"])
     d = json.loads(out.out)
@@ -65,3 +66,37 @@ def test_local_steps_flags(capsys):
                               "--max-order", "32", "--json"])
     d = json.loads(out.out)
     assert code == 0 and d["neighbouring"] == "add-remove" and d["unit"] == "sample"
+
+
+def test_both_observers_in_json_and_text(capsys):
+    args = ["account", "checkin", "--n", "1000", "--gamma", "0.1", "--sigma", "1", "--rounds", "10",
+            "--delta", "1e-5", "--max-order", "64"]
+    code, out = _run(capsys, args + ["--json"])
+    d = json.loads(out.out)
+    assert code == 0 and d["observer"] == "analyst" and d["certificate"] is True
+    assert d["server"]["observer"] == "server" and d["server"]["epsilon"] > d["epsilon"]
+    assert d["server_ex_post"]["ex_post"] is True
+    code, out = _run(capsys, args)
+    assert "observer analyst" in out.out and "observer server" in out.out and "ex-post" in out.out
+
+
+def test_local_steps_comparison_is_labelled_not_a_certificate(capsys):
+    # The counterexample configuration: the certificate must exceed the labelled joint-noise value 1.916.
+    code, out = _run(capsys, ["account", "checkin", "--n", "10", "--gamma", "1", "--sigma", "1",
+                              "--local-steps", "2", "--sample-rate", "1", "--rounds", "1", "--delta", "1e-5",
+                              "--json"])
+    d = json.loads(out.out)
+    assert code == 0 and d["comparison"]["bound"] == "seed-004 (not an upper bound)"
+    assert d["comparison"]["certificate"] is False and d["comparison"]["epsilon"] == pytest.approx(1.916, abs=1e-3)
+    assert d["certificate"] is True and d["epsilon"] > d["comparison"]["epsilon"]
+
+
+def test_dropout_stages_flag(capsys):
+    base = ["account", "checkin", "--n", "5", "--p", "0.9", "--dropout", "0.1", "--sigma", "1", "--rounds", "1",
+            "--delta", "1e-5", "--json"]
+    code, out = _run(capsys, base)
+    assert code == 0 and json.loads(out.out)["gamma"] == pytest.approx(0.9 * 0.9**3)
+    code, out = _run(capsys, base + ["--dropout-stages", "1"])
+    assert code == 0 and json.loads(out.out)["gamma"] == pytest.approx(0.81)
+    code, out = _run(capsys, base + ["--dropout-stages", "0"])
+    assert code == 2 and "dropout_stages" in out.err

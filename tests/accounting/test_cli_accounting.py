@@ -80,3 +80,37 @@ def test_help_documents_every_flag():
                  "--rounds", "--delta", "--neighbouring", "--sample-rate", "--sampling", "--population",
                  "--json", "--rdp"):
         assert flag in text
+
+
+def test_core_json_names_both_observers(capsys):
+    # Poisson-sampled clients: the server sees who was sampled, so its figure is the revealed-flag formula
+    # (no amplification by sampling secrecy) and must exceed the analyst's.
+    from simulations.cli import main
+
+    assert main(["account", "gaussian", "--noise-multiplier", "1", "--sample-rate", "0.01", "--rounds", "100",
+                 "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["observer"] == "analyst" and d["server"]["observer"] == "server"
+    assert d["server"]["epsilon"] > d["epsilon"]
+    assert main(["calibrate", "gaussian", "--epsilon", "1", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["server"]["epsilon"] == d["epsilon"]  # no sampling: the same aggregate
+
+
+def test_shuffle_json_names_both_observers(capsys):
+    # Against a party that sees each report before shuffling only the Gaussian randomizer protects:
+    # sigma = 5, sensitivity 1, T = 1 -> dp_accounting's RDP accountant on GaussianDpEvent(5) at orders 2..256.
+    dpa = pytest.importorskip("dp_accounting")
+    from simulations.cli import main
+
+    assert main(["account", "shuffle-gaussian", "--n", "100", "--sigma", "5", "--rounds", "1", "--delta", "1e-5",
+                 "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["observer"] == "analyst" and d["server"]["observer"] == "server"
+    acc = dpa.rdp.RdpAccountant(orders=[float(o) for o in range(2, 257)])
+    acc.compose(dpa.GaussianDpEvent(5.0))
+    assert d["server"]["epsilon"] == pytest.approx(acc.get_epsilon(1e-5), rel=1e-6)
+    assert main(["account", "shuffled-checkin", "--n", "1000", "--gamma", "0.5", "--eps0", "1", "--delta0", "1e-6",
+                 "--rounds", "2", "--delta", "1e-5", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["server"]["epsilon"] is None  # (eps0, delta0)-LDP with delta0 > 0 has no RDP curve

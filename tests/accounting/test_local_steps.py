@@ -1,4 +1,4 @@
-"""Tests of secagg_dp.accounting.checkin.local_steps (seed 004 joint noise scaling)."""
+"""Tests of secagg_dp.accounting.checkin.local_steps (sound bases; Heikkilä 2024 joint noise as comparison)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from secagg_dp.accounting.checkin.local_steps import (
     fuse_steps,
     heterogeneous_gaussian_rdp,
     local_steps_epsilon,
+    seed004_joint_noise_rdp,
     sum_dominating_step,
     table1_comparison,
 )
@@ -52,14 +53,20 @@ def test_poisson_gaussian_matches_dp_accounting():
         np.testing.assert_allclose(ours, acc._rdp, rtol=1e-9)
 
 
-def test_joint_noise_k_clients():
-    # k clients' joint noise: identical to one client with sigma*sqrt(k)
+def test_joint_noise_only_for_one_step():
+    # S = 1: k clients' joint noise, identical to one client with sigma*sqrt(k) (no hidden state).
     orders = np.arange(2, 33)
-    a = LocalStepsGaussian(1.0, 5, 0.2).rdp_upper(np.array([4.0]), np.array([4.0]), orders)
-    b = LocalStepsGaussian(2.0, 5, 0.2).rdp_upper(np.array([1.0]), np.array([1.0]), orders)
+    a = LocalStepsGaussian(1.0, 1, 0.2).rdp_upper(np.array([4.0]), np.array([4.0]), orders)
+    b = LocalStepsGaussian(2.0, 1, 0.2).rdp_upper(np.array([1.0]), np.array([1.0]), orders)
     np.testing.assert_allclose(a, b, rtol=1e-12)
+    # S >= 2: only the client's own noise counts, whatever k.
+    own = LocalStepsGaussian(1.0, 5, 0.2).rdp_upper(np.array([1.0, 4.0, 100.0]), np.array([1.0, 4.0, 100.0]), orders)
+    one = 5 * LocalStepsGaussian(1.0, 1, 0.2).rdp_upper(np.array([1.0]), np.array([1.0]), orders)[0]
+    np.testing.assert_allclose(own, np.broadcast_to(one, own.shape), rtol=1e-12)
+    # The joint-noise composition survives only as the labelled comparison.
     het = heterogeneous_gaussian_rdp([[LocalStep(1.0, 1.0)] * 5] * 4, 0.2, orders)
-    np.testing.assert_allclose(het, a[0], rtol=1e-12)
+    np.testing.assert_allclose(het, seed004_joint_noise_rdp(1.0, 5, 0.2, [4.0], orders)[0], rtol=1e-12)
+    assert np.all(het < own[1])
 
 
 def test_table1_ours_at_most_theirs():
@@ -68,6 +75,7 @@ def test_table1_ours_at_most_theirs():
               (50, 2): 2.85, (50, 5): 1.55, (50, 10): 1.03}
     rows = table1_comparison()
     for r in rows:
+        assert r["certificate"] == (r["steps"] == 1 or r["parties"] == 1)
         if r["parties"] == 1:
             assert r["epsilon"] == pytest.approx(5.0, abs=1e-6)
         else:
@@ -94,3 +102,20 @@ def test_replace_one_needs_full_batch():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert local_steps_epsilon(1.0, 1, 1.0, 1e-5) > 0
+
+
+def test_discrete_local_steps_use_own_noise_and_cover_the_gaussian():
+    # S = 3, q = 0.1, variance 1e8 grid units with Delta_2 = 1e4 (z = 1): the own-noise bound is the same for
+    # every k and never below the exact Poisson-subsampled Gaussian of the same z (MTZ19, dp_accounting-checked
+    # above); S = 1 keeps the k clients' joint noise (smaller at k = 5).
+    from secagg_dp.accounting.checkin.local_steps import LocalStepsDDG
+
+    orders = np.arange(2, 17)
+    k = np.array([1.0, 5.0])
+    ga = LocalStepsGaussian(1.0, 3, 0.1).rdp_upper(k, k, orders)
+    for mech in (LocalStepsSkellam(1e8, 1e4, 1e5, 3, 0.1), LocalStepsDDG(1e4, 1, 1e4, 1e4, 3, 0.1)):
+        r = mech.rdp_upper(k, k, orders)
+        np.testing.assert_array_equal(r[0], r[1])
+        assert np.all(r >= ga * (1 - 1e-9))
+    one = LocalStepsSkellam(1e8, 1e4, 1e5, 1, 0.1).rdp_upper(k, k, orders)
+    assert np.all(one[1] < one[0])

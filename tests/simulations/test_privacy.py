@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from secagg_dp.accounting.core.ledger import PrivacyLedger
+from secagg_dp.errors import ConfigError
 from simulations.privacy import ORDERS, effective_gamma
 from simulations.results import read_results
 from simulations.runner import plan, run_scenario
@@ -73,10 +74,11 @@ def test_logreg_epsilon_is_the_local_steps_accountants(tmp_path):
 
     task = {"name": "logreg", "local_steps": 3, "sample_rate": 0.4}
     cfg = small_config(rounds=2, population={"clients": 30, "checkin": 0.6, "dropout": 0.1},
-                       privacy={"mechanism": "skellam", "noise_multiplier": 2.0}, secagg={"bits": 24}, task=task)
+                       privacy={"mechanism": "skellam", "noise_multiplier": 2.0, "unit": "sample"}, secagg={"bits": 24},
+                       task=task)
     doc = run_scenario(cfg, tmp_path)
     p = plan(cfg, 11)
-    # direct call: S = 3 Poisson(q = 0.4) steps of k clients' joint Skellam noise, one sample's codec bounds
+    # direct call: S = 3 Poisson(q = 0.4) steps of the client's own Skellam noise, one sample's codec bounds
     # (add-remove), client check-in by joint convexity at k/n, K ~ Bin(30, 0.6 * 0.9^3)
     base = ls.LocalStepsSkellam(variance=p.sigma_int**2, l2_sensitivity=p.l2_sensitivity,
                                 l1_sensitivity=p.l1_sensitivity, steps=3, sample_rate=0.4)
@@ -95,7 +97,7 @@ def test_more_local_steps_cost_more_privacy_at_the_same_noise():
 
     eps = []
     for steps in (1, 4):
-        cfg = small_config(rounds=5, privacy={"mechanism": "ddg"}, secagg={"bits": 24},
+        cfg = small_config(rounds=5, privacy={"mechanism": "ddg", "unit": "sample"}, secagg={"bits": 24},
                            task={"name": "logreg", "local_steps": steps, "sample_rate": 0.5})
         acct = make_accountant(cfg, plan(cfg, 11))
         eps.append(acct.planned_epsilon)
@@ -168,3 +170,47 @@ def test_ddg_with_more_than_4096_clients_at_large_grid_sigma_is_certified():
         assert math.isfinite(acct.planned_epsilon) and acct.planned_epsilon > 0
     finally:
         acct.close()
+
+
+def test_logreg_client_unit_is_the_client_level_mixture_whatever_the_steps(tmp_path):
+    # privacy.unit = "client" (default): the clipped S-step update is noised once, so the certificate is the
+    # replace-one check-in mixture of DDGSum with twice the codec's one-vector sensitivities (as for 'mean'),
+    # independent of S; results.json states the unit and both observers.
+    from secagg_dp.accounting.checkin import bases as cm
+    from secagg_dp.accounting.checkin import mixture as ck
+    from secagg_dp.accounting.checkin.observers import server_certificate, server_ex_post_certificate
+
+    docs = []
+    for steps in (1, 3):
+        cfg = small_config(rounds=2, population={"clients": 30, "checkin": 0.6, "dropout": 0.0},
+                           privacy={"mechanism": "ddg", "noise_multiplier": 2.0}, secagg={"bits": 24},
+                           task={"name": "logreg", "local_steps": steps, "sample_rate": 0.4})
+        assert cfg.privacy.unit == "client"
+        docs.append(run_scenario(cfg, tmp_path / str(steps)))
+    p = plan(cfg, 11)
+    mech = cm.DDGSum(sigma=p.sigma_int, dim=p.padded_dim, l2_sensitivity=2 * p.l2_sensitivity,
+                     l1_sensitivity=2 * p.l1_sensitivity)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = ck.checkin_epsilon(ck.SubsampledCheckin(mech, 30), 30, 0.6, 2, cfg.privacy.delta)
+        server = server_certificate(mech, 30, 0.6, 2, cfg.privacy.delta)
+    for doc in docs:
+        priv = doc["privacy"]
+        assert priv["unit"] == "client" and priv["neighbouring"] == "replace-one" and priv["observer"] == "analyst"
+        assert doc["rounds"][-1]["epsilon"] == pytest.approx(want.epsilon, rel=1e-12)
+        assert priv["server"]["observer"] == "server"
+        assert priv["server"]["epsilon"] == pytest.approx(server.epsilon, rel=1e-12)
+        assert priv["server"]["epsilon"] > priv["epsilon"]
+        assert priv["server"]["ex_post"]["ex_post"] is True
+        assert priv["server"]["ex_post"]["epsilon"] == pytest.approx(
+            server_ex_post_certificate(mech, 30, 0.6, 2, cfg.privacy.delta).epsilon, rel=1e-12)
+    assert docs[0]["rounds"][-1]["epsilon"] == docs[1]["rounds"][-1]["epsilon"]
+
+
+def test_sample_unit_needs_logreg():
+    from simulations.config import build_config
+
+    with pytest.raises(ConfigError, match="privacy.unit"):
+        build_config({}, ["privacy.unit=\"sample\""])
+    with pytest.raises(ConfigError, match="privacy.unit"):
+        build_config({}, ["task.name=\"logreg\"", "privacy.unit=\"everyone\""])

@@ -1,7 +1,8 @@
 """Dropouts in distributed check-in (seed 000 Sec. 3.2) and under-delivered noise.
 
-* Check-in probability p and independent dropout probability p' give the effective check-in rate
-  gamma = p (1 - p') (seed 000 Sec. 3.2).
+* Check-in probability p and independent dropout probability p' at each of N stages before the masked input
+  give the effective check-in rate gamma = p (1 - p')^N; N = 1 is the single-dropout model of the self
+  check-in draft (Sec. 3.2), N = 3 our protocol (:data:`PROTOCOL_DROPOUT_STAGES`, the default).
 * Per-stage dropout of secure aggregation: a client that drops *before its masked input is received*
   contributes neither data nor noise, exactly as if it had not checked in, so only those stages thin the
   check-in; a client dropping after its masked input arrived is still in the sum (its mask is removed by
@@ -31,6 +32,7 @@ from secagg_dp.accounting.core.rdp import DEFAULT_ORDERS, gaussian_rdp
 from secagg_dp.errors import ParameterError
 
 __all__ = [
+    "PROTOCOL_DROPOUT_STAGES",
     "effective_checkin_rate",
     "DropoutStage",
     "staged_checkin_rate",
@@ -41,11 +43,21 @@ __all__ = [
 ]
 
 
-def effective_checkin_rate(p: float, dropout: float) -> float:
-    """gamma = p (1 - p') (seed 000 Sec. 3.2)."""
+#: Stages of our secure-aggregation protocol at which a client can drop before its masked input is received
+#: (advertise_keys, share_keys, masked_input).
+PROTOCOL_DROPOUT_STAGES = 3
+
+
+def effective_checkin_rate(p: float, dropout: float, dropout_stages: int = PROTOCOL_DROPOUT_STAGES) -> float:
+    """gamma = p (1 - p')^N: check in with probability p, then survive N independent dropout chances p'
+    before the masked input is received.
+
+    N = 3 (default) is our protocol (advertise_keys, share_keys, masked_input); N = 1 is the single-dropout
+    model gamma = p (1 - p') of the self check-in draft (Liew, Hasegawa & Takahashi, Sec. 3.2)."""
     p = check_probability("p", p)
     dropout = check_probability("dropout", dropout)
-    return p * (1.0 - dropout)
+    dropout_stages = check_int("dropout_stages", dropout_stages, lo=1)
+    return p * (1.0 - dropout) ** dropout_stages
 
 
 @dataclass(frozen=True)
@@ -119,9 +131,9 @@ def underdelivered_epsilon(
 
 def p_versus_gamma(
     n: int, p: float, dropout: float, sigma: float, rounds: int, delta: float, orders: np.ndarray | None = None,
-    *, amplification: str = "auto",
+    *, amplification: str = "auto", dropout_stages: int = PROTOCOL_DROPOUT_STAGES,
 ) -> dict:
-    """Distributed check-in Gaussian (replace-one): eps with the true rate gamma = p(1-p') and with p.
+    """Distributed check-in Gaussian (replace-one): eps with the true rate gamma = p(1-p')^N and with p.
 
     Returns both; ``conservative`` is True iff eps(p) >= eps(gamma). Not a theorem: a numerical check, and
     its answer depends on the subsampling bound (``amplification`` as in ``SubsampledCheckin``)."""
@@ -130,7 +142,7 @@ def p_versus_gamma(
     from secagg_dp.accounting.checkin.bases import GaussianSum
 
     orders = CHECKIN_ORDERS if orders is None else np.asarray(orders)
-    gamma = effective_checkin_rate(p, dropout)
+    gamma = effective_checkin_rate(p, dropout, dropout_stages)
     prov = SubsampledCheckin(GaussianSum(sigma), n, amplification=amplification)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -48,6 +48,7 @@ __all__ = [
     "PerKTable",
     "MixtureResult",
     "CheckinCertificate",
+    "OBSERVERS",
     "checkin_mixture",
     "checkin_rdp",
     "checkin_epsilon",
@@ -85,7 +86,8 @@ class SubsampledCheckin:
     ``gamma`` must be given). ``amplification`` (all sampling without replacement, replace-one, WBK19):
 
     * ``"auto"`` (default, the tightest valid bound): Theorem 27 when the mechanism is a Gaussian sum
-      (it has ``noise_multiplier(k)``), Theorem 9 otherwise;
+      (it has ``noise_multiplier(k)``), Theorem 9 otherwise, and never above the joint-convexity term
+      (the server's exact revealed-flag value; the analyst's view is a post-processing of the server's);
     * ``"thm27"``: Theorem 27 (Gaussian sums only). It is Theorem 9 with each j >= 3 term replaced by the
       minimum of Theorem 9's term and a Gaussian-specific one, so it is termwise <= Theorem 9 on the same
       base curve: the minimum with Theorem 9 is built in, and the cap by the base RDP is applied here;
@@ -139,13 +141,16 @@ class SubsampledCheckin:
         method = self.amplification
         if method == "auto":
             method = "thm27" if hasattr(self.mechanism, "noise_multiplier") else "thm9"
+        with np.errstate(divide="ignore"):
+            joint = np.log(q)[:, None] + cap
         if method == "thm27":
             sub = wor_subsampled_gaussian_log_am1(self.mechanism.noise_multiplier(k_lo), q, orders)
         elif method == "thm9":
             sub = wor_subsampled_log_am1(base_all, q, orders)
         else:
-            with np.errstate(divide="ignore"):
-                sub = np.log(q)[:, None] + cap
+            sub = joint
+        if self.amplification == "auto":  # the analyst sees a function of the server's view: never above it
+            sub = np.minimum(sub, joint)
         return np.minimum(sub, cap)
 
 
@@ -321,9 +326,17 @@ def rdp_to_epsilon(rdp: np.ndarray, orders: np.ndarray, delta: float) -> tuple[f
     return eps, int(order)
 
 
+OBSERVERS = ("analyst", "server")
+
+
 @dataclass(frozen=True)
 class CheckinCertificate:
-    """An (epsilon, delta) certificate of T rounds of distributed check-in (an upper bound)."""
+    """An (epsilon, delta) certificate of T rounds of distributed check-in (an upper bound) for ``observer``.
+
+    ``observer="analyst"``: sees K and the aggregate (the released model); ``"server"``: the secure-aggregation
+    server, which also sees who took part and who dropped. ``certificate`` is False for labelled
+    comparisons that are not upper bounds; ``ex_post`` marks a bound conditioned on the target's participation.
+    """
 
     epsilon: float
     delta: float
@@ -335,9 +348,19 @@ class CheckinCertificate:
     window: tuple[int, int] | None = None
     delta_rdp: float | None = None
     delta_window: float | None = None
+    observer: str = "analyst"
+    certificate: bool = True
+    ex_post: bool = False
+
+    def __post_init__(self) -> None:
+        if self.observer not in OBSERVERS:
+            raise ParameterError(f"Argument 'observer' must be one of {OBSERVERS}, not {self.observer!r}.")
 
     def as_dict(self) -> dict:
         return {
+            "observer": self.observer,
+            "certificate": self.certificate,
+            "ex_post": self.ex_post,
             "epsilon": self.epsilon,
             "delta": self.delta,
             "order": self.order,

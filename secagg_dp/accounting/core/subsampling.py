@@ -39,6 +39,7 @@ __all__ = [
     "poisson_subsampled_gaussian_log_am1",
     "poisson_subsampled_gaussian_rdp",
     "poisson_subsampled_rdp",
+    "revealed_participation_rdp",
 ]
 
 _LOG2 = math.log(2.0)
@@ -491,3 +492,24 @@ def wor_subsampled_gaussian_rdp(noise_multiplier: Any, rate: Any, orders: Any) -
     z = _check_noise("noise_multiplier", noise_multiplier)
     sub = _from_log_am1(a, lambda ints: wor_subsampled_gaussian_log_am1(z, rate, ints))
     return np.minimum(sub, a / (2.0 * z[..., None] ** 2))
+
+
+def revealed_participation_rdp(base_rdp: Any, rate: float, orders: Any) -> np.ndarray:
+    """RDP when a data-independent participation flag ~ Bernoulli(rate) is visible to the observer:
+    eps(a) = 1/(a-1) log(1 + rate expm1((a-1) eps_base(a))).
+
+    Exact for a revealed flag (the Rényi moment of an output (flag, Y) is the flag-weighted sum of the
+    moments, 1 for flag = 0); for a hidden flag it is the joint-convexity upper bound (any unit of privacy,
+    both directions). Used for the secure-aggregation server, which sees who took part. ``base_rdp`` has
+    the orders on its last axis."""
+    a = check_orders(orders)
+    q = float(rate)
+    if not 0.0 <= q <= 1.0:
+        raise ParameterError(f"Argument 'rate' must be a probability in [0, 1], not {rate!r}.")
+    eps = np.asarray(base_rdp, dtype=np.float64)
+    if q == 1.0:
+        return eps.copy()
+    if q == 0.0:
+        return np.zeros_like(eps)
+    a1 = a - 1.0
+    return np.logaddexp(0.0, math.log(q) + log_expm1(a1 * eps)) / a1

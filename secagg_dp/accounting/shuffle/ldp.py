@@ -55,12 +55,16 @@ NEIGHBOURING = "replace-one"
 
 @dataclass(frozen=True)
 class LDPResult:
-    """(ε, δ) after ``rounds`` compositions, with the best order and the method that produced it."""
+    """(ε, δ) after ``rounds`` compositions, with the best order and the method that produced it.
+
+    ``observer`` is "analyst": the figure covers whoever sees only the shuffled reports; a party that sees
+    each report before shuffling is protected by the local randomizer alone."""
 
     epsilon: float
     delta: float
     order: float
     method: str
+    observer: str = "analyst"
 
 
 def fmt_shuffle(eps0, delta0, n, delta1):
