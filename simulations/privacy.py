@@ -10,11 +10,11 @@ What is certified (every number an upper bound; neighbouring relation stated in 
   subsampled without replacement at rate k/n (WBK19 Thm 9, capped by the base RDP).
   gamma = p (1 - p')^3: a client is in the sum iff it checked in (own coin p) and did not drop at
   advertise_keys, share_keys or masked_input (probability p' each); one that drops earlier contributes
-  neither data nor noise, which is exactly what the mixture over K models (seed 000 Sec. 3.2 with the
+  neither data nor noise, which is exactly what the mixture over K models (SCI22 Sec. 3.2 with the
   per-stage dropout model of the simulator).
 * ``task = "logreg"`` (sample level, ``add-remove`` of one training example): the k-client base is
   ``secagg_dp.accounting.checkin.local_steps.LocalStepsDDG`` / ``LocalStepsSkellam``: S local steps, each the
-  sum-dominating mechanism with the k clients' joint noise (seed 004 Def. 4.2, Lemmas 4.3-4.6, Thm 4.7),
+  sum-dominating mechanism with the k clients' joint noise (Hei24 Def. 4.2, Lemmas 4.3-4.6, Thm 4.7),
   Poisson rate q inside the client via joint convexity, sensitivities Delta_2, Delta_1 of ONE encoded sample
   (each per-sample gradient is clipped and rounded on its own). Client check-in amplifies through joint
   convexity at rate k/n only (``SubsampledCheckin(amplification="joint-convexity")``): WBK19 Thm 9 needs
@@ -75,7 +75,7 @@ class CheckinRound(PrivacyEvent):
     """One simulated round of distributed check-in over ``clients`` clients.
 
     With ``gamma``: K ~ Bin(n, gamma) clients are in the sum and
-    eps(a) <= 1/(a-1) log(1 + sum_k P(K=k) expm1((a-1) eps'_k(a))) (seed 000 Thm 1 / Eq. 5, seed 001
+    eps(a) <= 1/(a-1) log(1 + sum_k P(K=k) expm1((a-1) eps'_k(a))) (SCI22 Thm 1 / Eq. 5, LHT22
     Thm 2 & 4; :func:`secagg_dp.accounting.checkin.mixture.checkin_rdp`), eps'_k from ``provider``. With
     ``sample_size`` m (fixed-size sampling without replacement): the k = m term alone,
     eps(a) = log(1 + expm1((a-1) eps'_m(a)))/(a-1). Integer orders only. The neighbouring relation is
@@ -268,7 +268,7 @@ def _logreg_provider(cfg, plan):  # noqa: ANN001, ANN202
     """Sample-level (add-remove) provider: S local steps with joint noise, inside the check-in mixture.
 
     Base (k clients): ``LocalStepsDDG`` / ``LocalStepsSkellam`` of ``secagg_dp.accounting.checkin.local_steps``
-    (seed 004 Thm 4.7: S-fold composition of the per-step sum-dominating mechanism with the k clients'
+    (Hei24 Thm 4.7: S-fold composition of the per-step sum-dominating mechanism with the k clients'
     noise; Poisson rate q inside each client by joint convexity) with Delta_2, Delta_1 of one encoded
     sample on the grid. Check-in: joint convexity at rate k/n (valid for any unit of privacy)."""
     from secagg_dp.accounting.checkin import mixture as ck

@@ -1,7 +1,7 @@
-"""Dropouts in distributed check-in (seed 000 Sec. 3.2) and under-delivered noise.
+"""Dropouts in distributed check-in (SCI22 Sec. 3.2) and under-delivered noise.
 
 * Check-in probability p and independent dropout probability p' give the effective check-in rate
-  gamma = p (1 - p') (seed 000 Sec. 3.2).
+  gamma = p (1 - p') (SCI22 Sec. 3.2).
 * Per-stage dropout of secure aggregation: a client that drops *before its masked input is received*
   contributes neither data nor noise, exactly as if it had not checked in, so only those stages thin the
   check-in; a client dropping after its masked input arrived is still in the sum (its mask is removed by
@@ -42,7 +42,7 @@ __all__ = [
 
 
 def effective_checkin_rate(p: float, dropout: float) -> float:
-    """gamma = p (1 - p') (seed 000 Sec. 3.2)."""
+    """gamma = p (1 - p') (SCI22 Sec. 3.2)."""
     p = check_probability("p", p)
     dropout = check_probability("dropout", dropout)
     return p * (1.0 - dropout)

@@ -1,4 +1,4 @@
-"""Multiple local DP-SGD steps with joint noise scaling (seed 004: Def. 4.2, Lemmas 4.3-4.6, Thm 4.7, Appendix).
+"""Multiple local DP-SGD steps with joint noise scaling (Hei24: Def. 4.2, Lemmas 4.3-4.6, Thm 4.7, Appendix).
 
 Sample-level DP. Each participating client runs S local steps; step s clips per-sample gradients to C_s,
 adds noise of std C_s sigma_s, samples its minibatch by Poisson sampling with rate q, and the summed
@@ -6,11 +6,11 @@ update goes through secure aggregation. By Thm 4.7 (with Lemma 4.6: releasing th
 least as informative as their total) each step is accounted with a *sum-dominating* mechanism: for
 infinitely divisible noise (Lemma 4.3: Gaussian, Skellam) the step is one additive mechanism with the
 clients' noise added up. Heterogeneous learning rates gamma_i = gamma_1 / l_i, clipping C_i, noise sigma_i
-(seed 004 Appendix, Eqs. 22-24): variance sum_i C_i^2 sigma_i^2 / l_i^2, sensitivity max_i C_i / l_i.
+(Hei24 Appendix, Eqs. 22-24): variance sum_i C_i^2 sigma_i^2 / l_i^2, sensitivity max_i C_i / l_i.
 Clients with more steps are *fused* (Appendix, Eqs. 26-27): m consecutive steps become one step with
 sensitivity sum of their clipping norms (triangle inequality) and noise variance the sum of theirs.
 
-Neighbouring relation: ``add-remove`` of one sample (seed 004's "unbounded" DP) for Poisson q < 1
+Neighbouring relation: ``add-remove`` of one sample (Hei24's "unbounded" DP) for Poisson q < 1
 (Mironov, Talwar & Zhang 2019, exact integer-order RDP for the Gaussian). With q = 1 both relations are
 available (``replace-one`` doubles the sensitivity). For Skellam / distributed discrete Gaussian with
 q < 1 we use the generic joint-convexity bound 1/(a-1) log(1 + q expm1((a-1) eps(a))) (valid in both
@@ -68,7 +68,7 @@ class LocalStep:
 
 
 def fuse_steps(steps: Sequence[LocalStep], groups: int) -> list[LocalStep]:
-    """Fuse a client's steps into ``groups`` consecutive groups (seed 004 Appendix, Eqs. 26-27).
+    """Fuse a client's steps into ``groups`` consecutive groups (Hei24 Appendix, Eqs. 26-27).
 
     A fused step has sensitivity sum of the clipping norms and noise variance sum of the variances; all
     steps of a group must share the learning-rate ratio (they are summed with the same weight)."""
@@ -88,7 +88,7 @@ def fuse_steps(steps: Sequence[LocalStep], groups: int) -> list[LocalStep]:
 def sum_dominating_step(steps: Sequence[LocalStep]) -> tuple[float, float]:
     """(noise variance, L2 sensitivity) of the sum-dominating Gaussian for one step across clients.
 
-    Variance sum_i C_i^2 sigma_i^2 / l_i^2, sensitivity max_i C_i / l_i (seed 004 Appendix after Eq. 24).
+    Variance sum_i C_i^2 sigma_i^2 / l_i^2, sensitivity max_i C_i / l_i (Hei24 Appendix after Eq. 24).
     Sensitivity is per sample under add/remove (double it for replace-one)."""
     if not steps:
         raise ParameterError("Argument 'steps' must be non-empty.")
@@ -158,7 +158,7 @@ class LocalStepsSkellam:
 @dataclass(frozen=True)
 class LocalStepsDDG:
     """k clients x S steps of distributed discrete Gaussian noise (sum-dominated in the sense of Def. 4.2
-    via the Kairouz-Liu-Steinke bound, seed 004 footnote 3); q < 1 via joint convexity."""
+    via the Kairouz-Liu-Steinke bound, Hei24 footnote 3); q < 1 via joint convexity."""
 
     sigma: float
     dim: int
@@ -232,7 +232,7 @@ def table1_comparison(
     parties: Sequence[int] = (1, 2, 5, 10), step_counts: Sequence[int] = (1, 10, 50),
     sample_rate: float = 0.1, epsilon: float = 5.0, delta: float = 1e-5,
 ) -> list[dict]:
-    """Seed 004 Table 1 with our accountant: calibrate sigma_LDP for one party (eps = 5, delta = 1e-5,
+    """Hei24 Table 1 with our accountant: calibrate sigma_LDP for one party (eps = 5, delta = 1e-5,
     add/remove, Poisson 0.1; 1 step, 1 epoch = 10 steps, 5 epochs = 50 steps), then average N models:
     joint noise sigma_total = sqrt(N) sigma_LDP (Thm 4.7 / Lemma 4.3), same S steps."""
     rows = []
