@@ -16,7 +16,7 @@ def register_account(subparsers: argparse._SubParsersAction) -> None:
             "Certify T rounds of distributed check-in: K ~ Bin(n, gamma) clients take part, each adds noise of "
             "std S (relative to the clip norm C = 1); the k-client sum is subsampled without replacement at "
             "rate k/n (WBK19 Thm 27 for the Gaussian, Thm 9 otherwise, capped by the base RDP). Prints the "
-            "seed-style mixture certificate and the window certificate side by side."
+            "full mixture certificate and the window certificate side by side."
         ),
     )
     p.add_argument("--n", type=int, required=True, help="number of clients N")
@@ -35,7 +35,7 @@ def register_account(subparsers: argparse._SubParsersAction) -> None:
                    help="delta charged for check-in counts outside the window: T*P(out) (conditioning, default) "
                         "or (1+e^eps)*T*P(out) (coupling, the looser total-variation bound)")
     p.add_argument("--local-steps", type=int, default=None,
-                   help="local DP-SGD steps per round (sample-level, add-remove, seed 004 Thm 4.7)")
+                   help="local DP-SGD steps per round (sample-level, add-remove, Heikkila 2024 Thm 4.7)")
     p.add_argument("--sample-rate", type=float, default=1.0, help="Poisson sampling rate q inside each client")
     p.add_argument("--scale", type=float, default=256.0,
                    help="ddg/skellam: grid points per unit of C (sensitivities 2*scale, noise sigma*scale)")
@@ -43,8 +43,8 @@ def register_account(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-order", type=int, default=256, help="largest integer RDP order (default 256)")
     p.add_argument("--amplification", choices=("auto", "thm9"), default="auto",
                    help="subsampling bound: auto = WBK19 Thm 27 for gaussian, Thm 9 for ddg/skellam (tightest); "
-                        "thm9 = Thm 9 for every mechanism (the issue's known answer 2.204708 uses it)")
-    p.add_argument("--baselines", action="store_true", help="also print the labelled seed baselines")
+                        "thm9 = Thm 9 for every mechanism")
+    p.add_argument("--baselines", action="store_true", help="also print the labelled baselines (strong composition, Chernoff shortcut)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--rdp", action="store_true", help="with --json: add the composed RDP per order")
     p.set_defaults(handler=_handle)
