@@ -45,6 +45,7 @@ raise one :class:`~secagg_dp.errors.ConfigError` naming the key, before a single
     [study]                     # optional: a grid of variants, each a full run
     grid = { "population.dropout" = [0.0, 0.1, 0.3, 0.5] }
     x = "epsilon"               # plotted x-axis: "epsilon" | "round" (per round) | a swept key (per variant)
+    seeds = 1                   # runs per variant, with root seeds seed, seed+1, ...: plots show mean ± std
 
 Overrides (``key=value`` on the command line) use dotted keys, e.g. ``population.dropout=0.3``;
 values are parsed as TOML values (``mode="crypto"`` and ``mode=crypto`` both work).
@@ -102,7 +103,7 @@ DEFAULTS: dict[str, Any] = {
         "unit": "client",
     },
     "task": {"name": "mean", "dim": 256, "local_steps": 1, "sample_rate": 0.5, "learning_rate": 2.0},
-    "study": {"grid": {}, "x": "epsilon"},
+    "study": {"grid": {}, "x": "epsilon", "seeds": 1},
 }
 
 _TASK_KEYS = {"mean": {"name", "dim"}, "logreg": {"name", "local_steps", "sample_rate", "learning_rate"}}
@@ -250,8 +251,10 @@ class TaskParams:
 class StudyParams:
     grid: dict[str, list[Any]] = field(default_factory=dict)
     x: str = "epsilon"
+    seeds: int = 1
 
     def __post_init__(self) -> None:
+        _int("study.seeds", self.seeds, lo=1, hi=100)
         if not isinstance(self.grid, dict):
             raise _err("study.grid", "a table of key = [values]", self.grid)
         for k, v in self.grid.items():
@@ -437,7 +440,7 @@ def expand_study(cfg: SimConfig) -> list[tuple[str, dict[str, Any], SimConfig]]:
         return [(cfg.name, {}, cfg)]
     keys = list(grid)
     base = cfg.as_dict()
-    base["study"] = {"grid": {}, "x": cfg.study.x}
+    base["study"] = {"grid": {}, "x": cfg.study.x, "seeds": 1}
     if base["secagg"]["threshold"] is not None:
         base["secagg"]["threshold_fraction"] = None
     variants = []
@@ -453,7 +456,7 @@ def expand_study(cfg: SimConfig) -> list[tuple[str, dict[str, Any], SimConfig]]:
                 executor=doc["executor"], scheduler=doc["scheduler"],
                 population=Population(**doc["population"]), secagg=SecAggParams(**doc["secagg"]),
                 privacy=PrivacyParams(**doc["privacy"]), task=TaskParams(**doc["task"]),
-                study=StudyParams(grid={}, x=cfg.study.x),
+                study=StudyParams(grid={}, x=cfg.study.x, seeds=1),
             )
         except ConfigError as exc:
             raise ConfigError(f"Study variant {label}: {exc}") from exc

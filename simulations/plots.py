@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["plot_run", "plot_study", "metric_name"]
+__all__ = ["plot_run", "plot_study", "metric_name", "describe"]
 
 
 def _plt():
@@ -31,6 +31,34 @@ def _series(doc: dict[str, Any], metric: str) -> tuple[list[int], list[float], l
     return rounds, eps, vals
 
 
+_STYLES = (("o", "-"), ("s", "--"), ("^", "-."), ("D", ":"), ("v", (0, (5, 1))), ("P", (0, (3, 1, 1, 1))))
+
+
+def _style(i: int) -> dict[str, Any]:
+    """Distinct colour, hollow marker and line style per series, so coinciding series stay visible."""
+    marker, ls = _STYLES[i % len(_STYLES)]
+    return {"color": f"C{i % 10}", "marker": marker, "linestyle": ls, "mfc": "none", "ms": 5}
+
+
+def describe(doc: dict[str, Any], swept: tuple[str, ...] = ()) -> str:
+    """The run's parameters for a title: n, p, p', z, bits, mechanism, δ; swept keys are marked."""
+    c = doc["config"]
+    parts = [
+        ("population.clients", "n", c["population"]["clients"]),
+        ("population.checkin", "p", c["population"]["checkin"]),
+        ("population.dropout", "p'", c["population"]["dropout"]),
+        ("privacy.noise_multiplier", "z", c["privacy"]["noise_multiplier"]),
+        ("secagg.bits", "bits", c["secagg"]["bits"]),
+        ("privacy.mechanism", "noise", c["privacy"]["mechanism"]),
+        ("privacy.delta", "δ", c["privacy"]["delta"]),
+        ("rounds", "T", c["rounds"]),
+    ]
+    if c["task"]["name"] == "logreg":
+        parts.append(("task.local_steps", "local steps", c["task"]["local_steps"]))
+    return ", ".join(f"{short}={'swept' if key in swept else (f'{v:g}' if isinstance(v, float) else v)}"
+                     for key, short, v in parts)
+
+
 def plot_run(doc: dict[str, Any], out_dir: str | Path) -> list[Path]:
     """metric and certified epsilon against rounds, and metric against epsilon; returns the PNG paths."""
     plt = _plt()
@@ -39,7 +67,7 @@ def plot_run(doc: dict[str, Any], out_dir: str | Path) -> list[Path]:
     rounds, eps, vals = _series(doc, metric)
     all_rounds = [r["round"] for r in doc["rounds"]]
     all_eps = [r["epsilon"] for r in doc["rounds"]]
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     axes[0].plot(rounds, vals, marker="o", ms=3)
     axes[0].set_xlabel("round")
     axes[0].set_ylabel(metric)
@@ -48,7 +76,7 @@ def plot_run(doc: dict[str, Any], out_dir: str | Path) -> list[Path]:
     axes[1].plot(all_rounds, all_eps, marker="o", ms=3, color="C1")
     axes[1].set_xlabel("round")
     axes[1].set_ylabel(f"certified ε (δ={doc['privacy']['delta']:g})")
-    fig.suptitle(doc["config"]["name"])
+    fig.suptitle(f"{doc['config']['name']} (seed {doc['config']['seed']})\n{describe(doc)}", fontsize=9)
     fig.tight_layout()
     path = out / "rounds.png"
     fig.savefig(path, dpi=110)
@@ -60,7 +88,9 @@ def plot_study(study: dict[str, Any], out_dir: str | Path) -> list[Path]:
     """A study's ``study.png``. ``x = "epsilon"`` or ``"round"``: one line per variant, the metric against
     certified epsilon (or round) and epsilon against round. ``x`` = a swept key (e.g.
     ``"population.dropout"``): the metric averaged over the scored rounds and the final certified epsilon
-    against that key, one line per combination of the other swept keys."""
+    against that key, one line per combination of the other swept keys. With several seeds per variant
+    the metric is the mean over seeds with ± one standard deviation as error bars; the title gives the
+    run's parameters and the number of seeds."""
     plt = _plt()
     out = Path(out_dir)
     runs = study["runs"]
@@ -69,7 +99,8 @@ def plot_study(study: dict[str, Any], out_dir: str | Path) -> list[Path]:
     metric = metric_name(runs[0]["results"])
     x_key = study["study"].get("x", "epsilon")
     delta = runs[0]["results"]["privacy"]["delta"]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    n_seeds = len({r.get("seed") for r in runs})
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     if x_key in ("epsilon", "round"):
         _per_round(axes, runs, metric, x_key)
     else:
@@ -81,7 +112,9 @@ def plot_study(study: dict[str, Any], out_dir: str | Path) -> list[Path]:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
-    fig.suptitle(study["study"]["name"])
+    swept = tuple(study["study"].get("grid", {}))
+    seeds = f"mean ± std over {n_seeds} seeds" if n_seeds > 1 else "1 seed"
+    fig.suptitle(f"{study['study']['name']} ({seeds})\n{describe(runs[0]['results'], swept)}", fontsize=9)
     fig.tight_layout()
     path = out / "study.png"
     fig.savefig(path, dpi=110)
@@ -89,20 +122,43 @@ def plot_study(study: dict[str, Any], out_dir: str | Path) -> list[Path]:
     return [path]
 
 
+def _by_label(runs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        groups.setdefault(run["label"], []).append(run)
+    return groups
+
+
+def _mean_std(values: list[float]) -> tuple[float, float]:
+    if not values:
+        return float("nan"), float("nan")
+    m = sum(values) / len(values)
+    return m, (sum((v - m) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else 0.0
+
+
 def _per_round(axes, runs: list[dict[str, Any]], metric: str, x_key: str) -> None:  # noqa: ANN001
-    for i, run in enumerate(runs):
-        doc = run["results"]
-        rounds, eps, vals = _series(doc, metric)
-        axes[0].plot(eps if x_key == "epsilon" else rounds, vals, marker="o", ms=3, label=run["label"], color=f"C{i % 10}")
-        all_eps = [r["epsilon"] for r in doc["rounds"]]
-        axes[1].plot(range(1, len(all_eps) + 1), all_eps, marker=".", label=run["label"], color=f"C{i % 10}")
+    for i, (label, group) in enumerate(_by_label(runs).items()):
+        per_round: dict[int, list[float]] = {}
+        eps_at: dict[int, float] = {}
+        for run in group:
+            for r in run["results"]["rounds"]:
+                eps_at[r["round"]] = r["epsilon"]  # the certificate depends on the config, not the seed
+                if metric in r["metrics"]:
+                    per_round.setdefault(r["round"], []).append(r["metrics"][metric])
+        xs = sorted(per_round)
+        stats = [_mean_std(per_round[x]) for x in xs]
+        xplot = [eps_at[x] for x in xs] if x_key == "epsilon" else xs
+        axes[0].errorbar(xplot, [m for m, _ in stats], yerr=[s for _, s in stats], capsize=2, label=label,
+                         **_style(i))
+        rounds = sorted(eps_at)
+        axes[1].plot(rounds, [eps_at[r] for r in rounds], label=label, **_style(i))
     axes[0].set_xlabel("certified ε" if x_key == "epsilon" else "round")
     axes[0].set_ylabel(metric)
     axes[1].set_xlabel("round")
 
 
 def _swept(axes, runs: list[dict[str, Any]], metric: str, x_key: str) -> None:  # noqa: ANN001
-    groups: dict[str, list[tuple[Any, float, float]]] = {}
+    groups: dict[str, dict[Any, tuple[list[float], float]]] = {}
     for run in runs:
         values = run["values"]
         rest = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in values.items() if k != x_key)
@@ -110,14 +166,21 @@ def _swept(axes, runs: list[dict[str, Any]], metric: str, x_key: str) -> None:  
         _, _, vals = _series(doc, metric)
         mean = sum(vals) / len(vals) if vals else float("nan")
         final = doc["rounds"][-1]["epsilon"] if doc["rounds"] else float("nan")
-        groups.setdefault(rest, []).append((values[x_key], mean, final))
+        means, _ = groups.setdefault(rest, {}).setdefault(values[x_key], ([], final))
+        means.append(mean)
+    xs_all = sorted({x for pts in groups.values() for x in pts})
+    gap = min((b - a for a, b in zip(xs_all, xs_all[1:])), default=1.0)
     for i, (label, pts) in enumerate(groups.items()):
-        pts.sort(key=lambda p: p[0])
-        xs = [p[0] for p in pts]
-        axes[0].plot(xs, [p[1] for p in pts], marker="o", ms=4, label=label or None, color=f"C{i % 10}")
-        axes[1].plot(xs, [p[2] for p in pts], marker="o", ms=4, label=label or None, color=f"C{i % 10}")
+        xs = sorted(pts)
+        # a small horizontal offset per series keeps coinciding series apart; the tick labels stay exact
+        shift = (i - (len(groups) - 1) / 2) * 0.06 * gap
+        stats = [_mean_std(pts[x][0]) for x in xs]
+        axes[0].errorbar([x + shift for x in xs], [m for m, _ in stats], yerr=[s for _, s in stats], capsize=2,
+                         label=label or None, **_style(i))
+        axes[1].plot([x + shift for x in xs], [pts[x][1] for x in xs], label=label or None, **_style(i))
     name = x_key.split(".")[-1]
-    axes[0].set_xlabel(name)
+    for ax in axes:
+        ax.set_xlabel(name)
+        ax.set_xticks(xs_all)
     axes[0].set_ylabel(f"{metric} (mean over rounds)")
-    axes[1].set_xlabel(name)
-    axes[1].set_title(f"after all rounds", fontsize=9)
+    axes[1].set_title("after all rounds", fontsize=9)

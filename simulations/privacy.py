@@ -10,7 +10,7 @@ What is certified (every number an upper bound; neighbouring relation stated in 
   subsampled without replacement at rate k/n (WBK19 Thm 9, capped by the base RDP).
   gamma = p (1 - p')^3: a client is in the sum iff it checked in (own coin p) and did not drop at
   advertise_keys, share_keys or masked_input (probability p' each); one that drops earlier contributes
-  neither data nor noise, which is exactly what the mixture over K models (seed 000 Sec. 3.2 with the
+  neither data nor noise, which is exactly what the mixture over K models (SCI22 Sec. 3.2 with the
   per-stage dropout model of the simulator).
 * ``task = "logreg"`` with ``privacy.unit = "client"`` (default; DP-FedAvg with distributed noise): each client
   clips its whole S-step update to C and adds its noise once, so the round is the same client-level
@@ -85,7 +85,7 @@ class CheckinRound(PrivacyEvent):
     """One simulated round of distributed check-in over ``clients`` clients.
 
     With ``gamma``: K ~ Bin(n, gamma) clients are in the sum and
-    eps(a) <= 1/(a-1) log(1 + sum_k P(K=k) expm1((a-1) eps'_k(a))) (seed 000 Thm 1 / Eq. 5, seed 001
+    eps(a) <= 1/(a-1) log(1 + sum_k P(K=k) expm1((a-1) eps'_k(a))) (SCI22 Thm 1 / Eq. 5, LHT22
     Thm 2 & 4; :func:`secagg_dp.accounting.checkin.mixture.checkin_rdp`), eps'_k from ``provider``. With
     ``sample_size`` m (fixed-size sampling without replacement): the k = m term alone,
     eps(a) = log(1 + expm1((a-1) eps'_m(a)))/(a-1). Integer orders only. The neighbouring relation is

@@ -29,7 +29,8 @@ def run(
     """Run ``cfg`` (a single scenario, or every variant of its ``[study]`` grid) into ``out_dir``.
 
     Every variant is validated (including the bit-width feasibility) before the first one starts. A study
-    uses one root seed for all variants so they see the same data, check-in coins and noise seeds.
+    uses one root seed for all variants so they see the same data, check-in coins and noise seeds; with
+    ``study.seeds = m`` every variant runs m times, with root seeds root, root + 1, ..., root + m - 1.
     """
     from simulations.runner import plan, run_scenario
 
@@ -41,7 +42,8 @@ def run(
 
     for _, _, v in variants:  # every variant's codec budget and certificate, before any work
         make_accountant(v, plan(v, root), None).close()
-    if not cfg.study.grid:
+    seeds = cfg.study.seeds
+    if not cfg.study.grid and seeds == 1:
         doc = run_scenario(variants[0][2], out, executor=executor, progress=progress, on_round=on_round)
         if plots:
             from simulations.plots import plot_run
@@ -52,20 +54,23 @@ def run(
     study: dict[str, Any] = {
         "schema": STUDY_SCHEMA,
         "status": "running",
-        "study": {"name": cfg.name, "grid": cfg.study.grid, "x": cfg.study.x, "seed": root},
+        "study": {"name": cfg.name, "grid": cfg.study.grid, "x": cfg.study.x, "seed": root, "seeds": seeds},
         "runs": [],
     }
     try:
-        for i, (label, vals, v) in enumerate(variants):
-            sub = out / _slug(i, label)
-            doc = run_scenario(v, sub, executor=executor, progress=progress, on_round=on_round)
-            if plots:
-                from simulations.plots import plot_run
+        for i, (label, vals, variant) in enumerate(variants):
+            for j in range(seeds):
+                v = _with_seed(variant, (root + j) % 2**63)
+                sub = out / (_slug(i, label) + (f"-seed{j}" if seeds > 1 else ""))
+                doc = run_scenario(v, sub, executor=executor, progress=progress, on_round=on_round)
+                if plots:
+                    from simulations.plots import plot_run
 
-                doc["plots"] = [p.name for p in plot_run(doc, sub)]
-                write_atomic(sub / "results.json", doc)
-            study["runs"].append({"label": label, "values": vals, "out": sub.name, "results": doc})
-            write_atomic(out / "results.json", study)
+                    doc["plots"] = [p.name for p in plot_run(doc, sub)]
+                    write_atomic(sub / "results.json", doc)
+                study["runs"].append(
+                    {"label": label, "values": vals, "seed": v.seed, "out": sub.name, "results": doc})
+                write_atomic(out / "results.json", study)
         study["status"] = "complete"
     except KeyboardInterrupt:
         study["status"] = "interrupted"
@@ -97,7 +102,7 @@ def summary_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
         res = run["results"]
         s = res["summary"]
         row = {
-            "run": run["label"],
+            "run": run["label"] + (f" seed={run['seed']}" if doc.get("study", {}).get("seeds", 1) > 1 else ""),
             "mode": res["config"]["mode"],
             "rounds": s.get("rounds_completed", 0),
             "included/round": s.get("mean_included", 0.0),

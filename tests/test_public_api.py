@@ -1,32 +1,30 @@
-"""Every public name is exported, has a docstring (callables) and is documented (README.md or docs/)."""
+"""Every public name is exported and has a docstring (callables); README.md keeps the two quick-start commands.
+
+That every public name is documented (in the user guide or its API reference) is checked in
+tests/docs/test_docs.py.
+"""
 
 from __future__ import annotations
 
 import importlib
 import inspect
-import re
 from pathlib import Path
 
 import pytest
 
-_ROOT = Path(__file__).resolve().parents[1]
-README = (_ROOT / "README.md").read_text()
-# Documented = named in README.md or in a page under docs/ (the README is becoming a front page).
-DOCS = "\n".join([README, *(p.read_text() for p in sorted((_ROOT / "docs").rglob("*.md")))])
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 PACKAGES = ["secagg_dp.noise", "secagg_dp.quantize", "secagg_dp.zq", "secagg_dp.crypto", "protocols",
             "secagg_dp.accounting", "secagg_dp.errors", "secagg_dp.rng"]
 
 
 @pytest.mark.parametrize("module_name", PACKAGES)
-def test_public_names_exist_are_documented_and_in_readme(module_name):
+def test_public_names_exist_and_have_docstrings(module_name):
     mod = importlib.import_module(module_name)
     assert mod.__all__, f"{module_name} has an empty __all__"
     for name in mod.__all__:
         obj = getattr(mod, name)  # AttributeError if __all__ lists a missing name
         if callable(obj) or inspect.ismodule(obj):
             assert inspect.getdoc(obj), f"{module_name}.{name} lacks a docstring"
-        assert re.search(rf"(?<![\w.]){re.escape(name)}\b", DOCS.replace("secagg_dp.errors.", "")), (
-            f"{module_name}.{name} is not documented in README.md or docs/")
 
 
 def test_readme_quick_start_is_the_two_documented_commands():

@@ -13,6 +13,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from secagg_dp import __version__
 from secagg_dp.errors import SecAggDPError
 
 # (module, function, group): group None registers a top-level subcommand.
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="secagg-dp",
         description="Secure aggregation with discrete DP noise: simulate, verify, account, calibrate.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     groups: dict[str, argparse._SubParsersAction] = {}
     for name, help_text in (

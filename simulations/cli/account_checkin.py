@@ -53,8 +53,8 @@ def register_account(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-order", type=int, default=256, help="largest integer RDP order (default 256)")
     p.add_argument("--amplification", choices=("auto", "thm9"), default="auto",
                    help="subsampling bound: auto = WBK19 Thm 27 for gaussian, Thm 9 for ddg/skellam (tightest); "
-                        "thm9 = Thm 9 for every mechanism (the issue's known answer 2.204708 uses it)")
-    p.add_argument("--baselines", action="store_true", help="also print the labelled seed baselines")
+                        "thm9 = Thm 9 for every mechanism")
+    p.add_argument("--baselines", action="store_true", help="also print the labelled baselines (strong composition, Chernoff shortcut)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--rdp", action="store_true", help="with --json: add the composed RDP per order")
     p.set_defaults(handler=_handle)

@@ -32,13 +32,13 @@ def register_account(subparsers) -> None:
     """Register ``secagg-dp account shuffle-gaussian`` and ``account shuffled-checkin`` (issue 6)."""
     p = subparsers.add_parser(
         "shuffle-gaussian",
-        help="shuffle Gaussian RDP (seed 003 Thm 1): a LOWER bound; --bound upper gives Corollary 1",
+        help="shuffle Gaussian RDP (Liew-Takahashi 2022 Thm 1): a LOWER bound; --bound upper gives Corollary 1",
     )
     _common(p, 256)
     p.add_argument("--sigma", type=float, required=True, help="per-report Gaussian noise (sensitivity 1)")
     p.add_argument("--bound", choices=("lower", "upper"), default="lower")
     p.add_argument("--conversion", choices=("cks", "mironov"), default="cks",
-                   help="RDP->DP: seed 003 Lemma 2 (CKS/Balle, default) or Mironov Prop. 3")
+                   help="RDP->DP: Canonne-Kamath-Steinke 2020 Prop. 12 (default) or Mironov 2017 Prop. 3")
     p.set_defaults(handler=_handle_gaussian)
 
     q = subparsers.add_parser(

@@ -1,6 +1,6 @@
 """Baselines for distributed check-in (for comparison only; labelled, never the headline certificate).
 
-* :func:`strong_composition_baseline` -- seed 000 Sec. 5.1: with high probability l1 <= K <= l2; then one
+* :func:`strong_composition_baseline` -- SCI22 Sec. 5.1: with high probability l1 <= K <= l2; then one
   round is at worst a Gaussian with noise std sqrt(l1) sigma (sensitivity 2, replace-one) subsampled
   without replacement at rate l2/n: per-round (eps0, delta0) from the analytic Gaussian (Balle & Wang
   2018, Thm 8) and the amplification eps0 = log(1 + q(e^eps - 1)), delta0 = q delta (Balle, Barthe &
@@ -8,7 +8,7 @@
   (Dwork, Rothblum & Vadhan 2010) or basic composition, whichever is smaller. delta = T(delta1 + delta2)
   + T delta0 + delta' (the seed adds delta1 + delta2 once; we union-bound over the T rounds -- deviation on
   purpose, the seed's count is per round).
-* :func:`chernoff_shortcut_rdp` -- seed 000 Eq. 11 / seed 003 Thm 3: 1/(lam-1) log(exp((lam-1) eps_1 -
+* :func:`chernoff_shortcut_rdp` -- SCI22 Eq. 11 / LT22 Thm 3: 1/(lam-1) log(exp((lam-1) eps_1 -
   D^2 n gamma/2) + exp((lam-1) eps_{(1-D) n gamma + 1})), minimised over D. It assumes eps'_k is
   non-increasing in k, which holds for the draft's fixed rate gamma (used here, as in the seed) but NOT for
   rate k/n (eps'_k grows with k in the bulk), so this is a comparison, not a certificate.
@@ -49,7 +49,7 @@ def analytic_gaussian_epsilon(sensitivity: float, std: float, delta: float) -> f
 
 
 def strong_composition_baseline(n: int, gamma: float, sigma: float, rounds: int, delta: float) -> dict:
-    """Seed 000 Sec. 5.1 baseline (replace-one, C = 1, per-client std sigma). Returns eps and the split."""
+    """SCI22 Sec. 5.1 baseline (replace-one, C = 1, per-client std sigma). Returns eps and the split."""
     n = check_int("n", n, lo=1)
     gamma = check_probability("gamma", gamma, allow_zero=False)
     sigma = check_real("sigma", sigma, lo=0.0, lo_open=True)
@@ -80,7 +80,7 @@ def strong_composition_baseline(n: int, gamma: float, sigma: float, rounds: int,
 def chernoff_shortcut_rdp(
     mechanism, n: int, gamma: float, orders: np.ndarray = DEFAULT_ORDERS, deltas: np.ndarray | None = None
 ) -> np.ndarray:
-    """Seed 000 Eq. 11 / seed 003 Thm 3 with the draft's rate gamma, minimised over D in ``deltas``."""
+    """SCI22 Eq. 11 / LT22 Thm 3 with the draft's rate gamma, minimised over D in ``deltas``."""
     orders = np.asarray(orders, dtype=np.int64)
     deltas = np.linspace(0.01, 0.99, 99) if deltas is None else np.asarray(deltas)
     prov = SubsampledCheckin(mechanism, n, rate="gamma", gamma=gamma)

@@ -27,7 +27,7 @@ class GaussianSum:
     """Sum of k clients' vectors (L2 norm <= clip) each with N(0, (sigma*clip)^2 I) noise; replace-one.
 
     Total noise variance k sigma^2 C^2, sensitivity 2C, so eps_k(a) = a (2C)^2 / (2 k sigma^2 C^2)
-    = 2a / (k sigma^2) (Mironov 2017, Prop. 7; seed 000 Thm 4 proof). Non-increasing in k.
+    = 2a / (k sigma^2) (Mironov 2017, Prop. 7; SCI22 Thm 4 proof). Non-increasing in k.
     """
 
     sigma: float

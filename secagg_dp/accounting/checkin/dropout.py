@@ -1,4 +1,4 @@
-"""Dropouts in distributed check-in (seed 000 Sec. 3.2) and under-delivered noise.
+"""Dropouts in distributed check-in (SCI22 Sec. 3.2) and under-delivered noise.
 
 * Check-in probability p and independent dropout probability p' at each of N stages before the masked input
   give the effective check-in rate gamma = p (1 - p')^N; N = 1 is the single-dropout model of the self

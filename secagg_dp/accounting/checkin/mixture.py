@@ -3,13 +3,13 @@
 Neighbouring relation: ``replace-one`` (client level) unless the per-k provider says otherwise (the
 local-steps provider of :mod:`secagg_dp.accounting.checkin.local_steps` is sample-level add/remove).
 
-RDP of one round (seed 000 Thm 1 / Eq. 5, seed 001 Thm 2 & Thm 4, with the k = 0 term kept):
+RDP of one round (SCI22 Thm 1 / Eq. 5, LHT22 Thm 2 & Thm 4, with the k = 0 term kept):
 
     eps(lam) <= 1/(lam-1) log sum_{k=0}^{n} P(K=k) exp((lam-1) eps'_k(lam))
               = 1/(lam-1) log(1 + sum_{k>=1} P(K=k) expm1((lam-1) eps'_k(lam)))
 
 where eps'_k is the RDP of the k-client base mechanism subsampled without replacement at rate k/n
-(seed 001; the draft seed 000 Thm 4 writes gamma, offered only as ``rate="gamma"``, a labelled comparison),
+(LHT22; the draft SCI22 Thm 4 writes gamma, offered only as ``rate="gamma"``, a labelled comparison),
 bounded by WBK19 Theorem 27 for a Gaussian base (Theorem 9 otherwise; ``amplification="thm9"``
 reproduces the issue's known answer) and capped by the base RDP. The subsampling bounds are the core's
 (:mod:`secagg_dp.accounting.core.subsampling`), evaluated for every k of a batch at once. The sum is exact on a core window of k around
@@ -82,7 +82,7 @@ _AMPLIFICATIONS = ("auto", "thm27", "thm9", "joint-convexity", "none")
 class SubsampledCheckin:
     """eps'_k = min(subsampled bound at rate q_k, base eps_k) for the k-client ``mechanism`` among n clients.
 
-    ``rate="k/n"`` (seed 001, correct) or ``rate="gamma"`` (seed 000 draft, labelled comparison only; then
+    ``rate="k/n"`` (LHT22, correct) or ``rate="gamma"`` (the SCI22 draft, labelled comparison only; then
     ``gamma`` must be given). ``amplification`` (all sampling without replacement, replace-one, WBK19):
 
     * ``"auto"`` (default, the tightest valid bound): Theorem 27 when the mechanism is a Gaussian sum
@@ -318,7 +318,7 @@ def checkin_rdp(
 
 def rdp_to_epsilon(rdp: np.ndarray, orders: np.ndarray, delta: float) -> tuple[float, int]:
     """(eps, best integer order) from RDP by the core conversion :func:`~secagg_dp.accounting.core.conversion.rdp_to_dp`
-    (CKS20 Prop. 12 = seed 001 Lemma 3); this wrapper only keeps the check-in argument order (rdp first)
+    (CKS20 Prop. 12 = LHT22 Lemma 3); this wrapper only keeps the check-in argument order (rdp first)
     and returns the order as an int. Warns :class:`LargestOrderWarning` when the optimum is the largest order.
     """
     delta = check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True)

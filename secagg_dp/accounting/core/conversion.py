@@ -1,11 +1,11 @@
 """Conversions between Rényi DP and (ε, δ)-DP (one implementation, used by every accountant).
 
-* :func:`rdp_to_dp` / :func:`dp_delta` — the certificate conversion (CKS20 Prop. 12 = seed 001 Lemma 3 =
-  seed 003 Lemma 2).
-* :func:`rdp_to_dp_mironov` — Mironov 2017 Prop. 3, looser; a labelled comparison only (seed 003 Table 1
+* :func:`rdp_to_dp` / :func:`dp_delta` — the certificate conversion (CKS20 Prop. 12 = LHT22 Lemma 3 =
+  LT22 Lemma 2).
+* :func:`rdp_to_dp_mironov` — Mironov 2017 Prop. 3, looser; a labelled comparison only (LT22 Table 1
   was computed with the CKS20 form, not this one).
 * :func:`pure_dp_to_rdp` / :func:`dp_to_rdp` — ε-DP → RDP (randomized response is the worst case).
-* :func:`dp_to_rdp_lemma1` — seed 001 Lemma 1 as printed: **not** an upper bound, never a certificate.
+* :func:`dp_to_rdp_lemma1` — LHT22 Lemma 1 as printed: **not** an upper bound, never a certificate.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def _best_order(a: np.ndarray, eps: np.ndarray, warn: bool) -> tuple[float, floa
 def rdp_to_dp_mironov(orders: Any, rdp: Any, delta: float, *, warn: bool = True) -> tuple[float, float]:
     """Mironov 2017, Proposition 3: ε = min_α r(α) + log(1/δ)/(α−1); returns (ε, optimal order).
 
-    Valid but looser than :func:`rdp_to_dp`; kept as a **labelled comparison** (seed 003 Table 1's numbers
+    Valid but looser than :func:`rdp_to_dp`; kept as a **labelled comparison** (LT22 Table 1's numbers
     come from the CKS20 form; this one gives ≈ 0.37 there instead of 0.228). Same edge cases and warning.
     """
     a, r, d = _check_conversion(orders, rdp, delta)
@@ -129,7 +129,7 @@ def pure_dp_to_rdp(epsilon: Any, orders: Any) -> np.ndarray:
 
     Every ε-DP pair is a post-processing of randomized response (Kairouz, Oh & Viswanath 2015, Thm 2.5),
     so by data processing ε(α) = 1/(α−1)·log((e^{αε} + e^{(1−α)ε})/(1 + e^{ε})) ≤ min(ε, αε²/2)
-    (= seed 001 Lemma 1 at δ = 0 evaluated at its optimum r = e^ε/(1 + e^ε)). ``epsilon`` may be an
+    (= LHT22 Lemma 1 at δ = 0 evaluated at its optimum r = e^ε/(1 + e^ε)). ``epsilon`` may be an
     array: the result has shape ``epsilon.shape + (len(orders),)``.
     """
     a = check_orders(orders)
@@ -150,7 +150,7 @@ def dp_to_rdp(epsilon: float, delta: float, orders: Any) -> np.ndarray:
     """RDP certificate implied by (ε, δ)-DP. Only δ = 0 has one (:func:`pure_dp_to_rdp`).
 
     For δ > 0 no finite RDP bound exists in general: the mechanism that outputs its input with probability
-    δ and ⊥ otherwise is (0, δ)-DP with D_α = ∞. Use :func:`dp_to_rdp_lemma1` only to reproduce seed 001.
+    δ and ⊥ otherwise is (0, δ)-DP with D_α = ∞. Use :func:`dp_to_rdp_lemma1` only to reproduce LHT22.
     """
     d = check_real("delta", delta, lo=0.0, hi=1.0)
     if d > 0.0:
@@ -163,7 +163,7 @@ def dp_to_rdp(epsilon: float, delta: float, orders: Any) -> np.ndarray:
 
 
 def dp_to_rdp_lemma1(epsilon: float, delta: float, orders: Any) -> np.ndarray:
-    """Seed 001 Lemma 1 as printed — **not an upper bound; never a certificate.**
+    """LHT22 Lemma 1 as printed — **not an upper bound; never a certificate.**
 
     ε(λ) = ε + 1/(λ−1)·log min_{r∈(δ,1)} [r^λ (r−δ)^{1−λ} + (1−r)^λ (e^ε − r + δ)^{1−λ}].
     Two independent findings: at δ = 0 the minimum is degenerate (r → 0 gives ε(λ) → 0, far below the

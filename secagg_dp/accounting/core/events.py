@@ -104,7 +104,7 @@ class Gaussian(PrivacyEvent):
 
 @dataclass(frozen=True)
 class DiscreteGaussian(PrivacyEvent):
-    """N_Z(0, σ²) per coordinate of an integer query, integer shift Δ₂: ε(α) = αΔ₂²/(2σ²) (seed 002 Thm 1)."""
+    """N_Z(0, σ²) per coordinate of an integer query, integer shift Δ₂: ε(α) = αΔ₂²/(2σ²) (WJ20 Thm 1)."""
 
     sigma: float
     l2_sensitivity: float

@@ -90,7 +90,7 @@ def gaussian_rdp(orders: Any, sigma: Any, l2_sensitivity: float) -> np.ndarray:
 def discrete_gaussian_rdp(orders: Any, sigma: float, l2_sensitivity: float) -> np.ndarray:
     """ε(α) = α·Δ₂²/(2σ²): one discrete Gaussian N_Z(0, σ²) per coordinate of an integer-valued query.
 
-    Seed 002 Theorem 1 (proved there for sensitivity 1); for integer shifts in d dimensions the bound with
+    WJ20 Theorem 1 (proved there for sensitivity 1); for integer shifts in d dimensions the bound with
     ‖Δ‖₂ follows from Canonne, Kamath & Steinke 2020, Proposition 5 (equality when (α−1)Δ is integral).
     """
     return gaussian_rdp(orders, sigma, l2_sensitivity)
@@ -159,7 +159,7 @@ def ddg_rdp(
     ε(α) = min{ αΔ₂²/(2nσ²) + τd,  (α/2)(Δ₂²/(nσ²) + 2τΔ₁/(√n σ) + τ²d),  (α/2)(Δ₂/(√n σ) + τ√d)² }
     with τ from :func:`ddg_tau` (Kairouz, Liu & Steinke 2021, Proposition 14 with Theorem 1), evaluated at
     integer orders; fractional orders by :func:`_fractional_by_interpolation`.
-    The sum of discrete Gaussians is *not* a discrete Gaussian (seed 002 Lemma 1 is inexact); τ pays for it.
+    The sum of discrete Gaussians is *not* a discrete Gaussian (WJ20 Lemma 1 is inexact); τ pays for it.
     ``n_clients`` may be an array (result shape ``n.shape + (len(orders),)``). Every branch is
     non-increasing in n and non-decreasing in τ, so ``tau`` ≥ τ_n (e.g. τ of a larger client count, for a
     block of client counts) still gives an upper bound; default ``ddg_tau(n_clients, sigma)``.

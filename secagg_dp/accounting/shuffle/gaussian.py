@@ -2,13 +2,13 @@
 
 Each of ``n`` users adds N(0, σ²) to a value of L2 sensitivity 1 and a trusted shuffler permutes the ``n``
 reports uniformly. For the single pair D = (0, …, 0), D' = (1, 0, …, 0) (replace-one neighbours) the Rényi
-divergence of integer order λ ≥ 2 is (seed 003 Thm 1 = seed 001 Thm 3, Eq. 6)
+divergence of integer order λ ≥ 2 is (LT22 Thm 1 = LHT22 Thm 3, Eq. 6)
 
     D_λ = 1/(λ−1) · log( e^{−λ/(2σ²)} / n^λ · Σ_{k_1+…+k_n=λ} multinomial(λ; k) · e^{Σ k_i²/(2σ²)} ).
 
 **This is a lower bound on the mechanism's RDP, never a certificate**: RDP is a supremum over all
-neighbouring pairs and seed 001 (Thm 3, Remark 4) proves the formula for this one pair only. Its own upper
-bound λ/(2σ²) (seed 003 Corollary 1) is the RDP of the Gaussian without shuffling, a valid certificate.
+neighbouring pairs and LHT22 (Thm 3, Remark 4) proves the formula for this one pair only. Its own upper
+bound λ/(2σ²) (LT22 Corollary 1) is the RDP of the Gaussian without shuffling, a valid certificate.
 
 Fast exact evaluation (ours). With c = 1/(2σ²) and w_k = e^{c·k(k−1)}, the sum equals
 λ!·[x^λ] f(x)^n for f(x) = Σ_k e^{ck²} x^k / k!. Factoring e^{ck} out of each coefficient removes the
@@ -195,7 +195,7 @@ def shuffle_gaussian_log_moments(max_order: int, *, n: int, sigma: float) -> np.
 
 
 def shuffle_gaussian_rdp(orders: int | Sequence[int], *, n: int, sigma: float) -> np.ndarray:
-    """LOWER bound on the RDP of the shuffle Gaussian mechanism (seed 003 Thm 1 = seed 001 Thm 3).
+    """LOWER bound on the RDP of the shuffle Gaussian mechanism (LT22 Thm 1 = LHT22 Thm 3).
 
     Exact Rényi divergence of order λ for the pair D = (0,…,0), D' = (1,0,…,0) of ``n`` users, each
     adding N(0, σ²) to a sensitivity-1 value (replace-one). Integer orders λ ≥ 2, any n ≥ 1, σ > 0.
@@ -211,7 +211,7 @@ def shuffle_gaussian_rdp(orders: int | Sequence[int], *, n: int, sigma: float) -
 
 
 def shuffle_gaussian_rdp_upper(orders: int | Sequence[int], *, sigma: float) -> np.ndarray:
-    """λ/(2σ²): seed 003 Corollary 1, the Gaussian RDP without shuffling (Mironov 2017). An upper bound."""
+    """λ/(2σ²): LT22 Corollary 1, the Gaussian RDP without shuffling (Mironov 2017). An upper bound."""
     sigma = check_real("sigma", sigma, lo=0.0, lo_open=True)
     arr = np.atleast_1d(np.asarray(orders, dtype=np.float64))
     if not np.all(np.isfinite(arr)) or np.any(arr <= 1.0):
@@ -234,10 +234,10 @@ def _partitions(total: int, max_parts: int, largest: int | None = None) -> Itera
 
 
 def shuffle_gaussian_rdp_partition(order: int, *, n: int, sigma: float) -> float:
-    """Seed 003 Algorithm 1: the same LOWER bound summed over integer partitions of λ (small λ only).
+    """LT22 Algorithm 1: the same LOWER bound summed over integer partitions of λ (small λ only).
 
     Each partition ρ = (k_1 ≥ … ≥ k_l > 0), l ≤ n, stands for n!/(κ_0!·κ_1!·…) ordered tuples, where κ_0 =
-    n − l counts the zero parts and κ_j the repeated non-zero values (seed 003 App. B.1). The number of
+    n − l counts the zero parts and κ_j the repeated non-zero values (LT22 App. B.1). The number of
     partitions grows like e^{π√(2λ/3)}, so this is a reference for λ ≲ 60; it also loses precision for
     large n because the log-gamma terms cancel (why the fast method exists).
     """

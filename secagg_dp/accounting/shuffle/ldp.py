@@ -1,24 +1,24 @@
-"""Shuffled check-in with generic (ε0, δ0)-LDP randomizers (seed 001 Sec. 3) and ε0-LDP bounds (seed 000).
+"""Shuffled check-in with generic (ε0, δ0)-LDP randomizers (LHT22 Sec. 3) and ε0-LDP bounds (SCI22).
 
 Replace-one neighbours. Building blocks:
 
-* :func:`fmt_shuffle` — Feldman, McMillan & Talwar (2021) Thm 3.8 as quoted in seed 001 Eq. 8–9:
+* :func:`fmt_shuffle` — Feldman, McMillan & Talwar (2021) Thm 3.8 as quoted in LHT22 Eq. 8–9:
   ε = log(1 + (e^{ε0}−1)/(e^{ε0}+1)·(8√(e^{ε0} log(4/δ1))/√n + 8e^{ε0}/n)),
   δ = δ1 + (e^{ε0}+1)(1 + e^{−ε0}/2)·n·δ0, valid when ε0 ≤ log(n/(16 log(2/δ1))); outside that range there is
   no amplification and (ε0, δ0) is returned (shuffling is post-processing of the one differing report).
-* :func:`subsample_dp` — Balle, Barthe & Gaboardi (2018) Thm 9 (seed 001 Eq. 10): rate r without
+* :func:`subsample_dp` — Balle, Barthe & Gaboardi (2018) Thm 9 (LHT22 Eq. 10): rate r without
   replacement gives (log(1 + r(e^ε − 1)), rδ).
-* :func:`first_cut` — seed 001 Thm 1 / Eq. 13–14 with δ = β + δ_l, β = P(Bin(n, γ) ≥ l). Eq. 4 prints the
+* :func:`first_cut` — LHT22 Thm 1 / Eq. 13–14 with δ = β + δ_l, β = P(Bin(n, γ) ≥ l). Eq. 4 prints the
   factor (e^{ε0}−1)/e^{ε0}; Eq. 11 and 13 (its derivation) give (e^{ε0}−1)/(e^{ε0}+1), which we use.
-* Approaches 1 and 2 (seed 001 Sec. 3.3) over seed 001 Thm 2 (rate k/n for k check-ins).
+* Approaches 1 and 2 (LHT22 Sec. 3.3) over LHT22 Thm 2 (rate k/n for k check-ins).
 
-Departure from seed 001, on purpose: its Lemma 1 turns (ε, δ)-DP with δ > 0 into a finite RDP, which is
+Departure from LHT22, on purpose: its Lemma 1 turns (ε, δ)-DP with δ > 0 into a finite RDP, which is
 false in general (:func:`secagg_dp.accounting.core.conversion.dp_to_rdp`). We carry δ instead: each per-round guarantee is
 ε-RR outside an event of probability δ ("δ-approximate RDP"), RDP composes on the ε part, and the final
 δ is δ_conv + T·δ_round. Results are upper bounds under that accounting (certificate), with the FMT and
 first-cut formulas taken from the cited papers.
 
-Seed 000 Thm 2 (upper) and Thm 3 (lower) for ε0-LDP randomizers are implemented as printed, with the
+SCI22 Thm 2 (upper) and Thm 3 (lower) for ε0-LDP randomizers are implemented as printed, with the
 garbled constants read as in Girgis et al. (2021) (see :func:`seed000_upper_log_moment`).
 """
 
@@ -68,7 +68,7 @@ class LDPResult:
 
 
 def fmt_shuffle(eps0, delta0, n, delta1):
-    """Seed 001 Eq. 8–9 (FMT21 Thm 3.8), vectorised over ``n``; (ε0, δ0) outside the validity range."""
+    """LHT22 Eq. 8–9 (FMT21 Thm 3.8), vectorised over ``n``; (ε0, δ0) outside the validity range."""
     n = np.asarray(n, dtype=np.float64)
     e0 = float(eps0)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -83,7 +83,7 @@ def fmt_shuffle(eps0, delta0, n, delta1):
 
 
 def subsample_dp(eps, delta, rate):
-    """Balle et al. 2018 Thm 9 (seed 001 Eq. 10): without replacement at ``rate``, replace-one."""
+    """Balle et al. 2018 Thm 9 (LHT22 Eq. 10): without replacement at ``rate``, replace-one."""
     rate = np.asarray(rate, dtype=np.float64)
     return np.log1p(rate * np.expm1(eps)), rate * np.asarray(delta)
 
@@ -98,7 +98,7 @@ def _check_common(eps0, delta0, n, gamma, delta):
 
 
 def first_cut(eps0: float, delta0: float, *, n: int, gamma: float, l: int, delta1: float) -> tuple[float, float]:
-    """Seed 001 Thm 1: one round of shuffled check-in as (ε, δ) = (ε_l, β + δ_l) with at most l check-ins."""
+    """LHT22 Thm 1: one round of shuffled check-in as (ε, δ) = (ε_l, β + δ_l) with at most l check-ins."""
     eps0, delta0, n, gamma, delta1 = _check_common(eps0, delta0, n, gamma, delta1)
     l = check_int("l", l, lo=1, hi=n)
     beta = float(binom.sf(l - 1, n, gamma))
@@ -120,7 +120,7 @@ def _compose_approx(orders, rdp_round, delta_round, rounds, delta):
 def first_cut_epsilon(
     eps0: float, delta0: float, *, n: int, gamma: float, rounds: int, delta: float, max_order: int = 256
 ) -> LDPResult:
-    """Seed 001 baseline: Thm 1 per round → RDP of the ε part → compose ``rounds`` → (ε, δ); best l scanned."""
+    """LHT22 baseline: Thm 1 per round → RDP of the ε part → compose ``rounds`` → (ε, δ); best l scanned."""
     eps0, delta0, n, gamma, delta = _check_common(eps0, delta0, n, gamma, delta)
     rounds = check_int("rounds", rounds, lo=1)
     orders = np.arange(2, check_int("max_order", max_order, lo=2) + 1)
@@ -147,7 +147,7 @@ def approach_epsilon(
     max_order: int = 64,
     tail: float = 1e-15,
 ) -> LDPResult:
-    """Seed 001 Approach 1 or 2 over Thm 2 (Σ_k Bin(k; n, γ)·moment_k, rate k/n), windowed over k.
+    """LHT22 Approach 1 or 2 over Thm 2 (Σ_k Bin(k; n, γ)·moment_k, rate k/n), windowed over k.
 
     Approach 1: FMT on k reports → RDP (ε part) → WBK subsampling at k/n. Approach 2: FMT → Balle
     subsampling at k/n → RDP. δ per round = E_k[δ_k] (+ the omitted binomial tail, counted as δ).
@@ -187,7 +187,7 @@ def approach_epsilon(
 
 
 def seed000_upper_log_moment(eps0: float, *, n: int, gamma: float, orders, big_delta: float) -> np.ndarray:
-    """log of the seed 000 Thm 2 (Eq. 7) bound on E[(M(D)/M(D'))^λ] for ε0-LDP randomizers, fixed Δ.
+    """log of the SCI22 Thm 2 (Eq. 7) bound on E[(M(D)/M(D'))^λ] for ε0-LDP randomizers, fixed Δ.
 
     The extraction prints e^{−ε0/l̃}, l̃ = ⌊(1−Δ)nγ/(2ε0)⌋ + 1, (2(e^{2ε0}−1)²/e^{2ε0})^{j/2} and
     e^{−(k−1)/(8ε0)}; we read them as in the subsampled-shuffle RDP bound of Girgis et al. (2021) that the
@@ -229,7 +229,7 @@ def seed000_upper_log_moment(eps0: float, *, n: int, gamma: float, orders, big_d
 
 
 def seed000_upper_rdp(eps0: float, *, n: int, gamma: float, orders, deltas=None) -> np.ndarray:
-    """Seed 000 Thm 2 upper bound on the shuffled check-in RDP (ε0-LDP), minimised over Δ ∈ (0, 1)."""
+    """SCI22 Thm 2 upper bound on the shuffled check-in RDP (ε0-LDP), minimised over Δ ∈ (0, 1)."""
     eps0 = check_real("eps0", eps0, lo=0.0, lo_open=True)
     n = check_int("n", n, lo=1)
     gamma = check_probability("gamma", gamma, allow_zero=False)
@@ -242,7 +242,7 @@ def seed000_upper_rdp(eps0: float, *, n: int, gamma: float, orders, deltas=None)
 
 
 def seed000_lower_rdp(eps0: float, *, n: int, gamma: float, orders, deltas=None) -> np.ndarray:
-    """Seed 000 Thm 3 (Eq. 8) LOWER bound (binary randomized response), maximised over Δ ∈ (0, 1]."""
+    """SCI22 Thm 3 (Eq. 8) LOWER bound (binary randomized response), maximised over Δ ∈ (0, 1]."""
     eps0 = check_real("eps0", eps0, lo=0.0, lo_open=True)
     n = check_int("n", n, lo=1)
     gamma = check_probability("gamma", gamma, allow_zero=False)

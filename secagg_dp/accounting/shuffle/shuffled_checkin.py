@@ -1,17 +1,17 @@
-"""Subsampled shuffle Gaussian and shuffled check-in Gaussian RDP (seed 003 Thms 2, 3; seed 001 Thm 2, 5).
+"""Subsampled shuffle Gaussian and shuffled check-in Gaussian RDP (LT22 Thms 2, 3; LHT22 Thm 2, 5).
 
 Replace-one neighbours throughout. Which results are what:
 
 * ``pair_lower`` (ours, rigorous LOWER bound): the exact Rényi moment of the pair D = (0,…,0), D' = (1,0,…,0)
   under check-in: Σ_k Bin(k; n, γ) Σ_j C(λ,j)(1−k/n)^{λ−j}(k/n)^j e^{(j−1)D^SG_j(k)}, D^SG the shuffle
   Gaussian divergence of :mod:`shuffle_gaussian`. Never a certificate.
-* ``windowed`` with ``base="shuffle-lower"``: seed 001 Thm 2 (rate k/n) with the WBK subsampling bound fed
-  by the shuffle Gaussian LOWER bound (seed 003 Eq. 16–17). Neither a certificate nor a proven lower bound:
-  an optimistic estimate, as seed 001 Sec. 5 says. Reported with bound "lower", certificate false.
-* ``windowed`` with ``base="gaussian-upper"``: the same sum with the Gaussian RDP jc (seed 003 Corollary 1)
+* ``windowed`` with ``base="shuffle-lower"``: LHT22 Thm 2 (rate k/n) with the WBK subsampling bound fed
+  by the shuffle Gaussian LOWER bound (LT22 Eq. 16–17). Neither a certificate nor a proven lower bound:
+  an optimistic estimate, as LHT22 Sec. 5 says. Reported with bound "lower", certificate false.
+* ``windowed`` with ``base="gaussian-upper"``: the same sum with the Gaussian RDP jc (LT22 Corollary 1)
   as base — a valid UPPER bound (certificate), the check-in amplification without shuffling gains.
-* ``chernoff``: seed 003 Thm 3 as printed; rests on Conjecture 1 (monotonicity in n) and uses rate γ in
-  place of k/n (seed 001 Thm 2 has k/n); labelled, never a certificate.
+* ``chernoff``: LT22 Thm 3 as printed; rests on Conjecture 1 (monotonicity in n) and uses rate γ in
+  place of k/n (LHT22 Thm 2 has k/n); labelled, never a certificate.
 
 The windowed sums cover k in a window holding all but ``tail`` of the Binomial(n, γ) mass and bound the rest
 by tail-mass × (largest term), so the reported value is an upper bound on the full sum over k.
@@ -54,12 +54,12 @@ def _sg_rdp_table(L: int, k: int, sigma: float) -> np.ndarray:
 
 
 def _wbk_log_moments(table: np.ndarray, rate, orders: np.ndarray) -> np.ndarray:
-    """log A(λ) of WBK19 Thm 9 (the core's :func:`wor_subsampled_log_am1`), uncapped as in seed 003 Eq. 16."""
+    """log A(λ) of WBK19 Thm 9 (the core's :func:`wor_subsampled_log_am1`), uncapped as in LT22 Eq. 16."""
     return log1p_exp(wor_subsampled_log_am1(table, rate, orders))
 
 
 def subsampled_shuffle_gaussian_rdp(orders: int | Sequence[int], *, m: int, n: int, sigma: float) -> np.ndarray:
-    """Seed 003 Thm 2 (= seed 001 Thm 5): m of n users sampled without replacement, then shuffle Gaussian.
+    """LT22 Thm 2 (= LHT22 Thm 5): m of n users sampled without replacement, then shuffle Gaussian.
 
     WBK subsampling bound at rate m/n applied to the shuffle Gaussian LOWER bound ε^SG_m: an optimistic
     estimate, not a certificate (module docstring).
@@ -108,10 +108,10 @@ def shuffled_checkin_gaussian_rdp_windowed(
     base: str = "shuffle-lower",
     tail: float = 1e-12,
 ) -> np.ndarray:
-    """Seed 001 Thm 2: (1/(λ−1))·log Σ_k Bin(k; n, γ)·A_k(λ), A_k = WBK Thm 9 moment at rate k/n.
+    """LHT22 Thm 2: (1/(λ−1))·log Σ_k Bin(k; n, γ)·A_k(λ), A_k = WBK Thm 9 moment at rate k/n.
 
     ``base="shuffle-lower"``: base RDP ε^SG_k from the shuffle Gaussian lower bound — optimistic estimate,
-    NOT a certificate. ``base="gaussian-upper"``: base RDP jc (seed 003 Cor. 1) — an UPPER bound.
+    NOT a certificate. ``base="gaussian-upper"``: base RDP jc (LT22 Cor. 1) — an UPPER bound.
     k = 0 contributes moment 1. Outside the window, blocks of k are bounded rigorously by the binomial tail
     bound of the check-in kernel times the Gaussian-base moment at the block's largest k (non-decreasing
     in k), so the result upper-bounds the full sum over k for the chosen base. Cost O(window · L²).
@@ -196,7 +196,7 @@ def shuffled_checkin_gaussian_rdp_pair_lower(
 def shuffled_checkin_gaussian_rdp_chernoff(
     orders: int | Sequence[int], *, n: int, gamma: float, sigma: float, deltas: Sequence[float] | None = None
 ) -> np.ndarray:
-    """Seed 003 Thm 3 as printed (rests on Conjecture 1; rate γ instead of k/n): NOT a certificate.
+    """LT22 Thm 3 as printed (rests on Conjecture 1; rate γ instead of k/n): NOT a certificate.
 
     ε(λ) ≤ 1/(λ−1)·log(e^{(λ−1)ε^SSG_{γ,1}(λ) − Δ²nγ/2} + e^{(λ−1)ε^SSG_{γ,k0+1}(λ)}), k0 = ⌊(1−Δ)nγ⌋,
     minimised over Δ in ``deltas`` (default a grid in (0, 1)) for each order.

@@ -1,0 +1,31 @@
+"""Packaging niceties: `secagg-dp --version`, the PEP 561 marker, the simulator's output folder ignored."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from pathlib import Path
+
+import pytest
+
+import secagg_dp
+from simulations.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_version_flag_prints_the_package_version(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    # the installed distribution's metadata is an independent record of the version setuptools built
+    assert capsys.readouterr().out.strip() == f"secagg-dp {importlib.metadata.version('secagg-dp')}"
+    assert secagg_dp.__version__ == importlib.metadata.version("secagg-dp")
+
+
+def test_py_typed_marker_ships_with_the_library():
+    assert (ROOT / "secagg_dp" / "py.typed").is_file()
+    assert 'secagg_dp = ["py.typed"]' in (ROOT / "pyproject.toml").read_text()
+
+
+def test_simulate_default_output_folder_is_ignored_by_git():
+    assert "simulate-out/" in (ROOT / ".gitignore").read_text().splitlines()
