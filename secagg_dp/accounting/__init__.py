@@ -103,6 +103,15 @@ from secagg_dp.accounting.checkin.mixture import (
     checkin_rdp,
     window_certificate,
 )
+from secagg_dp.accounting.checkin.pld import (
+    PLD_OBSERVERS,
+    PLDCertificate,
+    calibrate_checkin_pld,
+    checkin_pld,
+    checkin_round_delta,
+    epsilon_for_delta,
+    wor_gaussian_delta,
+)
 from secagg_dp.accounting.checkin.tails import log_binom_pmf, log_binom_tail_ub
 from secagg_dp.accounting.shuffle.gaussian import (
     shuffle_gaussian_log_moments,
@@ -185,6 +194,13 @@ __all__ = [
     "checkin_rdp",
     "checkin_epsilon",
     "window_certificate",
+    "PLD_OBSERVERS",
+    "PLDCertificate",
+    "checkin_pld",
+    "checkin_round_delta",
+    "wor_gaussian_delta",
+    "epsilon_for_delta",
+    "calibrate_checkin_pld",
     "GaussianSum",
     "SkellamSum",
     "DDGSum",
