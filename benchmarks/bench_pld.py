@@ -10,7 +10,9 @@ Then the speed targets: n = 6e5, T = 10^4 and n = 10^9 (gamma = 1e-3 and 1e-6, T
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -19,17 +21,10 @@ from secagg_dp.accounting.checkin.mixture import SubsampledCheckin, checkin_epsi
 from secagg_dp.accounting.checkin.pld import checkin_pld
 
 ORDERS = np.arange(2, 257)
-# (n, gamma, delta, T, tight upper, one-pair lower bound): the independent values of the specification
-ROWS = [
-    (10**4, 0.1, 1e-4, 1, 0.01186, 0.01185),
-    (10**4, 0.1, 1e-4, 10, 0.0455, 0.0450),
-    (10**4, 0.1, 1e-4, 100, 0.1695, 0.1656),
-    (10**4, 0.1, 1e-4, 1000, 0.622, 0.599),
-    (6 * 10**5, 1e-3, 1e-8, 10, 0.00099, 0.00098),
-    (6 * 10**5, 1e-3, 1e-8, 100, 0.00330, 0.00322),
-    (6 * 10**5, 1e-3, 1e-8, 1000, 0.0112, 0.0107),
-    (6 * 10**5, 1e-3, 1e-8, 10**4, 0.0381, 0.0350),
-]
+# (n, gamma, delta, T, tight upper, one-pair lower bound): independent values; origin recorded in the file
+_VECTORS = Path(__file__).resolve().parents[1] / "tests" / "accounting" / "vectors"
+_REF = json.loads((_VECTORS / "pld_checkin_reference.json").read_text())
+ROWS = [(int(r[0]), r[1], r[2], int(r[3]), r[6], r[7]) for r in _REF["rows"]]
 
 
 def timed(fn):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -107,17 +109,9 @@ def test_server_view_bounds_brute_force() -> None:
     np.testing.assert_allclose(ours, exact, rtol=1e-9, atol=1e-15)
 
 
-# The issue's table (sigma = 1, replace-one, analyst): (n, gamma, delta, T, tight upper, one-pair lower bound).
-TABLE = [
-    (10**4, 0.1, 1e-4, 1, 0.01186, 0.01185),
-    (10**4, 0.1, 1e-4, 10, 0.0455, 0.0450),
-    (10**4, 0.1, 1e-4, 100, 0.1695, 0.1656),
-    (10**4, 0.1, 1e-4, 1000, 0.622, 0.599),
-    (6 * 10**5, 1e-3, 1e-8, 10, 0.00099, 0.00098),
-    (6 * 10**5, 1e-3, 1e-8, 100, 0.00330, 0.00322),
-    (6 * 10**5, 1e-3, 1e-8, 1000, 0.0112, 0.0107),
-    (6 * 10**5, 1e-3, 1e-8, 10**4, 0.0381, 0.0350),
-]
+# Reference values (origin recorded in the JSON file): (n, gamma, delta, T, tight upper, one-pair lower bound).
+_REF = json.loads((Path(__file__).parent / "vectors" / "pld_checkin_reference.json").read_text())
+TABLE = [(int(r[0]), r[1], r[2], int(r[3]), r[6], r[7]) for r in _REF["rows"]]
 
 
 def _check_row(n: int, gamma: float, delta: float, t: int, tight: float, lower: float) -> None:
@@ -130,19 +124,19 @@ def _check_row(n: int, gamma: float, delta: float, t: int, tight: float, lower: 
 
 
 @pytest.mark.parametrize("row", [TABLE[0], TABLE[1], TABLE[4], TABLE[5]])
-def test_issue_table_fast_rows(row: tuple) -> None:
+def test_reference_table_fast_rows(row: tuple) -> None:
     _check_row(*row)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("row", [TABLE[2], TABLE[3], TABLE[6], TABLE[7]])
-def test_issue_table_slow_rows(row: tuple) -> None:
+def test_reference_table_slow_rows(row: tuple) -> None:
     _check_row(*row)
 
 
 def test_tighter_than_window_certificate() -> None:
-    # The table's "ours window" column (same mechanism, RDP path) for n = 10^4, gamma = 0.1, T = 10: 0.1148.
-    assert checkin_pld(10**4, 0.1, 1.0, 10, 1e-4).epsilon < 0.1148 / 2
+    # The reference "window" column (same mechanism, RDP path) for n = 10^4, gamma = 0.1, T = 10: 0.1148.
+    assert checkin_pld(10**4, 0.1, 1.0, 10, 1e-4).epsilon < _REF["rows"][1][5] / 2
 
 
 def test_monotone_in_rounds_and_sigma() -> None:
@@ -249,7 +243,7 @@ def _round_up_epsilon(n: int, gamma: float, rounds: int, delta: float, h: float)
 
 def test_connect_the_dots_agrees_with_plain_round_up() -> None:
     # Plain rounding up on a grid 2.5x finer is an independent upper bound with bias <= T h; the certificate
-    # must sit between the optimistic value and it (plus that bias), and both below the issue's "tight" 0.0455.
+    # must sit between the optimistic value and it (plus that bias), and both below the reference "tight" value 0.0455.
     n, gamma, delta, t = 10**4, 0.1, 1e-4, 10
     cert = checkin_pld(n, gamma, 1.0, t, delta)
     up = _round_up_epsilon(n, gamma, t, delta, 2e-6)

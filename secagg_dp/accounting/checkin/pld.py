@@ -330,8 +330,9 @@ def _epsilon(pmf: object, rounds: int, delta: float, trunc: float) -> float:
     comp = dense if rounds == 1 else dense.self_compose(rounds, tail_mass_truncation=trunc)
     # dp-accounting keeps the dense pmf's grid in private fields; the conversion below is its
     # _get_epsilon_for_delta vectorised (its loop is slow for long pmfs); tests compare both.
-    losses = (np.arange(comp._probs.size) + comp._lower_loss) * comp._discretization  # noqa: SLF001
-    return epsilon_for_delta(losses, np.asarray(comp._probs, dtype=np.float64), comp._infinity_mass, delta)  # noqa: SLF001
+    probs = np.asarray(comp._probs, dtype=np.float64)  # noqa: SLF001
+    losses = (np.arange(probs.size) + comp._lower_loss) * comp._discretization  # noqa: SLF001
+    return epsilon_for_delta(losses, probs, comp._infinity_mass, delta)  # noqa: SLF001
 
 
 def epsilon_for_delta(losses: np.ndarray, probs: np.ndarray, infinity_mass: float, delta: float) -> float:
