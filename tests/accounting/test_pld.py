@@ -250,3 +250,13 @@ def test_connect_the_dots_agrees_with_plain_round_up() -> None:
     assert cert.epsilon_optimistic <= cert.epsilon <= up + 1e-9
     assert up - cert.epsilon <= t * 2e-6
     assert up < 0.0455
+
+
+def test_default_grid_refines_when_the_slack_is_large() -> None:
+    # n gamma = 0.1: epsilon is far below the largest loss, so the first grid is coarse; refinement (halving h)
+    # must give a certificate no larger than the one on the 16x coarser grid and keep optimistic <= certificate.
+    fine = checkin_pld(10**6, 1e-7, 1.0, 100, 1e-6)
+    coarse = checkin_pld(10**6, 1e-7, 1.0, 100, 1e-6, discretization=16 * fine.discretization)
+    assert fine.discretization < coarse.discretization
+    assert fine.epsilon_optimistic <= fine.epsilon <= coarse.epsilon
+    assert coarse.epsilon_optimistic <= fine.epsilon
