@@ -113,6 +113,15 @@ from secagg_dp.accounting.checkin.observers import (
     server_ex_post_certificate,
     server_view_provider,
 )
+from secagg_dp.accounting.checkin.pld import (
+    PLD_OBSERVERS,
+    PLDCertificate,
+    calibrate_checkin_pld,
+    checkin_pld,
+    checkin_round_delta,
+    epsilon_for_delta,
+    wor_gaussian_delta,
+)
 from secagg_dp.accounting.checkin.tails import log_binom_pmf, log_binom_tail_ub
 from secagg_dp.accounting.shuffle.gaussian import (
     shuffle_gaussian_log_moments,
@@ -200,6 +209,13 @@ __all__ = [
     "checkin_rdp",
     "checkin_epsilon",
     "window_certificate",
+    "PLD_OBSERVERS",
+    "PLDCertificate",
+    "checkin_pld",
+    "checkin_round_delta",
+    "wor_gaussian_delta",
+    "epsilon_for_delta",
+    "calibrate_checkin_pld",
     "GaussianSum",
     "SkellamSum",
     "DDGSum",

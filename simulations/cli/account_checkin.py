@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["register_account"]
+__all__ = ["register_account", "register_calibrate"]
 
 
 def register_account(subparsers: argparse._SubParsersAction) -> None:
@@ -15,10 +15,12 @@ def register_account(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Certify T rounds of distributed check-in: K ~ Bin(n, gamma) clients take part, each adds noise of "
             "std S (relative to the clip norm C = 1); the k-client sum is subsampled without replacement at "
-            "rate k/n (WBK19 Thm 27 for the Gaussian, Thm 9 otherwise, capped by the base RDP). Prints the "
-            "seed-style mixture certificate and the window certificate side by side. Two observers: the "
-            "analyst (sees K and the aggregate; amplified by check-in) and the secure-aggregation server (also "
-            "sees who took part and who dropped; no secrecy of participation), one line each."
+            "rate k/n. Gaussian: the privacy-loss-distribution certificate (pld, default; Zhu-Dong-Wang 2022 "
+            "dominating pairs, Connect-the-Dots discretisation) beside the RDP ones; all mechanisms: the mixture "
+            "certificate (WBK19 Thm 27 for the Gaussian, Thm 9 otherwise, capped by the base RDP) and the window "
+            "certificate. Two observers: the analyst (sees K and the aggregate; amplified by check-in) and the "
+            "secure-aggregation server (also sees who took part and who dropped; no secrecy of participation), "
+            "one line each."
         ),
     )
     p.add_argument("--n", type=int, required=True, help="number of clients N")
@@ -36,8 +38,13 @@ def register_account(subparsers: argparse._SubParsersAction) -> None:
                    help="noise: continuous Gaussian, distributed discrete Gaussian, Skellam")
     p.add_argument("--rounds", type=int, required=True, help="number of rounds T")
     p.add_argument("--delta", type=float, required=True, help="target delta")
-    p.add_argument("--method", choices=("rdp", "window"), default="rdp",
-                   help="certificate reported in JSON: full mixture (rdp) or window certificate")
+    p.add_argument("--method", choices=("pld", "rdp", "window"), default=None,
+                   help="certificate reported in JSON: privacy loss distribution (pld; default for the Gaussian "
+                        "without local steps, unless --rdp asks for an RDP curve), full mixture (rdp, the default "
+                        "otherwise) or window certificate")
+    p.add_argument("--observer", choices=("analyst", "server"), default="analyst",
+                   help="whose view the top-level JSON certificate is for: the analyst (sees K and the aggregate) "
+                        "or the server (also sees who took part); both are printed, and JSON has 'server' too")
     p.add_argument("--window-delta", choices=("conditioning", "coupling"), default="conditioning",
                    help="delta charged for check-in counts outside the window: T*P(out) (conditioning, default) "
                         "or (1+e^eps)*T*P(out) (coupling, the looser total-variation bound)")
@@ -116,6 +123,21 @@ def _handle(args: argparse.Namespace) -> int:
         else:
             mech = DDGSum(args.sigma * s, d, d2, d1)
         prov = SubsampledCheckin(mech, args.n, amplification=args.amplification)
+    pld_ok = not local and args.mechanism == "gaussian"
+    method = args.method or ("pld" if pld_ok and not args.rdp else "rdp")
+    if method == "pld" and not pld_ok:
+        raise ParameterError(
+            f"Argument '--method' = 'pld' needs '--mechanism gaussian' without '--local-steps', not "
+            f"{args.mechanism!r}{' with local steps' if local else ''}. To fix, use '--method rdp' or 'window'."
+        )
+    if method == "pld" and args.rdp:
+        raise ParameterError("Argument '--rdp' needs '--method rdp' or 'window' (pld has no RDP curve).")
+    pld = pld_server = None
+    if method == "pld":
+        from secagg_dp.accounting.checkin.pld import checkin_pld
+
+        pld = checkin_pld(args.n, gamma, args.sigma, args.rounds, args.delta, observer="analyst")
+        pld_server = checkin_pld(args.n, gamma, args.sigma, args.rounds, args.delta, observer="server")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         seed_style = checkin_epsilon(prov, args.n, gamma, args.rounds, args.delta, orders, method="rdp")
@@ -140,8 +162,8 @@ def _handle(args: argparse.Namespace) -> int:
             old_eps = rdp_to_epsilon(old_rdp, orders, args.delta)[0]
         comparison = {"bound": SEED004_LABEL, "certificate": False, "epsilon": old_eps,
                       "method": "Heikkilä 2024 Thm 4.7 joint noise over S local steps, check-in by joint convexity"}
-    chosen = seed_style if args.method == "rdp" or window is None else window
-    if args.method == "window" and window is None:
+    chosen = seed_style if method == "rdp" or window is None else window
+    if method == "window" and window is None:
         raise ParameterError("No window certificate exists for these parameters (T * P(K outside) >= delta).")
     base = {}
     if args.baselines and not local and args.mechanism == "gaussian":
@@ -152,9 +174,11 @@ def _handle(args: argparse.Namespace) -> int:
             "chernoff_shortcut": chernoff_shortcut_epsilon(args.n, gamma, args.sigma, args.rounds, args.delta, orders),
         }
     if args.json:
-        out = chosen.as_dict()
+        analyst_cert = pld or chosen
+        server_cert = pld_server or server
+        out = (analyst_cert if args.observer == "analyst" else server_cert).as_dict()
         out["bound"] = "own noise per local step" if local and args.local_steps >= 2 else "joint noise"
-        out["server"] = server.as_dict()
+        out["server"] = server_cert.as_dict()
         out["server_ex_post"] = ex_post.as_dict()
         out["dropout_stages"] = args.dropout_stages if args.gamma is None else None
         if comparison:
@@ -163,8 +187,11 @@ def _handle(args: argparse.Namespace) -> int:
                     "unit": "sample" if local else "client",
                     "amplification": "joint-convexity" if local else args.amplification,
                     "window_delta": args.window_delta})
-        out["epsilon_rdp"] = seed_style.epsilon
-        out["epsilon_window"] = window.epsilon if window else None
+        analyst = args.observer == "analyst"  # the rdp/window paths here certify the analyst view only
+        out["epsilon_rdp"] = seed_style.epsilon if analyst else None
+        out["epsilon_window"] = window.epsilon if window and analyst else None
+        if pld:
+            out["epsilon_pld"] = pld.epsilon
         if args.rdp:
             out["rdp"] = {str(k): v for k, v in chosen.rdp.items()}
         if base:
@@ -175,10 +202,14 @@ def _handle(args: argparse.Namespace) -> int:
     print(f"distributed check-in: n={args.n} gamma={gamma:g} sigma={args.sigma:g} ({args.mechanism}, {unit}), "
           f"T={args.rounds}, delta={args.delta:g}")
     print(f"  {'certificate':<34}{'epsilon':>12}{'order':>7}  detail")
+    print("  (the rdp, pld and window lines certify the analyst view; the observer lines below say who)")
     amp = "joint convexity" if local else {"auto": "WBK19 Thm 27" if args.mechanism == "gaussian" else "WBK19 Thm 9",
                                            "thm9": "WBK19 Thm 9"}[args.amplification]
     print(f"  {'seed-style mixture (rdp)':<34}{seed_style.epsilon:>12.6g}{seed_style.order:>7}  "
           f"rate k/n ({amp}), k=0 term kept")
+    if pld:
+        print(f"  {'privacy loss distribution (pld)':<34}{pld.epsilon:>12.6g}{'':>7}  analyst view, "
+              f"optimistic {pld.epsilon_optimistic:.6g}, delta_tail={pld.delta_tail:.3g}")
     if window:
         print(f"  {'window certificate (window)':<34}{window.epsilon:>12.6g}{window.order:>7}  "
               f"K in [{window.window[0]}, {window.window[1]}], delta_window={window.delta_window:.3g}")
@@ -186,9 +217,12 @@ def _handle(args: argparse.Namespace) -> int:
         print(f"  {'window certificate (window)':<34}{'n/a':>12}")
     for name, v in base.items():
         print(f"  {'baseline: ' + name:<34}{v['epsilon']:>12.6g}{'':>7}  {v['method']}")
-    print(f"  {'observer analyst (' + chosen.method + ')':<34}{chosen.epsilon:>12.6g}{chosen.order:>7}  "
+    a_cert, s_cert = pld or chosen, pld_server or server
+    a_order = "" if pld else a_cert.order
+    s_order = "" if pld_server else s_cert.order
+    print(f"  {'observer analyst (' + a_cert.method + ')':<34}{a_cert.epsilon:>12.6g}{a_order:>7}  "
           "sees K and the aggregate")
-    print(f"  {'observer server (rdp)':<34}{server.epsilon:>12.6g}{server.order:>7}  "
+    print(f"  {'observer server (' + s_cert.method + ')':<34}{s_cert.epsilon:>12.6g}{s_order:>7}  "
           "also sees who took part and who dropped")
     print(f"  {'server, ex-post (took part in all)':<34}{ex_post.epsilon:>12.6g}{ex_post.order:>7}  "
           "ex-post: for a client seen in every round")
@@ -213,3 +247,40 @@ class _JointConvexityTable:
 
         with np.errstate(divide="ignore"):
             return np.log(np.asarray(k_hi, dtype=np.float64) / self.n)[:, None] + self.table.log_expm1_upper(k_lo, k_hi, orders)
+
+
+def register_calibrate(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``secagg-dp calibrate checkin``: smallest per-client sigma meeting --epsilon (Gaussian, pld)."""
+    p = subparsers.add_parser(
+        "checkin",
+        help="distributed check-in: smallest per-client sigma meeting --epsilon (privacy loss distribution)",
+        description="Smallest per-client noise std sigma (C = 1, replace-one) whose PLD certificate of T rounds "
+                    "of Gaussian distributed check-in is <= --epsilon; bracketed bisection to 0.1%, rounded up.",
+    )
+    p.add_argument("--n", type=int, required=True, help="number of clients N")
+    p.add_argument("--gamma", type=float, required=True, help="effective check-in rate gamma")
+    p.add_argument("--rounds", type=int, required=True, help="number of rounds T")
+    p.add_argument("--delta", type=float, required=True, help="target delta")
+    p.add_argument("--epsilon", type=float, required=True, help="target epsilon")
+    p.add_argument("--method", choices=("pld",), default="pld", help="accountant (pld, the tightest certified)")
+    p.add_argument("--observer", choices=("analyst", "server"), default="analyst", help="who is observed")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler=_handle_calibrate)
+
+
+def _handle_calibrate(args: argparse.Namespace) -> int:
+    import json
+
+    from secagg_dp.accounting.checkin.pld import calibrate_checkin_pld
+
+    sigma, cert = calibrate_checkin_pld(args.n, args.gamma, args.rounds, args.delta, args.epsilon,
+                                        observer=args.observer)
+    out = {"sigma": sigma, "target_epsilon": args.epsilon, "n": args.n, "gamma": args.gamma, **cert.as_dict()}
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"distributed check-in (gaussian, client-level replace-one, {cert.observer} view): n={args.n} "
+          f"gamma={args.gamma:g} T={args.rounds} delta={args.delta:g}")
+    print(f"  smallest sigma = {sigma:.6g}  (certified epsilon {cert.epsilon:.6g} <= {args.epsilon:g}; "
+          f"method {cert.method}, optimistic {cert.epsilon_optimistic:.6g})")
+    return 0

@@ -2,8 +2,9 @@
 
 Holds the binomial check-in mixture and window certificate (:mod:`.mixture`), the per-k base mechanisms
 (:mod:`.bases`: Gaussian, Skellam and distributed discrete Gaussian sums), binomial tail math
-(:mod:`.tails`), dropout models (:mod:`.dropout`), local steps (:mod:`.local_steps`), per-observer certificates (:mod:`.observers`) and labelled
-baselines (:mod:`.baselines`). It imports the core and never the shuffle accountants.
+(:mod:`.tails`), dropout models (:mod:`.dropout`), local steps (:mod:`.local_steps`), per-observer
+certificates (:mod:`.observers`), labelled baselines (:mod:`.baselines`) and the privacy-loss-distribution
+accountant (:mod:`.pld`). It imports the core and never the shuffle accountants.
 ``DEFAULT_ORDERS`` here is the check-in order grid (integers 2..256), not the core's.
 """
 
@@ -19,7 +20,9 @@ from secagg_dp.accounting.checkin.mixture import *  # noqa: F403
 from secagg_dp.accounting.checkin.mixture import __all__ as _mixture
 from secagg_dp.accounting.checkin.observers import *  # noqa: F403
 from secagg_dp.accounting.checkin.observers import __all__ as _observers
+from secagg_dp.accounting.checkin.pld import *  # noqa: F403
+from secagg_dp.accounting.checkin.pld import __all__ as _pld
 from secagg_dp.accounting.checkin.tails import *  # noqa: F403
 from secagg_dp.accounting.checkin.tails import __all__ as _tails
 
-__all__ = list(dict.fromkeys([*_mixture, *_bases, *_tails, *_dropout, *_local_steps, *_baselines, *_observers]))
+__all__ = list(dict.fromkeys([*_mixture, *_bases, *_tails, *_dropout, *_local_steps, *_baselines, *_observers, *_pld]))
