@@ -1,10 +1,11 @@
 """Wire messages of the secure-aggregation round: frozen dataclasses with explicit byte serialisation.
 
-Every message starts with a 28-byte header: magic ``b"SA"``, version 1, kind (1 byte), round id (16 bytes),
+Every message starts with a 28-byte header: magic ``b"SA"``, version 2, kind (1 byte), round id (16 bytes),
 sender and recipient (big-endian uint32; the server is ``SERVER``, a broadcast goes to ``BROADCAST``).
 Bodies use big-endian fixed-width fields and explicit counts; :func:`decode` checks every length and
 refuses trailing bytes, so malformed input raises :class:`ProtocolError` and nothing else.
 Secrets never travel in the clear except Shamir shares in :class:`UnmaskResponse` (as in the paper).
+Version 2 adds Ed25519 signatures (advertised keys, survivor set) and the consistency round's two kinds.
 """
 
 from __future__ import annotations
@@ -33,27 +34,34 @@ __all__ = [
     "ShareKeys",
     "ShareBundle",
     "MaskedInput",
+    "SurvivorList",
+    "SurvivorSignature",
     "UnmaskRequest",
     "UnmaskResponse",
     "SharePlaintext",
     "Message",
     "decode",
     "peek_kind",
+    "SECURITY_CODES",
+    "SIG_LEN",
 ]
 
 MAGIC = b"SA"
-VERSION = 1
+VERSION = 2
 ROUND_ID_LEN = 16
 SERVER = 0xFFFFFFFF
 BROADCAST = 0xFFFFFFFE
 MAX_CLIENT_ID = 0xFFFFFFFD
 _HEADER = struct.Struct(">2sBB16sII")
 _KEY = 32
+SIG_LEN = 64
+SECURITY_CODES = {"semi-honest": 0, "active": 1}
 _SHARE_BYTES = 4 * PIECES_PER_32_BYTES  # one share of a 32-byte secret: 16 uint32 field elements
 
 
 class Kind(IntEnum):
-    """Message kinds; the client-bound ones are ROUND_OPEN, KEY_ROSTER, SHARE_BUNDLE, UNMASK_REQUEST."""
+    """Message kinds; the client-bound ones are ROUND_OPEN, KEY_ROSTER, SHARE_BUNDLE, SURVIVOR_LIST and
+    UNMASK_REQUEST. SURVIVOR_LIST / SURVIVOR_SIGNATURE form the consistency round (active mode only)."""
 
     ROUND_OPEN = 1
     ADVERTISE_KEYS = 2
@@ -63,6 +71,8 @@ class Kind(IntEnum):
     MASKED_INPUT = 6
     UNMASK_REQUEST = 7
     UNMASK_RESPONSE = 8
+    SURVIVOR_LIST = 9
+    SURVIVOR_SIGNATURE = 10
 
 
 def _check_id(name: str, v: int, *, allow_server: bool = False) -> None:
@@ -89,6 +99,12 @@ def _check_ids(name: str, ids: tuple[int, ...]) -> None:
 def _check_bytes(name: str, v: bytes, n: int) -> None:
     if not isinstance(v, bytes) or len(v) != n:
         raise ProtocolError(f"field '{name}' must be {n} bytes")
+
+
+def _check_sig_rows(name: str, a: np.ndarray, rows: int) -> None:
+    if not (isinstance(a, np.ndarray) and a.dtype == np.uint8 and a.shape == (rows, SIG_LEN)):
+        raise ProtocolError(f"field '{name}' must be a ({rows}, {SIG_LEN}) uint8 array")
+    a.flags.writeable = False
 
 
 def _check_shares(name: str, arr: np.ndarray, rows: int) -> None:
@@ -126,6 +142,7 @@ class RoundOpen(_Header):
     dim: int
     threshold: int
     neighbours: int  # 0 = full graph
+    security: int = SECURITY_CODES["active"]  # 0 = semi-honest, 1 = active (see SECURITY_CODES)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -133,26 +150,33 @@ class RoundOpen(_Header):
             raise ProtocolError("field 'p' must be a float in [0, 1]")
         if not (1 <= self.bits <= 62 and 0 <= self.dim < 1 << 32 and 1 <= self.threshold and 0 <= self.neighbours < 1 << 32):
             raise ProtocolError("round parameters out of range")
+        if self.security not in SECURITY_CODES.values():
+            raise ProtocolError(f"field 'security' must be one of {sorted(SECURITY_CODES.values())}")
 
     def to_bytes(self) -> bytes:
-        return self._head() + struct.pack(">dBIII", self.p, self.bits, self.dim, self.threshold, self.neighbours)
+        return self._head() + struct.pack(
+            ">dBIIIB", self.p, self.bits, self.dim, self.threshold, self.neighbours, self.security
+        )
 
 
 @dataclass(frozen=True)
 class AdvertiseKeys(_Header):
-    """Client -> server: check-in with two X25519 public keys (AEAD channel, mask agreement)."""
+    """Client -> server: check-in with two X25519 public keys (AEAD channel, mask agreement) and the
+    sender's Ed25519 signature on them (:func:`protocols.pki.advertise_statement`; zeros in semi-honest mode)."""
 
     KIND = Kind.ADVERTISE_KEYS
     enc_pk: bytes
     mask_pk: bytes
+    signature: bytes = bytes(SIG_LEN)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_bytes("enc_pk", self.enc_pk, _KEY)
         _check_bytes("mask_pk", self.mask_pk, _KEY)
+        _check_bytes("signature", self.signature, SIG_LEN)
 
     def to_bytes(self) -> bytes:
-        return self._head() + self.enc_pk + self.mask_pk
+        return self._head() + self.enc_pk + self.mask_pk + self.signature
 
 
 @dataclass(frozen=True)
@@ -160,16 +184,19 @@ class RosterEntry:
     client: int
     enc_pk: bytes
     mask_pk: bytes
+    signature: bytes
 
 
-_ROSTER_DT = np.dtype([("id", ">u4"), ("enc", "u1", (_KEY,)), ("mask", "u1", (_KEY,))])
+_ROSTER_DT = np.dtype([("id", ">u4"), ("enc", "u1", (_KEY,)), ("mask", "u1", (_KEY,)), ("sig", "u1", (SIG_LEN,))])
 
 
 @dataclass(frozen=True)
 class KeyRoster(_Header):
-    """Server -> all checked-in clients: everyone's public keys (sorted by id) and the graph seed.
+    """Server -> all checked-in clients: everyone's public keys (sorted by id), their signatures and the
+    graph seed.
 
-    ``enc_pks`` and ``mask_pks`` are read-only (n, 32) uint8 arrays, row i belonging to ``ids[i]``.
+    ``enc_pks`` and ``mask_pks`` are read-only (n, 32) uint8 arrays and ``signatures`` a read-only
+    (n, 64) array, row i belonging to ``ids[i]``.
     """
 
     KIND = Kind.KEY_ROSTER
@@ -177,6 +204,7 @@ class KeyRoster(_Header):
     ids: tuple[int, ...]
     enc_pks: np.ndarray
     mask_pks: np.ndarray
+    signatures: np.ndarray
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -189,6 +217,7 @@ class KeyRoster(_Header):
             if not (isinstance(a, np.ndarray) and a.dtype == np.uint8 and a.shape == (len(self.ids), _KEY)):
                 raise ProtocolError(f"field '{name}' must be a (n, 32) uint8 array")
             a.flags.writeable = False
+        _check_sig_rows("signatures", self.signatures, len(self.ids))
 
     def __repr__(self) -> str:
         return f"KeyRoster(round_id={self.round_id.hex()}, ids={self.ids})"
@@ -198,11 +227,14 @@ class KeyRoster(_Header):
         arr["id"] = self.ids
         arr["enc"] = self.enc_pks
         arr["mask"] = self.mask_pks
+        arr["sig"] = self.signatures
         return self._head() + self.graph_seed + struct.pack(">I", len(self.ids)) + arr.tobytes()
 
     def entry(self, index: int) -> RosterEntry:
         """The roster row at position ``index`` (not client id)."""
-        return RosterEntry(self.ids[index], self.enc_pks[index].tobytes(), self.mask_pks[index].tobytes())
+        return RosterEntry(
+            self.ids[index], self.enc_pks[index].tobytes(), self.mask_pks[index].tobytes(), self.signatures[index].tobytes()
+        )
 
 
 def _pack_boxes(ids: tuple[int, ...], boxes: tuple[bytes, ...]) -> bytes:
@@ -275,24 +307,71 @@ class MaskedInput(_Header):
         return self._head() + struct.pack(">BI", self.bits, self.y.size) + self.y.astype("<u8", copy=False).tobytes()
 
 
+def _pack_ids(ids: tuple[int, ...]) -> bytes:
+    return struct.pack(f">I{len(ids)}I", len(ids), *ids)
+
+
+@dataclass(frozen=True)
+class SurvivorList(_Header):
+    """Server -> each client of U3 (active mode): the survivor set U3, sorted, for the client to sign."""
+
+    KIND = Kind.SURVIVOR_LIST
+    survivors: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_ids("survivors", self.survivors)
+        if list(self.survivors) != sorted(self.survivors):
+            raise ProtocolError("field 'survivors' must be sorted")
+
+    def to_bytes(self) -> bytes:
+        return self._head() + _pack_ids(self.survivors)
+
+
+@dataclass(frozen=True)
+class SurvivorSignature(_Header):
+    """Client -> server (active mode): its signature on the survivor set it was sent
+    (:func:`protocols.pki.survivor_statement`)."""
+
+    KIND = Kind.SURVIVOR_SIGNATURE
+    signature: bytes
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_bytes("signature", self.signature, SIG_LEN)
+
+    def to_bytes(self) -> bytes:
+        return self._head() + self.signature
+
+
 @dataclass(frozen=True)
 class UnmaskRequest(_Header):
-    """Server -> one survivor: who sent a masked input (survivors) and who dropped after sharing keys."""
+    """Server -> one survivor: who sent a masked input (survivors) and who dropped after sharing keys; in
+    active mode also the survivor-set signatures the client needs (``signers[i]`` made ``signatures[i]``)."""
 
     KIND = Kind.UNMASK_REQUEST
     survivors: tuple[int, ...]
     dropped: tuple[int, ...]
+    signers: tuple[int, ...] = ()
+    signatures: np.ndarray = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_ids("survivors", self.survivors)
         _check_ids("dropped", self.dropped)
+        _check_ids("signers", self.signers)
+        if self.signatures is None:
+            object.__setattr__(self, "signatures", np.zeros((0, SIG_LEN), dtype=np.uint8))
+        _check_sig_rows("signatures", self.signatures, len(self.signers))
+
+    def __repr__(self) -> str:
+        return (f"UnmaskRequest(sender={self.sender}, recipient={self.recipient}, survivors={len(self.survivors)}, "
+                f"dropped={len(self.dropped)}, signers={len(self.signers)})")
 
     def to_bytes(self) -> bytes:
         return (
-            self._head()
-            + struct.pack(f">I{len(self.survivors)}I", len(self.survivors), *self.survivors)
-            + struct.pack(f">I{len(self.dropped)}I", len(self.dropped), *self.dropped)
+            self._head() + _pack_ids(self.survivors) + _pack_ids(self.dropped) + _pack_ids(self.signers)
+            + self.signatures.tobytes()
         )
 
 
@@ -368,7 +447,10 @@ class SharePlaintext:
         return cls(owner, holder, arr[:PIECES_PER_32_BYTES].copy(), arr[PIECES_PER_32_BYTES:].copy())
 
 
-Message = RoundOpen | AdvertiseKeys | KeyRoster | ShareKeys | ShareBundle | MaskedInput | UnmaskRequest | UnmaskResponse
+Message = (
+    RoundOpen | AdvertiseKeys | KeyRoster | ShareKeys | ShareBundle | MaskedInput | SurvivorList | SurvivorSignature
+    | UnmaskRequest | UnmaskResponse
+)
 
 
 class _Reader:
@@ -391,6 +473,9 @@ class _Reader:
     def ids(self) -> tuple[int, ...]:
         n = self.u32()
         return tuple(np.frombuffer(self.take(4 * n), dtype=">u4").tolist())
+
+    def sigs(self, rows: int) -> np.ndarray:
+        return np.frombuffer(self.take(rows * SIG_LEN), dtype=np.uint8).reshape(rows, SIG_LEN).copy()
 
     def shares(self, rows: int) -> np.ndarray:
         return np.frombuffer(self.take(rows * _SHARE_BYTES), dtype=">u4").astype(np.uint32).reshape(rows, PIECES_PER_32_BYTES)
@@ -432,15 +517,15 @@ def decode(data: bytes) -> Message:
     r = _Reader(data, _HEADER.size)
     h = (rid, sender, recipient)
     if kind is Kind.ROUND_OPEN:
-        p, bits, dim, t, k = struct.unpack(">dBIII", r.take(21))
-        msg: Message = RoundOpen(*h, p, bits, dim, t, k)
+        p, bits, dim, t, k, sec = struct.unpack(">dBIIIB", r.take(22))
+        msg: Message = RoundOpen(*h, p, bits, dim, t, k, sec)
     elif kind is Kind.ADVERTISE_KEYS:
-        msg = AdvertiseKeys(*h, r.take(_KEY), r.take(_KEY))
+        msg = AdvertiseKeys(*h, r.take(_KEY), r.take(_KEY), r.take(SIG_LEN))
     elif kind is Kind.KEY_ROSTER:
         seed = r.take(32)
         n = r.u32()
         arr = np.frombuffer(r.take(n * _ROSTER_DT.itemsize), dtype=_ROSTER_DT)
-        msg = KeyRoster(*h, seed, tuple(arr["id"].tolist()), np.array(arr["enc"]), np.array(arr["mask"]))
+        msg = KeyRoster(*h, seed, tuple(arr["id"].tolist()), np.array(arr["enc"]), np.array(arr["mask"]), np.array(arr["sig"]))
     elif kind is Kind.SHARE_KEYS:
         com = r.take(32)
         msg = ShareKeys(*h, com, *r.boxes())
@@ -451,8 +536,13 @@ def decode(data: bytes) -> Message:
         n = r.u32()
         y = np.frombuffer(r.take(8 * n), dtype="<u8").astype(np.uint64)
         msg = MaskedInput(*h, bits, y)
+    elif kind is Kind.SURVIVOR_LIST:
+        msg = SurvivorList(*h, r.ids())
+    elif kind is Kind.SURVIVOR_SIGNATURE:
+        msg = SurvivorSignature(*h, r.take(SIG_LEN))
     elif kind is Kind.UNMASK_REQUEST:
-        msg = UnmaskRequest(*h, r.ids(), r.ids())
+        alive, gone, signers = r.ids(), r.ids(), r.ids()
+        msg = UnmaskRequest(*h, alive, gone, signers, r.sigs(len(signers)))
     else:
         so = r.ids()
         ss = r.shares(len(so))
