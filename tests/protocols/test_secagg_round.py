@@ -96,8 +96,10 @@ def test_abort_is_a_protocol_error():
 def test_secaggplus_exact_with_dropouts(k, security):
     inp = _inputs(15, 9, 24)
     t = min_threshold(k + 1, neighbours=k, security=security)
+    # Pinned round id: the graph (seeded by the roster's keys) is then fixed, and with k = 2 or 3 some graphs
+    # would leave a neighbourhood below t after these two dropouts.
     res = run_secagg_round(inp, modulus_bits=24, threshold=t, neighbours=k, dropouts={"masked_input": {12, 20}},
-                           security=security, seed=5)
+                           security=security, seed=5, round_id=bytes(16))
     assert res.aggregate.tolist() == _oracle(inp, res.survivors, 24)
     assert res.survivors == frozenset(inp) - {12, 20}
 
