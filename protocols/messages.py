@@ -1,7 +1,6 @@
 """Wire messages of the secure-aggregation round: frozen dataclasses with explicit byte serialisation.
 
-Every message starts with a 28-byte header: magic ``b"SA"``, version 2, kind (1 byte), round id (16 bytes),
-sender and recipient (big-endian uint32; the server is ``SERVER``, a broadcast goes to ``BROADCAST``).
+Every message starts with the 28-byte header of :mod:`protocols.wire` (whose names are re-exported here).
 Bodies use big-endian fixed-width fields and explicit counts; :func:`decode` checks every length and
 refuses trailing bytes, so malformed input raises :class:`ProtocolError` and nothing else.
 Secrets never travel in the clear except Shamir shares in :class:`UnmaskResponse` (as in the paper).
@@ -12,10 +11,34 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from enum import IntEnum
 
 import numpy as np
 
+from protocols.wire import (
+    BROADCAST,
+    HEADER_LEN,
+    KEY_LEN,
+    MAGIC,
+    MAX_CLIENT_ID,
+    ROUND_ID_LEN,
+    SECURITY_CODES,
+    SERVER,
+    SHARE_BYTES,
+    SIG_LEN,
+    VERSION,
+    Header,
+    Kind,
+    Reader,
+    check_bytes,
+    check_id,
+    check_ids,
+    check_shares,
+    check_sig_rows,
+    pack_boxes,
+    pack_ids,
+    parse_header,
+    peek_kind,
+)
 from secagg_dp.crypto.shamir import PIECES_PER_32_BYTES, PRIME
 from secagg_dp.errors import ProtocolError
 
@@ -46,94 +69,10 @@ __all__ = [
     "SIG_LEN",
 ]
 
-MAGIC = b"SA"
-VERSION = 2
-ROUND_ID_LEN = 16
-SERVER = 0xFFFFFFFF
-BROADCAST = 0xFFFFFFFE
-MAX_CLIENT_ID = 0xFFFFFFFD
-_HEADER = struct.Struct(">2sBB16sII")
-_KEY = 32
-SIG_LEN = 64
-SECURITY_CODES = {"semi-honest": 0, "active": 1}
-_SHARE_BYTES = 4 * PIECES_PER_32_BYTES  # one share of a 32-byte secret: 16 uint32 field elements
-
-
-class Kind(IntEnum):
-    """Message kinds; the client-bound ones are ROUND_OPEN, KEY_ROSTER, SHARE_BUNDLE, SURVIVOR_LIST and
-    UNMASK_REQUEST. SURVIVOR_LIST / SURVIVOR_SIGNATURE form the consistency round (active mode only)."""
-
-    ROUND_OPEN = 1
-    ADVERTISE_KEYS = 2
-    KEY_ROSTER = 3
-    SHARE_KEYS = 4
-    SHARE_BUNDLE = 5
-    MASKED_INPUT = 6
-    UNMASK_REQUEST = 7
-    UNMASK_RESPONSE = 8
-    SURVIVOR_LIST = 9
-    SURVIVOR_SIGNATURE = 10
-
-
-def _check_id(name: str, v: int, *, allow_server: bool = False) -> None:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        raise ProtocolError(f"field '{name}' must be an integer id")
-    if not (0 <= v <= MAX_CLIENT_ID or (allow_server and v in (SERVER, BROADCAST))):
-        raise ProtocolError(f"field '{name}' is not a valid party id: {v}")
-
-
-def _check_ids(name: str, ids: tuple[int, ...]) -> None:
-    if not isinstance(ids, tuple):
-        raise ProtocolError(f"field '{name}' must be a tuple of client ids")
-    if len(ids) > 16:  # vectorised check for long lists (rosters, bundles)
-        arr = np.asarray(ids)
-        if arr.dtype.kind not in "iu" or arr.ndim != 1 or int(arr.min()) < 0 or int(arr.max()) > MAX_CLIENT_ID:
-            raise ProtocolError(f"field '{name}' holds an invalid client id")
-    else:
-        for v in ids:
-            _check_id(name, v)
-    if len(set(ids)) != len(ids):
-        raise ProtocolError(f"field '{name}' lists a client id twice")
-
-
-def _check_bytes(name: str, v: bytes, n: int) -> None:
-    if not isinstance(v, bytes) or len(v) != n:
-        raise ProtocolError(f"field '{name}' must be {n} bytes")
-
-
-def _check_sig_rows(name: str, a: np.ndarray, rows: int) -> None:
-    if not (isinstance(a, np.ndarray) and a.dtype == np.uint8 and a.shape == (rows, SIG_LEN)):
-        raise ProtocolError(f"field '{name}' must be a ({rows}, {SIG_LEN}) uint8 array")
-    a.flags.writeable = False
-
-
-def _check_shares(name: str, arr: np.ndarray, rows: int) -> None:
-    if (
-        not isinstance(arr, np.ndarray)
-        or arr.dtype != np.uint32
-        or arr.shape != (rows, PIECES_PER_32_BYTES)
-        or (arr.size and int(arr.max()) >= PRIME)
-    ):
-        raise ProtocolError(f"field '{name}' must be a ({rows}, {PIECES_PER_32_BYTES}) uint32 array of GF(p) elements")
 
 
 @dataclass(frozen=True)
-class _Header:
-    round_id: bytes
-    sender: int
-    recipient: int
-
-    def __post_init__(self) -> None:
-        _check_bytes("round_id", self.round_id, ROUND_ID_LEN)
-        _check_id("sender", self.sender, allow_server=True)
-        _check_id("recipient", self.recipient, allow_server=True)
-
-    def _head(self) -> bytes:
-        return _HEADER.pack(MAGIC, VERSION, int(self.KIND), self.round_id, self.sender, self.recipient)
-
-
-@dataclass(frozen=True)
-class RoundOpen(_Header):
+class RoundOpen(Header):
     """Server -> everyone: round r is open; take part with your own probability ``p``."""
 
     KIND = Kind.ROUND_OPEN
@@ -160,7 +99,7 @@ class RoundOpen(_Header):
 
 
 @dataclass(frozen=True)
-class AdvertiseKeys(_Header):
+class AdvertiseKeys(Header):
     """Client -> server: check-in with two X25519 public keys (AEAD channel, mask agreement) and the
     sender's Ed25519 signature on them (:func:`protocols.pki.advertise_statement`; zeros in semi-honest mode)."""
 
@@ -171,9 +110,9 @@ class AdvertiseKeys(_Header):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_bytes("enc_pk", self.enc_pk, _KEY)
-        _check_bytes("mask_pk", self.mask_pk, _KEY)
-        _check_bytes("signature", self.signature, SIG_LEN)
+        check_bytes("enc_pk", self.enc_pk, KEY_LEN)
+        check_bytes("mask_pk", self.mask_pk, KEY_LEN)
+        check_bytes("signature", self.signature, SIG_LEN)
 
     def to_bytes(self) -> bytes:
         return self._head() + self.enc_pk + self.mask_pk + self.signature
@@ -187,11 +126,11 @@ class RosterEntry:
     signature: bytes
 
 
-_ROSTER_DT = np.dtype([("id", ">u4"), ("enc", "u1", (_KEY,)), ("mask", "u1", (_KEY,)), ("sig", "u1", (SIG_LEN,))])
+_ROSTER_DT = np.dtype([("id", ">u4"), ("enc", "u1", (KEY_LEN,)), ("mask", "u1", (KEY_LEN,)), ("sig", "u1", (SIG_LEN,))])
 
 
 @dataclass(frozen=True)
-class KeyRoster(_Header):
+class KeyRoster(Header):
     """Server -> all checked-in clients: everyone's public keys (sorted by id), their signatures and the
     graph seed.
 
@@ -208,16 +147,16 @@ class KeyRoster(_Header):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_bytes("graph_seed", self.graph_seed, 32)
-        _check_ids("ids", self.ids)
+        check_bytes("graph_seed", self.graph_seed, 32)
+        check_ids("ids", self.ids)
         if list(self.ids) != sorted(self.ids):
             raise ProtocolError("field 'ids' must be sorted")
         for name in ("enc_pks", "mask_pks"):
             a = getattr(self, name)
-            if not (isinstance(a, np.ndarray) and a.dtype == np.uint8 and a.shape == (len(self.ids), _KEY)):
+            if not (isinstance(a, np.ndarray) and a.dtype == np.uint8 and a.shape == (len(self.ids), KEY_LEN)):
                 raise ProtocolError(f"field '{name}' must be a (n, 32) uint8 array")
             a.flags.writeable = False
-        _check_sig_rows("signatures", self.signatures, len(self.ids))
+        check_sig_rows("signatures", self.signatures, len(self.ids))
 
     def __repr__(self) -> str:
         return f"KeyRoster(round_id={self.round_id.hex()}, ids={self.ids})"
@@ -237,16 +176,8 @@ class KeyRoster(_Header):
         )
 
 
-def _pack_boxes(ids: tuple[int, ...], boxes: tuple[bytes, ...]) -> bytes:
-    parts = [struct.pack(">I", len(ids))]
-    for i, b in zip(ids, boxes):
-        parts.append(struct.pack(">II", i, len(b)))
-        parts.append(b)
-    return b"".join(parts)
-
-
 @dataclass(frozen=True)
-class ShareKeys(_Header):
+class ShareKeys(Header):
     """Client -> server: a commitment to b_u and one AEAD box of shares per other share holder."""
 
     KIND = Kind.SHARE_KEYS
@@ -256,17 +187,17 @@ class ShareKeys(_Header):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_bytes("commitment", self.commitment, 32)
-        _check_ids("recipients", self.recipients)
+        check_bytes("commitment", self.commitment, 32)
+        check_ids("recipients", self.recipients)
         if len(self.recipients) != len(self.boxes) or not all(isinstance(b, bytes) for b in self.boxes):
             raise ProtocolError("recipients and boxes differ in length")
 
     def to_bytes(self) -> bytes:
-        return self._head() + self.commitment + _pack_boxes(self.recipients, self.boxes)
+        return self._head() + self.commitment + pack_boxes(self.recipients, self.boxes)
 
 
 @dataclass(frozen=True)
-class ShareBundle(_Header):
+class ShareBundle(Header):
     """Server -> one client: the boxes addressed to it, with their senders."""
 
     KIND = Kind.SHARE_BUNDLE
@@ -275,16 +206,16 @@ class ShareBundle(_Header):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_ids("senders", self.senders)
+        check_ids("senders", self.senders)
         if len(self.senders) != len(self.boxes) or not all(isinstance(b, bytes) for b in self.boxes):
             raise ProtocolError("senders and boxes differ in length")
 
     def to_bytes(self) -> bytes:
-        return self._head() + _pack_boxes(self.senders, self.boxes)
+        return self._head() + pack_boxes(self.senders, self.boxes)
 
 
 @dataclass(frozen=True)
-class MaskedInput(_Header):
+class MaskedInput(Header):
     """Client -> server: y_u, little-endian uint64 residues (shown in repr only by length)."""
 
     KIND = Kind.MASKED_INPUT
@@ -307,12 +238,8 @@ class MaskedInput(_Header):
         return self._head() + struct.pack(">BI", self.bits, self.y.size) + self.y.astype("<u8", copy=False).tobytes()
 
 
-def _pack_ids(ids: tuple[int, ...]) -> bytes:
-    return struct.pack(f">I{len(ids)}I", len(ids), *ids)
-
-
 @dataclass(frozen=True)
-class SurvivorList(_Header):
+class SurvivorList(Header):
     """Server -> each client of U3 (active mode): the survivor set U3, sorted, for the client to sign."""
 
     KIND = Kind.SURVIVOR_LIST
@@ -320,16 +247,16 @@ class SurvivorList(_Header):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_ids("survivors", self.survivors)
+        check_ids("survivors", self.survivors)
         if list(self.survivors) != sorted(self.survivors):
             raise ProtocolError("field 'survivors' must be sorted")
 
     def to_bytes(self) -> bytes:
-        return self._head() + _pack_ids(self.survivors)
+        return self._head() + pack_ids(self.survivors)
 
 
 @dataclass(frozen=True)
-class SurvivorSignature(_Header):
+class SurvivorSignature(Header):
     """Client -> server (active mode): its signature on the survivor set it was sent
     (:func:`protocols.pki.survivor_statement`)."""
 
@@ -338,14 +265,14 @@ class SurvivorSignature(_Header):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_bytes("signature", self.signature, SIG_LEN)
+        check_bytes("signature", self.signature, SIG_LEN)
 
     def to_bytes(self) -> bytes:
         return self._head() + self.signature
 
 
 @dataclass(frozen=True)
-class UnmaskRequest(_Header):
+class UnmaskRequest(Header):
     """Server -> one survivor: who sent a masked input (survivors) and who dropped after sharing keys; in
     active mode also the survivor-set signatures the client needs (``signers[i]`` made ``signatures[i]``)."""
 
@@ -357,12 +284,12 @@ class UnmaskRequest(_Header):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_ids("survivors", self.survivors)
-        _check_ids("dropped", self.dropped)
-        _check_ids("signers", self.signers)
+        check_ids("survivors", self.survivors)
+        check_ids("dropped", self.dropped)
+        check_ids("signers", self.signers)
         if self.signatures is None:
             object.__setattr__(self, "signatures", np.zeros((0, SIG_LEN), dtype=np.uint8))
-        _check_sig_rows("signatures", self.signatures, len(self.signers))
+        check_sig_rows("signatures", self.signatures, len(self.signers))
 
     def __repr__(self) -> str:
         return (f"UnmaskRequest(sender={self.sender}, recipient={self.recipient}, survivors={len(self.survivors)}, "
@@ -370,13 +297,13 @@ class UnmaskRequest(_Header):
 
     def to_bytes(self) -> bytes:
         return (
-            self._head() + _pack_ids(self.survivors) + _pack_ids(self.dropped) + _pack_ids(self.signers)
+            self._head() + pack_ids(self.survivors) + pack_ids(self.dropped) + pack_ids(self.signers)
             + self.signatures.tobytes()
         )
 
 
 @dataclass(frozen=True)
-class UnmaskResponse(_Header):
+class UnmaskResponse(Header):
     """Survivor -> server: b-shares of survivors, key-shares of dropped clients, and owners whose box failed."""
 
     KIND = Kind.UNMASK_RESPONSE
@@ -388,11 +315,11 @@ class UnmaskResponse(_Header):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_ids("self_owners", self.self_owners)
-        _check_ids("key_owners", self.key_owners)
-        _check_ids("failed", self.failed)
-        _check_shares("self_shares", self.self_shares, len(self.self_owners))
-        _check_shares("key_shares", self.key_shares, len(self.key_owners))
+        check_ids("self_owners", self.self_owners)
+        check_ids("key_owners", self.key_owners)
+        check_ids("failed", self.failed)
+        check_shares("self_shares", self.self_shares, len(self.self_owners))
+        check_shares("key_shares", self.key_shares, len(self.key_owners))
         if set(self.self_owners) & set(self.key_owners):
             raise ProtocolError("a response may not carry both shares for one client")
 
@@ -422,11 +349,11 @@ class SharePlaintext:
     holder: int
     key_share: np.ndarray = None
     self_share: np.ndarray = None
-    LEN = 8 + 2 * _SHARE_BYTES
+    LEN = 8 + 2 * SHARE_BYTES
 
     def __post_init__(self) -> None:
-        _check_id("owner", self.owner)
-        _check_id("holder", self.holder)
+        check_id("owner", self.owner)
+        check_id("holder", self.holder)
         for name in ("key_share", "self_share"):
             a = getattr(self, name)
             if not (type(a) is np.ndarray and a.dtype == np.uint32 and a.shape == (PIECES_PER_32_BYTES,) and int(a.max()) < PRIME):
@@ -453,74 +380,17 @@ Message = (
 )
 
 
-class _Reader:
-    __slots__ = ("data", "pos")
-
-    def __init__(self, data: bytes, pos: int) -> None:
-        self.data = data
-        self.pos = pos
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise ProtocolError("message truncated")
-        out = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return out
-
-    def u32(self) -> int:
-        return struct.unpack(">I", self.take(4))[0]
-
-    def ids(self) -> tuple[int, ...]:
-        n = self.u32()
-        return tuple(np.frombuffer(self.take(4 * n), dtype=">u4").tolist())
-
-    def sigs(self, rows: int) -> np.ndarray:
-        return np.frombuffer(self.take(rows * SIG_LEN), dtype=np.uint8).reshape(rows, SIG_LEN).copy()
-
-    def shares(self, rows: int) -> np.ndarray:
-        return np.frombuffer(self.take(rows * _SHARE_BYTES), dtype=">u4").astype(np.uint32).reshape(rows, PIECES_PER_32_BYTES)
-
-    def boxes(self) -> tuple[tuple[int, ...], tuple[bytes, ...]]:
-        n = self.u32()
-        if n > len(self.data):  # cheap sanity bound before looping
-            raise ProtocolError("box count exceeds message size")
-        ids, boxes = [], []
-        for _ in range(n):
-            i, ln = struct.unpack(">II", self.take(8))
-            ids.append(i)
-            boxes.append(self.take(ln))
-        return tuple(ids), tuple(boxes)
-
-    def done(self) -> None:
-        if self.pos != len(self.data):
-            raise ProtocolError("trailing bytes after message")
-
-
-def peek_kind(data: bytes) -> Kind:
-    """The kind of a serialised message after checking magic and version (no body parsing)."""
-    if not isinstance(data, (bytes, bytearray)) or len(data) < _HEADER.size:
-        raise ProtocolError("message shorter than its header")
-    magic, version, kind = struct.unpack_from(">2sBB", data)
-    if magic != MAGIC or version != VERSION:
-        raise ProtocolError("bad magic or version")
-    try:
-        return Kind(kind)
-    except ValueError:
-        raise ProtocolError(f"unknown message kind {kind}") from None
-
-
 def decode(data: bytes) -> Message:
     """Parse one serialised message; any malformation raises ProtocolError."""
-    kind = peek_kind(data)
     data = bytes(data)
-    _, _, _, rid, sender, recipient = _HEADER.unpack_from(data)
-    r = _Reader(data, _HEADER.size)
+    kind, rid, sender, recipient = parse_header(data)
+    r = Reader(data, HEADER_LEN)
     h = (rid, sender, recipient)
     if kind is Kind.ROUND_OPEN:
         p, bits, dim, t, k, sec = struct.unpack(">dBIIIB", r.take(22))
         msg: Message = RoundOpen(*h, p, bits, dim, t, k, sec)
     elif kind is Kind.ADVERTISE_KEYS:
-        msg = AdvertiseKeys(*h, r.take(_KEY), r.take(_KEY), r.take(SIG_LEN))
+        msg = AdvertiseKeys(*h, r.take(KEY_LEN), r.take(KEY_LEN), r.take(SIG_LEN))
     elif kind is Kind.KEY_ROSTER:
         seed = r.take(32)
         n = r.u32()
