@@ -29,6 +29,7 @@ class KeyRegistry:
 
     def __init__(self, keys: Mapping[int, bytes] | None = None) -> None:
         self._keys: dict[int, bytes] = {}
+        self._loaded: dict[int, object] = {}  # parsed keys, filled on first verification
         for cid, pk in dict(keys or {}).items():
             self.register(cid, pk)
 
@@ -60,7 +61,10 @@ class KeyRegistry:
 
     def verify(self, client: int, label: bytes, body: bytes, signature: bytes) -> None:
         """Check ``client``'s signature; any failure (unknown client, bad signature) raises AuthenticationError."""
-        signing.verify(self.public_key(client), label, body, signature)
+        key = self._loaded.get(client)
+        if key is None:
+            key = self._loaded[client] = signing.load_public_key(self.public_key(client))
+        signing.verify(key, label, body, signature)
 
     @property
     def keys(self) -> Mapping[int, bytes]:

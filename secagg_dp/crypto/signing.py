@@ -24,6 +24,7 @@ __all__ = [
     "SigningKey",
     "generate_signing_key",
     "signing_key_from_seed",
+    "load_public_key",
     "verify",
 ]
 
@@ -73,12 +74,22 @@ def generate_signing_key(*, source: RandomSource | None = None) -> SigningKey:
     return signing_key_from_seed(resolve_source(source).bytes(32))
 
 
-def verify(public: bytes, label: bytes, body: bytes, signature: bytes) -> None:
-    """Check ``signature`` on ``label || 0x00 || body`` under ``public``; any failure raises AuthenticationError."""
+def load_public_key(public: bytes) -> Ed25519PublicKey:
+    """Parse a 32-byte Ed25519 public key once (callers that verify often keep the object)."""
+    try:
+        return Ed25519PublicKey.from_public_bytes(bytes(public))
+    except ValueError:
+        raise AuthenticationError("invalid Ed25519 public key") from None
+
+
+def verify(public: bytes | Ed25519PublicKey, label: bytes, body: bytes, signature: bytes) -> None:
+    """Check ``signature`` on ``label || 0x00 || body`` under ``public`` (raw bytes or a loaded key);
+    any failure raises AuthenticationError."""
     msg = _message(label, body)
     if not isinstance(signature, (bytes, bytearray)) or len(signature) != SIGNATURE_LEN:
         raise AuthenticationError("signature failed verification")
+    key = public if isinstance(public, Ed25519PublicKey) else load_public_key(public)
     try:
-        Ed25519PublicKey.from_public_bytes(bytes(public)).verify(bytes(signature), msg)
-    except (InvalidSignature, ValueError):
+        key.verify(bytes(signature), msg)
+    except InvalidSignature:
         raise AuthenticationError("signature failed verification") from None
