@@ -315,22 +315,39 @@ class SecAggServer:
         return self._unmask_requests(frozenset(self._sigs), self._sigs)
 
     def _unmask_requests(self, responders: frozenset[int], sigs: dict[int, bytes]) -> Outgoing:
-        """One UnmaskRequest per responder; in active mode with the signatures of the holders of every
-        secret it holds a share of (its 2-hop neighbourhood in SecAgg+, everyone on the full graph)."""
+        """One UnmaskRequest per responder; in active mode with enough survivor-set signatures for the client
+        to see t signers among the holders of every secret it holds a share of (:meth:`_signers_for`)."""
         out = []
-        everyone = tuple(sorted(sigs))
         for u in sorted(responders):
             mine = self._holders[u] & self._u2
             alive, gone = mine & self._u3, mine - self._u3
             self._requests[u] = (alive, gone)
-            if sigs and self.k is not None:
-                signers = tuple(sorted(set().union(*(self._holders[v] for v in mine)) & sigs.keys()))
-            else:
-                signers = everyone
+            signers = self._signers_for(mine, sigs) if sigs else ()
             arr = np.frombuffer(b"".join(sigs[v] for v in signers), dtype=np.uint8).reshape(-1, m.SIG_LEN)
             req = m.UnmaskRequest(self.round_id, m.SERVER, u, tuple(sorted(alive)), tuple(sorted(gone)), signers, arr.copy())
             out.append((u, req.to_bytes()))
         return out
+
+    def _signers_for(self, owners: frozenset[int], sigs: dict[int, bytes]) -> tuple[int, ...]:
+        """A small set of signers giving every owner v at least t signers among its holders (all signers
+        of v's holders when fewer exist). Each signature costs the client one verification, so signers
+        covering the most owners go first (greedy set multicover); any t on the full graph."""
+        if self.k is None:
+            return tuple(sorted(sigs)[: self.threshold])
+        cover = defaultdict(set)
+        for v in owners:
+            for s in self._holders[v] & sigs.keys():
+                cover[s].add(v)
+        need = {v: self.threshold for v in owners}
+        chosen = []
+        for s in sorted(cover, key=lambda s: (-len(cover[s]), s)):
+            if any(need[v] > 0 for v in cover[s]):
+                chosen.append(s)
+                for v in cover[s]:
+                    need[v] -= 1
+            if not any(n > 0 for n in need.values()):
+                break
+        return tuple(sorted(chosen))
 
     # -- unmasking -----------------------------------------------------------------------------------------
     def _finish(self) -> RoundOutcome:

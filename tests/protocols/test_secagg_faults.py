@@ -252,3 +252,21 @@ def test_client_refuses_round_with_other_parameters():
     with pytest.raises(ProtocolError):
         c.decide_check_in(m.RoundOpen(b"r" * 16, m.SERVER, m.BROADCAST, 1.0, 9, 3, 2, 0, 0).to_bytes())
     assert c.stage is ClientStage.IDLE
+
+
+@pytest.mark.parametrize("neighbours", [None, 8])
+def test_unmask_requests_carry_enough_signatures_per_owner_and_no_more(neighbours):
+    ids = tuple(range(1, 31))
+    t = 21 if neighbours is None else 6
+    server, clients, _ = setup(t=t, ids=ids, neighbours=neighbours)
+    deliver_all(server, clients, [(m.BROADCAST, server.open_round())])
+    for _ in range(3):
+        deliver_all(server, clients, server.advance())
+    for u, b in server.advance():
+        req = m.decode(b)
+        owners = set(req.survivors) | set(req.dropped)
+        for v in owners:  # what the client will check: t signers among v's share holders
+            assert len(set(req.signers) & server._holders[v]) >= t
+        two_hop = set().union(*(server._holders[v] for v in owners))
+        assert len(req.signers) == t if neighbours is None else len(req.signers) < len(two_hop)
+        m.decode(clients[u].receive(b))  # and the client accepts it
