@@ -23,7 +23,7 @@ from roundkit import BITS, DIM, deliver_all, exact_sum, make_round
 from secagg_dp.crypto import aead, masking, shamir, signing
 from secagg_dp.crypto.keys import generate_keypair, keypair_from_private
 from secagg_dp.crypto.randomness import SeededRandom
-from secagg_dp.errors import ProtocolError
+from secagg_dp.errors import AuthenticationError, ProtocolError
 
 V = 1  # the victim
 HALF = shamir.PIECES_PER_32_BYTES
@@ -131,7 +131,7 @@ def test_server_cannot_sign_for_a_client():
     server, clients, _, ids_keys = make_round(3, 6, tuple(range(1, 9)))
     body = advertise_statement(server.round_id, V, bytes(32), bytes(32))
     forged = signing.generate_signing_key(source=SeededRandom(b"\x01" * 32)).sign(signing.LABEL_ADVERTISE_KEYS, body)
-    with pytest.raises(Exception, match="signature failed"):
+    with pytest.raises(AuthenticationError, match="signature failed"):
         server.registry.verify(V, signing.LABEL_ADVERTISE_KEYS, body, forged)
     server.registry.verify(V, signing.LABEL_ADVERTISE_KEYS, body, ids_keys[V].sign(signing.LABEL_ADVERTISE_KEYS, body))
 
