@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from protocols import wire
 from protocols.wire import (
     BROADCAST,
     HEADER_LEN,
@@ -42,14 +43,9 @@ from protocols.wire import (
 from secagg_dp.crypto.shamir import PIECES_PER_32_BYTES, PRIME
 from secagg_dp.errors import ProtocolError
 
+# The message classes, plus the wire names callers use through this module (``m.SERVER``, ``m.Kind``, ...).
 __all__ = [
-    "MAGIC",
-    "VERSION",
-    "ROUND_ID_LEN",
-    "SERVER",
-    "BROADCAST",
-    "MAX_CLIENT_ID",
-    "Kind",
+    *(name for name in wire.__all__ if name.isupper() or name in ("Kind", "peek_kind")),
     "RoundOpen",
     "AdvertiseKeys",
     "KeyRoster",
@@ -64,11 +60,7 @@ __all__ = [
     "SharePlaintext",
     "Message",
     "decode",
-    "peek_kind",
-    "SECURITY_CODES",
-    "SIG_LEN",
 ]
-
 
 
 @dataclass(frozen=True)
