@@ -3,8 +3,10 @@
 (a) mask expansion, d = 10^6 in Z_{2^32}, vs raw AES-256-CTR keystream of the same bytes + one numpy add
 (b) one client's masking with k = 2..100 neighbours vs (k + 1) x (keystream + add)
 (c) Shamir share and reconstruct of a 32-byte secret, t = 51, n = 100 (target <= 10 ms each)
-(d) full round n = 100, d = 10^5, 10% dropout after masking: full graph t = 50, SecAgg+ k = 15
-(e) SecAgg+ n = 1000, d = 10^4, 10% dropout after masking, k and t from secaggplus_parameters
+(d) full round n = 100, d = 10^5, 10% dropout after masking (active mode): full graph t = 67, SecAgg+ k = 15
+(e) SecAgg+ n = 1000, d = 10^4, 10% dropout after masking, (k, t) from secaggplus_parameters (5% corrupt)
+(f) active vs semi-honest in the same run, same (n, k, t, d, dropouts): the extra cost per round of the
+    signatures and the consistency round, at n = 100 full graph and n = 1000 SecAgg+ (k, t from the rule)
 
 Run: python benchmarks/bench_secagg.py [--quick]
 """
@@ -77,37 +79,56 @@ def bench_c(t=51, n=100):
           f"(cached coefficients {r_cached*1e3:.2f} ms); target <= 10 ms each")
 
 
-def round_figures(label, n, d, t, k, drop_frac=0.1):
+def round_figures(label, n, d, t, k, drop_frac=0.1, security="active", quiet=False):
     rng = np.random.default_rng(1)
     inputs = {i: rng.integers(0, 1 << 32, size=d, dtype=np.uint64) for i in range(n)}
     gone = set(range(0, n, int(round(1 / drop_frac))))
     t0 = time.perf_counter()
-    res = run_secagg_round(inputs, modulus_bits=32, threshold=t, neighbours=k, dropouts={"masked_input": gone}, seed=1)
+    res = run_secagg_round(inputs, modulus_bits=32, threshold=t, neighbours=k, dropouts={"masked_input": gone}, seed=1,
+                           security=security, round_id=bytes(16))
     total = time.perf_counter() - t0
     expect = np.zeros(d, dtype=np.uint64)
     for c in res.survivors:
         expect += inputs[c]
     assert np.array_equal(res.aggregate, expect & np.uint64(0xFFFFFFFF))
-    stages = ", ".join(f"{s}={v:.2f}s" for s, v in res.timings.items())
-    print(f"{label} n={n} d={d:,} t={t} k={k}: total {total:.2f} s (all clients + server, one process)\n    {stages}")
-    return total
+    if not quiet:
+        stages = ", ".join(f"{s}={v:.2f}s" for s, v in res.timings.items())
+        print(f"{label} n={n} d={d:,} t={t} k={k}: total {total:.2f} s (all clients + server, one process)\n    {stages}")
+    return total, res.timings
+
+
+def mode_cost(label, n, d, t, k, repeat=2):
+    """Same round in both modes, interleaved ``repeat`` times; best of each. Prints the active mode's extra
+    cost per round (all n clients and the server run sequentially in one process) and per client."""
+    runs = {"semi-honest": [], "active": []}
+    for _ in range(repeat):
+        for mode in runs:
+            runs[mode].append(round_figures(label, n, d, t, k, security=mode, quiet=True))
+    (semi, _), (act, timings) = min(runs["semi-honest"], key=lambda r: r[0]), min(runs["active"], key=lambda r: r[0])
+    cons = timings.get("consistency:clients", 0.0) + timings.get("consistency:server", 0.0)
+    keys = timings.get("share_keys:clients", 0.0)  # includes verifying every roster entry used
+    print(f"{label} n={n} d={d:,} t={t} k={k}: active {act:.2f} s vs semi-honest {semi:.2f} s per round; "
+          f"extra {act - semi:+.2f} s = {(act - semi) / n * 1e3:+.1f} ms per client, ratio {act / semi:.2f}\n"
+          f"    active: consistency round {cons:.2f} s, share_keys incl. roster signature checks {keys:.2f} s")
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="skip (e)")
+    ap.add_argument("--quick", action="store_true", help="skip (e); (f) at n = 1000 with d = 10^3")
     args = ap.parse_args(argv)
     shamir.field()  # one-time galois table construction / JIT, excluded from timings
-    run_secagg_round({i: np.zeros(4, np.uint64) for i in range(4)}, modulus_bits=32, threshold=3, seed=0)
+    run_secagg_round({i: np.zeros(4, np.uint64) for i in range(4)}, modulus_bits=32, threshold=3, seed=0)  # warm-up
     bench_a()
     bench_b()
     bench_c()
-    full = round_figures("(d) full graph", 100, 10**5, 50, None)
-    plus = round_figures("(d) SecAgg+  ", 100, 10**5, 8, 15)
+    full, _ = round_figures("(d) full graph", 100, 10**5, 67, None)
+    plus, _ = round_figures("(d) SecAgg+  ", 100, 10**5, 9, 15)
     print(f"    targets: full <= 5 s ({full:.2f}), k=15 <= 1.5 s ({plus:.2f})")
+    k, t = secaggplus_parameters(1000, dropout_fraction=0.1, corrupt_fraction=0.05)
     if not args.quick:
-        k, t = secaggplus_parameters(1000, dropout_fraction=0.1)
         round_figures("(e) SecAgg+  ", 1000, 10**4, t, k)
+    mode_cost("(f) full graph", 100, 10**5, 67, None)
+    mode_cost("(f) SecAgg+  ", 1000, 10**3 if args.quick else 10**4, t, k, repeat=1 if args.quick else 2)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""One secure-aggregation round (Bonawitz et al. 2017) with clients dropping at two stages.
+"""One secure-aggregation round (Bonawitz et al. 2017, active-server mode) with clients dropping at three stages.
 
 The server learns exactly the modular sum of the inputs of the clients whose masked input arrived;
 a client that drops after sending it is still summed. Also shows a clean abort below the threshold.
@@ -20,8 +20,9 @@ def main() -> None:
     inputs = {cid: rng.integers(0, 2**bits, size=dim, dtype=np.uint64) for cid in range(n)}
     dropouts = {"share_keys": {3}, "masked_input": {5, 11}, "unmasking": {7}}
 
-    # seed=... makes keys and masks reproducible: for simulation only (anyone with the seed can unmask)
-    res = run_secagg_round(inputs, modulus_bits=bits, threshold=11, dropouts=dropouts, seed=42)
+    # active mode (the default) needs t > 2n/3 = 13.3 share holders; seed=... makes keys and masks
+    # reproducible: for simulation only (anyone with the seed can unmask)
+    res = run_secagg_round(inputs, modulus_bits=bits, threshold=14, dropouts=dropouts, seed=42)
     expected = sum_mod(np.stack([inputs[c] for c in sorted(res.survivors)]), bits)
     print(f"survivors: {len(res.survivors)} of {n}; dropped after sharing keys: {sorted(res.dropped)}")
     print(f"client 7 dropped at unmasking but is summed: {7 in res.survivors}")

@@ -1,13 +1,17 @@
 """Protocol parties (client and server state machines, messages, rounds), built on secagg_dp.
 
-Entry point: :func:`run_secagg_round`. Lower level: :class:`SecAggServer` (``open_round``/``receive``/
-``advance``), :class:`SecAggClient` (``decide_check_in``/``receive``), :class:`InProcessTransport` with a
-:class:`FaultInjector`, and :func:`drive_round`.
+Entry point: :func:`run_secagg_round` (``security="active"`` by default, ``"semi-honest"`` for a trusted
+server). Lower level: :class:`SecAggServer` (``open_round``/``receive(data, sender=...)``/``advance``),
+:class:`SecAggClient` (``decide_check_in``/``receive``) configured by a :class:`ClientPolicy`, the identity
+:class:`KeyRegistry` (:func:`create_identities`), :class:`InProcessTransport` with a :class:`FaultInjector`,
+and :func:`drive_round`. User guide and threat model: docs/secure-aggregation.md.
 """
 
 from protocols.client import SecAggClient
 from protocols.graph import neighbourhoods, secaggplus_parameters
+from protocols.pki import KeyRegistry, create_identities
 from protocols.round import STAGES, SecAggResult, drive_round, run_secagg_round
+from protocols.security import SECURITY_MODES, ClientPolicy, min_threshold
 from protocols.server import RoundOutcome, SecAggServer
 from protocols.stages import ClientStage, ServerStage
 from protocols.transport import Envelope, FaultInjector, InProcessTransport
@@ -27,4 +31,9 @@ __all__ = [
     "InProcessTransport",
     "neighbourhoods",
     "secaggplus_parameters",
+    "SECURITY_MODES",
+    "ClientPolicy",
+    "min_threshold",
+    "KeyRegistry",
+    "create_identities",
 ]

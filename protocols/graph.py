@@ -8,6 +8,7 @@ a few nodes get degree k + 1). Each client masks with, and Shamir-shares to, its
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 
@@ -16,9 +17,18 @@ from scipy import stats
 
 from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.crypto.prg import keystream
+from protocols.security import check_security
 from secagg_dp.errors import ParameterError
 
-__all__ = ["ring_order", "neighbourhoods", "neighbours_of", "secaggplus_parameters"]
+__all__ = [
+    "ring_order",
+    "neighbourhoods",
+    "neighbours_of",
+    "neighbourhoods_for",
+    "roster_graph_seed",
+    "secaggplus_parameters",
+    "holder_points",
+]
 
 
 def ring_order(ids: Sequence[int], graph_seed: bytes) -> np.ndarray:
@@ -59,37 +69,75 @@ def neighbours_of(ids: Sequence[int], k: int | None, graph_seed: bytes, client: 
     return frozenset(int(v) for v in order[(int(hit[0]) + np.asarray(offsets)) % n]) - {client}
 
 
+def neighbourhoods_for(
+    ids: Sequence[int], k: int | None, graph_seed: bytes, clients: Sequence[int]
+) -> dict[int, frozenset[int]]:
+    """``neighbourhoods(ids, k, graph_seed)`` restricted to ``clients``, computing the ring order once."""
+    n = len(ids)
+    if k is None or k >= n - 1:
+        everyone = frozenset(ids)
+        return {int(u): everyone - {int(u)} for u in clients}
+    order = ring_order(ids, graph_seed)
+    pos = dict(zip(order.tolist(), range(n)))
+    offsets = np.asarray([d for j in range(1, k // 2 + 1) for d in (j, -j)] + ([n // 2, -(n // 2)] if k % 2 else []))
+    out = {}
+    for u in clients:
+        if int(u) not in pos:
+            raise ParameterError(f"Argument 'clients' must be a subset of 'ids'; {u} is not in it.")
+        out[int(u)] = frozenset(order[(pos[int(u)] + offsets) % n].tolist()) - {int(u)}
+    return out
+
+
+def roster_graph_seed(round_id: bytes, ids: Sequence[int], enc_pks: np.ndarray, mask_pks: np.ndarray) -> bytes:
+    """The SecAgg+ graph seed: SHA-256 over the round id and the whole roster (ids and both key arrays).
+
+    Every client recomputes it, so the server cannot pick a graph; it can only bias it by choosing which
+    check-ins to include, and each such trial changes the fresh keys it hashes (see docs).
+    """
+    h = hashlib.sha256(b"secagg-dp/v2/graph-seed\x00" + bytes(round_id))
+    h.update(np.asarray(ids, dtype=">u4").tobytes())
+    h.update(np.ascontiguousarray(enc_pks, dtype=np.uint8).tobytes())
+    h.update(np.ascontiguousarray(mask_pks, dtype=np.uint8).tobytes())
+    return h.digest()
+
+
 def secaggplus_parameters(
     n: int,
     *,
     dropout_fraction: float,
-    corrupt_fraction: float = 0.0,
+    corrupt_fraction: float,
+    security: str = "active",
     security_bits: float = 40.0,
     correctness_bits: float = 20.0,
 ) -> tuple[int, int]:
-    """Smallest even k and a threshold t for SecAgg+ with n clients; returns (k, t).
+    """Smallest even k and the smallest safe threshold t for SecAgg+ with n clients; returns (k, t).
 
-    Design rule following Bell et al. 2020 (Sec. 3-4: neighbourhood conditions for correctness and
-    security under a random graph), evaluated exactly for our ring construction, where one client's
-    neighbourhood is a uniform k-subset of the others. With D ~ Hypergeom(n-1, floor(delta (n-1)), k)
-    dropped and C ~ Hypergeom(n-1, ceil(gamma (n-1)), k) corrupted neighbours, union-bounded over n clients:
-      correctness: n * P[k + 1 - D < t] <= 2^-eta      (t shares survive in every neighbourhood)
-      security:    n * P[C >= t] <= 2^-sigma            (colluders never hold t shares of an honest secret)
-                   n^2 (delta + gamma)^k <= 2^-sigma     (no two runs of k/2 removed ring neighbours, so
-                                                         the honest surviving clients stay connected)
-    plus t > (k + 1) / 2 so that one honest client's shares of b_u and sk_u cannot both be assembled.
-    This is an upper-bound design rule, not the paper's own tables; it assumes dropouts and corruptions
-    are chosen independently of the (public) graph seed.
+    Design rule from the conditions of Bell et al. 2020 (Sec. 3-4), evaluated exactly for our ring
+    construction, where one client's neighbourhood is a uniform k-subset of the others. With
+    D ~ Hypergeom(n-1, floor(delta (n-1)), k) dropped and C ~ Hypergeom(n-1, ceil(gamma (n-1)), k) corrupt
+    neighbours, union-bounded over n clients, and c* the smallest c with n P[C > c] <= 2^-sigma:
+      connectivity: n^2 (delta + gamma)^k <= 2^-sigma   (no two runs of k/2 removed ring neighbours, so the
+                                                        honest surviving clients stay connected)
+      security:     semi-honest  t >= c* + 1            (colluders never hold t shares of an honest secret)
+                    active       2t - (k + 1) >= c* + 1 (an inconsistent survivor list needs 2t - (k + 1)
+                                                        colluding holders; see protocols.security)
+                    both         t > (k + 1) / 2
+      correctness:  n P[k + 1 - D < t] <= 2^-eta        (t shares survive in every neighbourhood)
+    Feasible only if gamma + delta < 1 (semi-honest) or gamma + 2 delta < 1 (active). This is an
+    upper-bound design rule; it assumes dropouts and corruptions are independent of the graph.
     """
     n = check_int("n", n, lo=3)
     delta = check_probability("dropout_fraction", dropout_fraction, allow_one=False)
     gamma = check_probability("corrupt_fraction", corrupt_fraction, allow_one=False)
+    security = check_security(security)
     sigma = check_real("security_bits", security_bits, lo=1.0)
     eta = check_real("correctness_bits", correctness_bits, lo=1.0)
-    if delta + gamma >= 0.5:
+    active = security == "active"
+    if (gamma + 2 * delta if active else gamma + delta) >= 1:
         raise ParameterError(
-            f"Arguments 'dropout_fraction' + 'corrupt_fraction' must be < 0.5, not {delta + gamma}. "
-            "To fix, use the full graph (neighbours=None) with a threshold chosen for that regime."
+            f"Arguments 'corrupt_fraction' = {gamma} and 'dropout_fraction' = {delta} admit no threshold in "
+            f"{security} mode (need {'corrupt + 2 dropout' if active else 'corrupt + dropout'} < 1). "
+            "To fix, lower one of them."
         )
     n_drop = math.floor(delta * (n - 1))
     n_bad = math.ceil(gamma * (n - 1))
@@ -97,14 +145,24 @@ def secaggplus_parameters(
     for k in range(2, n - 1, 2):
         if delta + gamma > 0 and 2 * log2n + k * math.log2(delta + gamma) > -sigma:
             continue
-        drop = stats.hypergeom(n - 1, n_drop, k)
         bad = stats.hypergeom(n - 1, n_bad, k)
-        for t in range(k // 2 + 1, k + 2):
-            # correctness: k + 1 - D >= t  <=>  D <= k + 1 - t; failure P[D >= k + 2 - t]
-            fail = drop.sf(k + 1 - t)
-            leak = bad.sf(t - 1)
-            if log2n + math.log2(max(fail, 1e-300)) <= -eta and log2n + math.log2(max(leak, 1e-300)) <= -sigma:
-                return k, t
+        c_star = next(c for c in range(k + 1) if c >= n_bad or log2n + math.log2(max(bad.sf(c), 1e-300)) <= -sigma)
+        t = max(k // 2 + 1, (c_star + k + 1) // 2 + 1 if active else c_star + 1)
+        if t > k + 1:
+            continue
+        # correctness: k + 1 - D >= t  <=>  D <= k + 1 - t; failure P[D >= k + 2 - t]
+        fail = stats.hypergeom(n - 1, n_drop, k).sf(k + 1 - t)
+        if log2n + math.log2(max(fail, 1e-300)) <= -eta:
+            return k, t
     raise ParameterError(
         f"No k < n - 1 meets the targets for n={n}; use the full graph (neighbours=None) instead."
     )
+
+
+def holder_points(holders: Sequence[int]) -> dict[int, int]:
+    """Shamir evaluation points of one secret's holders: 1 + rank of the holder's id among them.
+
+    Points need only be distinct among the holders of one secret, so with SecAgg+ they lie in
+    [1, k + 1] whatever the number of clients (the field GF(65537) bounds k + 1, not n).
+    """
+    return {int(v): i + 1 for i, v in enumerate(sorted(holders))}

@@ -1,31 +1,51 @@
 """Wire messages of the secure-aggregation round: frozen dataclasses with explicit byte serialisation.
 
-Every message starts with a 28-byte header: magic ``b"SA"``, version 1, kind (1 byte), round id (16 bytes),
-sender and recipient (big-endian uint32; the server is ``SERVER``, a broadcast goes to ``BROADCAST``).
+Every message starts with the 28-byte header of :mod:`protocols.wire` (whose names are re-exported here).
 Bodies use big-endian fixed-width fields and explicit counts; :func:`decode` checks every length and
 refuses trailing bytes, so malformed input raises :class:`ProtocolError` and nothing else.
 Secrets never travel in the clear except Shamir shares in :class:`UnmaskResponse` (as in the paper).
+Version 2 adds Ed25519 signatures (advertised keys, survivor set) and the consistency round's two kinds.
 """
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from enum import IntEnum
 
 import numpy as np
 
+from protocols import wire
+from protocols.wire import (
+    BROADCAST,
+    HEADER_LEN,
+    KEY_LEN,
+    MAGIC,
+    MAX_CLIENT_ID,
+    ROUND_ID_LEN,
+    SECURITY_CODES,
+    SERVER,
+    SHARE_BYTES,
+    SIG_LEN,
+    VERSION,
+    Header,
+    Kind,
+    Reader,
+    check_bytes,
+    check_id,
+    check_ids,
+    check_shares,
+    check_sig_rows,
+    pack_boxes,
+    pack_ids,
+    parse_header,
+    peek_kind,
+)
 from secagg_dp.crypto.shamir import PIECES_PER_32_BYTES, PRIME
 from secagg_dp.errors import ProtocolError
 
+# The message classes, plus the wire names callers use through this module (``m.SERVER``, ``m.Kind``, ...).
 __all__ = [
-    "MAGIC",
-    "VERSION",
-    "ROUND_ID_LEN",
-    "SERVER",
-    "BROADCAST",
-    "MAX_CLIENT_ID",
-    "Kind",
+    *(name for name in wire.__all__ if name.isupper() or name in ("Kind", "peek_kind")),
     "RoundOpen",
     "AdvertiseKeys",
     "KeyRoster",
@@ -33,91 +53,18 @@ __all__ = [
     "ShareKeys",
     "ShareBundle",
     "MaskedInput",
+    "SurvivorList",
+    "SurvivorSignature",
     "UnmaskRequest",
     "UnmaskResponse",
     "SharePlaintext",
     "Message",
     "decode",
-    "peek_kind",
 ]
 
-MAGIC = b"SA"
-VERSION = 1
-ROUND_ID_LEN = 16
-SERVER = 0xFFFFFFFF
-BROADCAST = 0xFFFFFFFE
-MAX_CLIENT_ID = 0xFFFFFFFD
-_HEADER = struct.Struct(">2sBB16sII")
-_KEY = 32
-_SHARE_BYTES = 4 * PIECES_PER_32_BYTES  # one share of a 32-byte secret: 16 uint32 field elements
-
-
-class Kind(IntEnum):
-    """Message kinds; the client-bound ones are ROUND_OPEN, KEY_ROSTER, SHARE_BUNDLE, UNMASK_REQUEST."""
-
-    ROUND_OPEN = 1
-    ADVERTISE_KEYS = 2
-    KEY_ROSTER = 3
-    SHARE_KEYS = 4
-    SHARE_BUNDLE = 5
-    MASKED_INPUT = 6
-    UNMASK_REQUEST = 7
-    UNMASK_RESPONSE = 8
-
-
-def _check_id(name: str, v: int, *, allow_server: bool = False) -> None:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        raise ProtocolError(f"field '{name}' must be an integer id")
-    if not (0 <= v <= MAX_CLIENT_ID or (allow_server and v in (SERVER, BROADCAST))):
-        raise ProtocolError(f"field '{name}' is not a valid party id: {v}")
-
-
-def _check_ids(name: str, ids: tuple[int, ...]) -> None:
-    if not isinstance(ids, tuple):
-        raise ProtocolError(f"field '{name}' must be a tuple of client ids")
-    if len(ids) > 16:  # vectorised check for long lists (rosters, bundles)
-        arr = np.asarray(ids)
-        if arr.dtype.kind not in "iu" or arr.ndim != 1 or int(arr.min()) < 0 or int(arr.max()) > MAX_CLIENT_ID:
-            raise ProtocolError(f"field '{name}' holds an invalid client id")
-    else:
-        for v in ids:
-            _check_id(name, v)
-    if len(set(ids)) != len(ids):
-        raise ProtocolError(f"field '{name}' lists a client id twice")
-
-
-def _check_bytes(name: str, v: bytes, n: int) -> None:
-    if not isinstance(v, bytes) or len(v) != n:
-        raise ProtocolError(f"field '{name}' must be {n} bytes")
-
-
-def _check_shares(name: str, arr: np.ndarray, rows: int) -> None:
-    if (
-        not isinstance(arr, np.ndarray)
-        or arr.dtype != np.uint32
-        or arr.shape != (rows, PIECES_PER_32_BYTES)
-        or (arr.size and int(arr.max()) >= PRIME)
-    ):
-        raise ProtocolError(f"field '{name}' must be a ({rows}, {PIECES_PER_32_BYTES}) uint32 array of GF(p) elements")
-
 
 @dataclass(frozen=True)
-class _Header:
-    round_id: bytes
-    sender: int
-    recipient: int
-
-    def __post_init__(self) -> None:
-        _check_bytes("round_id", self.round_id, ROUND_ID_LEN)
-        _check_id("sender", self.sender, allow_server=True)
-        _check_id("recipient", self.recipient, allow_server=True)
-
-    def _head(self) -> bytes:
-        return _HEADER.pack(MAGIC, VERSION, int(self.KIND), self.round_id, self.sender, self.recipient)
-
-
-@dataclass(frozen=True)
-class RoundOpen(_Header):
+class RoundOpen(Header):
     """Server -> everyone: round r is open; take part with your own probability ``p``."""
 
     KIND = Kind.ROUND_OPEN
@@ -126,6 +73,7 @@ class RoundOpen(_Header):
     dim: int
     threshold: int
     neighbours: int  # 0 = full graph
+    security: int = SECURITY_CODES["active"]  # 0 = semi-honest, 1 = active (see SECURITY_CODES)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -133,26 +81,33 @@ class RoundOpen(_Header):
             raise ProtocolError("field 'p' must be a float in [0, 1]")
         if not (1 <= self.bits <= 62 and 0 <= self.dim < 1 << 32 and 1 <= self.threshold and 0 <= self.neighbours < 1 << 32):
             raise ProtocolError("round parameters out of range")
+        if self.security not in SECURITY_CODES.values():
+            raise ProtocolError(f"field 'security' must be one of {sorted(SECURITY_CODES.values())}")
 
     def to_bytes(self) -> bytes:
-        return self._head() + struct.pack(">dBIII", self.p, self.bits, self.dim, self.threshold, self.neighbours)
+        return self._head() + struct.pack(
+            ">dBIIIB", self.p, self.bits, self.dim, self.threshold, self.neighbours, self.security
+        )
 
 
 @dataclass(frozen=True)
-class AdvertiseKeys(_Header):
-    """Client -> server: check-in with two X25519 public keys (AEAD channel, mask agreement)."""
+class AdvertiseKeys(Header):
+    """Client -> server: check-in with two X25519 public keys (AEAD channel, mask agreement) and the
+    sender's Ed25519 signature on them (:func:`protocols.pki.advertise_statement`; zeros in semi-honest mode)."""
 
     KIND = Kind.ADVERTISE_KEYS
     enc_pk: bytes
     mask_pk: bytes
+    signature: bytes = bytes(SIG_LEN)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_bytes("enc_pk", self.enc_pk, _KEY)
-        _check_bytes("mask_pk", self.mask_pk, _KEY)
+        check_bytes("enc_pk", self.enc_pk, KEY_LEN)
+        check_bytes("mask_pk", self.mask_pk, KEY_LEN)
+        check_bytes("signature", self.signature, SIG_LEN)
 
     def to_bytes(self) -> bytes:
-        return self._head() + self.enc_pk + self.mask_pk
+        return self._head() + self.enc_pk + self.mask_pk + self.signature
 
 
 @dataclass(frozen=True)
@@ -160,16 +115,19 @@ class RosterEntry:
     client: int
     enc_pk: bytes
     mask_pk: bytes
+    signature: bytes
 
 
-_ROSTER_DT = np.dtype([("id", ">u4"), ("enc", "u1", (_KEY,)), ("mask", "u1", (_KEY,))])
+_ROSTER_DT = np.dtype([("id", ">u4"), ("enc", "u1", (KEY_LEN,)), ("mask", "u1", (KEY_LEN,)), ("sig", "u1", (SIG_LEN,))])
 
 
 @dataclass(frozen=True)
-class KeyRoster(_Header):
-    """Server -> all checked-in clients: everyone's public keys (sorted by id) and the graph seed.
+class KeyRoster(Header):
+    """Server -> all checked-in clients: everyone's public keys (sorted by id), their signatures and the
+    graph seed.
 
-    ``enc_pks`` and ``mask_pks`` are read-only (n, 32) uint8 arrays, row i belonging to ``ids[i]``.
+    ``enc_pks`` and ``mask_pks`` are read-only (n, 32) uint8 arrays and ``signatures`` a read-only
+    (n, 64) array, row i belonging to ``ids[i]``.
     """
 
     KIND = Kind.KEY_ROSTER
@@ -177,18 +135,20 @@ class KeyRoster(_Header):
     ids: tuple[int, ...]
     enc_pks: np.ndarray
     mask_pks: np.ndarray
+    signatures: np.ndarray
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_bytes("graph_seed", self.graph_seed, 32)
-        _check_ids("ids", self.ids)
+        check_bytes("graph_seed", self.graph_seed, 32)
+        check_ids("ids", self.ids)
         if list(self.ids) != sorted(self.ids):
             raise ProtocolError("field 'ids' must be sorted")
         for name in ("enc_pks", "mask_pks"):
             a = getattr(self, name)
-            if not (isinstance(a, np.ndarray) and a.dtype == np.uint8 and a.shape == (len(self.ids), _KEY)):
+            if not (isinstance(a, np.ndarray) and a.dtype == np.uint8 and a.shape == (len(self.ids), KEY_LEN)):
                 raise ProtocolError(f"field '{name}' must be a (n, 32) uint8 array")
             a.flags.writeable = False
+        check_sig_rows("signatures", self.signatures, len(self.ids))
 
     def __repr__(self) -> str:
         return f"KeyRoster(round_id={self.round_id.hex()}, ids={self.ids})"
@@ -198,23 +158,18 @@ class KeyRoster(_Header):
         arr["id"] = self.ids
         arr["enc"] = self.enc_pks
         arr["mask"] = self.mask_pks
+        arr["sig"] = self.signatures
         return self._head() + self.graph_seed + struct.pack(">I", len(self.ids)) + arr.tobytes()
 
     def entry(self, index: int) -> RosterEntry:
         """The roster row at position ``index`` (not client id)."""
-        return RosterEntry(self.ids[index], self.enc_pks[index].tobytes(), self.mask_pks[index].tobytes())
-
-
-def _pack_boxes(ids: tuple[int, ...], boxes: tuple[bytes, ...]) -> bytes:
-    parts = [struct.pack(">I", len(ids))]
-    for i, b in zip(ids, boxes):
-        parts.append(struct.pack(">II", i, len(b)))
-        parts.append(b)
-    return b"".join(parts)
+        return RosterEntry(
+            self.ids[index], self.enc_pks[index].tobytes(), self.mask_pks[index].tobytes(), self.signatures[index].tobytes()
+        )
 
 
 @dataclass(frozen=True)
-class ShareKeys(_Header):
+class ShareKeys(Header):
     """Client -> server: a commitment to b_u and one AEAD box of shares per other share holder."""
 
     KIND = Kind.SHARE_KEYS
@@ -224,17 +179,17 @@ class ShareKeys(_Header):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_bytes("commitment", self.commitment, 32)
-        _check_ids("recipients", self.recipients)
+        check_bytes("commitment", self.commitment, 32)
+        check_ids("recipients", self.recipients)
         if len(self.recipients) != len(self.boxes) or not all(isinstance(b, bytes) for b in self.boxes):
             raise ProtocolError("recipients and boxes differ in length")
 
     def to_bytes(self) -> bytes:
-        return self._head() + self.commitment + _pack_boxes(self.recipients, self.boxes)
+        return self._head() + self.commitment + pack_boxes(self.recipients, self.boxes)
 
 
 @dataclass(frozen=True)
-class ShareBundle(_Header):
+class ShareBundle(Header):
     """Server -> one client: the boxes addressed to it, with their senders."""
 
     KIND = Kind.SHARE_BUNDLE
@@ -243,16 +198,16 @@ class ShareBundle(_Header):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_ids("senders", self.senders)
+        check_ids("senders", self.senders)
         if len(self.senders) != len(self.boxes) or not all(isinstance(b, bytes) for b in self.boxes):
             raise ProtocolError("senders and boxes differ in length")
 
     def to_bytes(self) -> bytes:
-        return self._head() + _pack_boxes(self.senders, self.boxes)
+        return self._head() + pack_boxes(self.senders, self.boxes)
 
 
 @dataclass(frozen=True)
-class MaskedInput(_Header):
+class MaskedInput(Header):
     """Client -> server: y_u, little-endian uint64 residues (shown in repr only by length)."""
 
     KIND = Kind.MASKED_INPUT
@@ -276,28 +231,71 @@ class MaskedInput(_Header):
 
 
 @dataclass(frozen=True)
-class UnmaskRequest(_Header):
-    """Server -> one survivor: who sent a masked input (survivors) and who dropped after sharing keys."""
+class SurvivorList(Header):
+    """Server -> each client of U3 (active mode): the survivor set U3, sorted, for the client to sign."""
+
+    KIND = Kind.SURVIVOR_LIST
+    survivors: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_ids("survivors", self.survivors)
+        if list(self.survivors) != sorted(self.survivors):
+            raise ProtocolError("field 'survivors' must be sorted")
+
+    def to_bytes(self) -> bytes:
+        return self._head() + pack_ids(self.survivors)
+
+
+@dataclass(frozen=True)
+class SurvivorSignature(Header):
+    """Client -> server (active mode): its signature on the survivor set it was sent
+    (:func:`protocols.pki.survivor_statement`)."""
+
+    KIND = Kind.SURVIVOR_SIGNATURE
+    signature: bytes
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_bytes("signature", self.signature, SIG_LEN)
+
+    def to_bytes(self) -> bytes:
+        return self._head() + self.signature
+
+
+@dataclass(frozen=True)
+class UnmaskRequest(Header):
+    """Server -> one survivor: who sent a masked input (survivors) and who dropped after sharing keys; in
+    active mode also the survivor-set signatures the client needs (``signers[i]`` made ``signatures[i]``)."""
 
     KIND = Kind.UNMASK_REQUEST
     survivors: tuple[int, ...]
     dropped: tuple[int, ...]
+    signers: tuple[int, ...] = ()
+    signatures: np.ndarray = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_ids("survivors", self.survivors)
-        _check_ids("dropped", self.dropped)
+        check_ids("survivors", self.survivors)
+        check_ids("dropped", self.dropped)
+        check_ids("signers", self.signers)
+        if self.signatures is None:
+            object.__setattr__(self, "signatures", np.zeros((0, SIG_LEN), dtype=np.uint8))
+        check_sig_rows("signatures", self.signatures, len(self.signers))
+
+    def __repr__(self) -> str:
+        return (f"UnmaskRequest(sender={self.sender}, recipient={self.recipient}, survivors={len(self.survivors)}, "
+                f"dropped={len(self.dropped)}, signers={len(self.signers)})")
 
     def to_bytes(self) -> bytes:
         return (
-            self._head()
-            + struct.pack(f">I{len(self.survivors)}I", len(self.survivors), *self.survivors)
-            + struct.pack(f">I{len(self.dropped)}I", len(self.dropped), *self.dropped)
+            self._head() + pack_ids(self.survivors) + pack_ids(self.dropped) + pack_ids(self.signers)
+            + self.signatures.tobytes()
         )
 
 
 @dataclass(frozen=True)
-class UnmaskResponse(_Header):
+class UnmaskResponse(Header):
     """Survivor -> server: b-shares of survivors, key-shares of dropped clients, and owners whose box failed."""
 
     KIND = Kind.UNMASK_RESPONSE
@@ -309,11 +307,11 @@ class UnmaskResponse(_Header):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_ids("self_owners", self.self_owners)
-        _check_ids("key_owners", self.key_owners)
-        _check_ids("failed", self.failed)
-        _check_shares("self_shares", self.self_shares, len(self.self_owners))
-        _check_shares("key_shares", self.key_shares, len(self.key_owners))
+        check_ids("self_owners", self.self_owners)
+        check_ids("key_owners", self.key_owners)
+        check_ids("failed", self.failed)
+        check_shares("self_shares", self.self_shares, len(self.self_owners))
+        check_shares("key_shares", self.key_shares, len(self.key_owners))
         if set(self.self_owners) & set(self.key_owners):
             raise ProtocolError("a response may not carry both shares for one client")
 
@@ -343,11 +341,11 @@ class SharePlaintext:
     holder: int
     key_share: np.ndarray = None
     self_share: np.ndarray = None
-    LEN = 8 + 2 * _SHARE_BYTES
+    LEN = 8 + 2 * SHARE_BYTES
 
     def __post_init__(self) -> None:
-        _check_id("owner", self.owner)
-        _check_id("holder", self.holder)
+        check_id("owner", self.owner)
+        check_id("holder", self.holder)
         for name in ("key_share", "self_share"):
             a = getattr(self, name)
             if not (type(a) is np.ndarray and a.dtype == np.uint32 and a.shape == (PIECES_PER_32_BYTES,) and int(a.max()) < PRIME):
@@ -368,79 +366,28 @@ class SharePlaintext:
         return cls(owner, holder, arr[:PIECES_PER_32_BYTES].copy(), arr[PIECES_PER_32_BYTES:].copy())
 
 
-Message = RoundOpen | AdvertiseKeys | KeyRoster | ShareKeys | ShareBundle | MaskedInput | UnmaskRequest | UnmaskResponse
-
-
-class _Reader:
-    __slots__ = ("data", "pos")
-
-    def __init__(self, data: bytes, pos: int) -> None:
-        self.data = data
-        self.pos = pos
-
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise ProtocolError("message truncated")
-        out = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return out
-
-    def u32(self) -> int:
-        return struct.unpack(">I", self.take(4))[0]
-
-    def ids(self) -> tuple[int, ...]:
-        n = self.u32()
-        return tuple(np.frombuffer(self.take(4 * n), dtype=">u4").tolist())
-
-    def shares(self, rows: int) -> np.ndarray:
-        return np.frombuffer(self.take(rows * _SHARE_BYTES), dtype=">u4").astype(np.uint32).reshape(rows, PIECES_PER_32_BYTES)
-
-    def boxes(self) -> tuple[tuple[int, ...], tuple[bytes, ...]]:
-        n = self.u32()
-        if n > len(self.data):  # cheap sanity bound before looping
-            raise ProtocolError("box count exceeds message size")
-        ids, boxes = [], []
-        for _ in range(n):
-            i, ln = struct.unpack(">II", self.take(8))
-            ids.append(i)
-            boxes.append(self.take(ln))
-        return tuple(ids), tuple(boxes)
-
-    def done(self) -> None:
-        if self.pos != len(self.data):
-            raise ProtocolError("trailing bytes after message")
-
-
-def peek_kind(data: bytes) -> Kind:
-    """The kind of a serialised message after checking magic and version (no body parsing)."""
-    if not isinstance(data, (bytes, bytearray)) or len(data) < _HEADER.size:
-        raise ProtocolError("message shorter than its header")
-    magic, version, kind = struct.unpack_from(">2sBB", data)
-    if magic != MAGIC or version != VERSION:
-        raise ProtocolError("bad magic or version")
-    try:
-        return Kind(kind)
-    except ValueError:
-        raise ProtocolError(f"unknown message kind {kind}") from None
+Message = (
+    RoundOpen | AdvertiseKeys | KeyRoster | ShareKeys | ShareBundle | MaskedInput | SurvivorList | SurvivorSignature
+    | UnmaskRequest | UnmaskResponse
+)
 
 
 def decode(data: bytes) -> Message:
     """Parse one serialised message; any malformation raises ProtocolError."""
-    kind = peek_kind(data)
     data = bytes(data)
-    _, _, _, rid, sender, recipient = _HEADER.unpack_from(data)
-    r = _Reader(data, _HEADER.size)
+    kind, rid, sender, recipient = parse_header(data)
+    r = Reader(data, HEADER_LEN)
     h = (rid, sender, recipient)
     if kind is Kind.ROUND_OPEN:
-        p, bits, dim, t, k = struct.unpack(">dBIII", r.take(21))
-        msg: Message = RoundOpen(*h, p, bits, dim, t, k)
+        p, bits, dim, t, k, sec = struct.unpack(">dBIIIB", r.take(22))
+        msg: Message = RoundOpen(*h, p, bits, dim, t, k, sec)
     elif kind is Kind.ADVERTISE_KEYS:
-        msg = AdvertiseKeys(*h, r.take(_KEY), r.take(_KEY))
+        msg = AdvertiseKeys(*h, r.take(KEY_LEN), r.take(KEY_LEN), r.take(SIG_LEN))
     elif kind is Kind.KEY_ROSTER:
         seed = r.take(32)
         n = r.u32()
         arr = np.frombuffer(r.take(n * _ROSTER_DT.itemsize), dtype=_ROSTER_DT)
-        msg = KeyRoster(*h, seed, tuple(arr["id"].tolist()), np.array(arr["enc"]), np.array(arr["mask"]))
+        msg = KeyRoster(*h, seed, tuple(arr["id"].tolist()), np.array(arr["enc"]), np.array(arr["mask"]), np.array(arr["sig"]))
     elif kind is Kind.SHARE_KEYS:
         com = r.take(32)
         msg = ShareKeys(*h, com, *r.boxes())
@@ -451,8 +398,13 @@ def decode(data: bytes) -> Message:
         n = r.u32()
         y = np.frombuffer(r.take(8 * n), dtype="<u8").astype(np.uint64)
         msg = MaskedInput(*h, bits, y)
+    elif kind is Kind.SURVIVOR_LIST:
+        msg = SurvivorList(*h, r.ids())
+    elif kind is Kind.SURVIVOR_SIGNATURE:
+        msg = SurvivorSignature(*h, r.take(SIG_LEN))
     elif kind is Kind.UNMASK_REQUEST:
-        msg = UnmaskRequest(*h, r.ids(), r.ids())
+        alive, gone, signers = r.ids(), r.ids(), r.ids()
+        msg = UnmaskRequest(*h, alive, gone, signers, r.sigs(len(signers)))
     else:
         so = r.ids()
         ss = r.shares(len(so))

@@ -12,6 +12,8 @@ import numpy as np
 
 from protocols import messages as m
 from protocols.client import SecAggClient
+from protocols.pki import create_identities
+from protocols.security import ClientPolicy, check_security, min_threshold
 from protocols.server import SecAggServer
 from protocols.stages import STAGE_NAMES
 from protocols.transport import Envelope, InProcessTransport
@@ -23,7 +25,7 @@ from secagg_dp.zq import check_bits, check_residues
 
 __all__ = ["SecAggResult", "run_secagg_round", "drive_round", "STAGES"]
 
-STAGES = tuple(STAGE_NAMES)  # ("advertise_keys", "share_keys", "masked_input", "unmasking")
+STAGES = tuple(STAGE_NAMES)  # ("advertise_keys", "share_keys", "masked_input", "consistency", "unmasking")
 
 
 @dataclass(frozen=True)
@@ -53,14 +55,16 @@ def drive_round(
     *,
     silent_from: Mapping[int, str] | None = None,
 ) -> SecAggResult:
-    """Run the four stages over ``transport``. ``silent_from[c] = stage`` makes client c stop responding
-    from that stage on. Rejected messages are reported and skipped; AbortError propagates."""
+    """Run the stages of ``server``'s security mode over ``transport`` (semi-honest mode has no
+    ``"consistency"`` stage). ``silent_from[c] = stage`` makes client c stop responding from that stage on.
+    Each uplink envelope is handed to the server with its channel sender (the transport's authenticated
+    identity). Rejected messages are reported and skipped; AbortError propagates."""
     silent_from = dict(silent_from or {})
     order = {s: i for i, s in enumerate(STAGES)}
     reports: list[str] = []
     timings: dict[str, float] = {}
     downlink = [Envelope(m.SERVER, m.BROADCAST, server.open_round())]
-    for stage in STAGES:
+    for stage in (s for s in STAGES if server.security == "active" or s != "consistency"):
         t0 = time.perf_counter()
         uplink: list[Envelope] = []
         for env in transport.deliver(f"{stage}:down", downlink):
@@ -79,7 +83,7 @@ def drive_round(
         t1 = time.perf_counter()
         for env in transport.deliver(f"{stage}:up", uplink):
             try:
-                server.receive(env.payload)
+                server.receive(env.payload, sender=env.sender)
             except ProtocolError as e:
                 reports.append(f"{stage}: server refused a message from {env.sender}: {e}")
         downlink = [Envelope(m.SERVER, r, b) for r, b in server.advance()]
@@ -90,15 +94,22 @@ def drive_round(
     return SecAggResult(out.aggregate, out.survivors, out.dropped, tuple(reports + server.reports), timings)
 
 
-def _seeded(seed: int):
+def _seeded(seed: int, round_id: bytes | None = None):
+    """Deterministic randomness for a seeded simulation: per-round sources keyed by (seed, round id), and
+    long-term identity sources keyed by (seed, client id). ``round_id=None`` derives the round id from the
+    seed too (fixtures only: :func:`run_secagg_round` draws a fresh one per run unless pinned)."""
     ikm = hashlib.sha256(b"secagg-dp/v1/simulation-seed" + seed.to_bytes(32, "big")).digest()
-    round_id = kdf.derive(ikm, info=kdf.LABEL_SIM_ROUND, length=m.ROUND_ID_LEN)
+    if round_id is None:
+        round_id = kdf.derive(ikm, info=kdf.LABEL_SIM_ROUND, length=m.ROUND_ID_LEN)
 
     def client_source(cid: int) -> SeededRandom:
         return SeededRandom(kdf.derive(ikm, info=kdf.context(kdf.LABEL_SIM_CLIENT, round_id, cid)))
 
+    def identity_source(cid: int) -> SeededRandom:
+        return SeededRandom(kdf.derive(ikm, info=kdf.context(kdf.LABEL_SIM_IDENTITY, b"", cid)))
+
     server_source = SeededRandom(kdf.derive(ikm, info=kdf.context(kdf.LABEL_SIM_SERVER, round_id)))
-    return round_id, client_source, server_source
+    return round_id, client_source, server_source, identity_source
 
 
 def run_secagg_round(
@@ -108,7 +119,9 @@ def run_secagg_round(
     threshold: int,
     dropouts: Mapping[str, set[int]] | None = None,
     neighbours: int | None = None,
+    security: str = "active",
     seed: int | None = None,
+    round_id: bytes | None = None,
 ) -> SecAggResult:
     """Securely aggregate ``inputs`` (client id -> uint64 vector of residues mod 2^modulus_bits).
 
@@ -117,9 +130,17 @@ def run_secagg_round(
     ``STAGES`` to the clients that stop responding from that stage on. ``neighbours=None`` runs the full
     graph (Bonawitz et al. 2017); an int k runs SecAgg+ (Bell et al. 2020) on a Harary graph of degree k.
 
+    ``security="active"`` (default) runs the malicious-server protocol (Bonawitz et al. 2017, Sec. 6):
+    identity keys registered in a :class:`~protocols.pki.KeyRegistry` created here, signed keys, the
+    consistency round, and thresholds the clients themselves insist on: t > 2n/3 on the full graph,
+    t > (k + 1)/2 with SecAgg+ (choose (k, t) with :func:`secaggplus_parameters`). ``"semi-honest"`` is
+    the trusted-server protocol (any t >= 2). See docs/secure-aggregation.md for the threat model.
+
     ``seed=None`` (default) takes every key, seed, nonce and the round id from ``os.urandom``. An int seed
-    derives all of them, and the delivery order, deterministically from the seed: the run is then exactly
-    reproducible but **for simulation only** -- anyone who knows the seed can unmask every client.
+    derives keys, seeds, nonces and the delivery order deterministically from (seed, round id): the run is
+    then reproducible but **for simulation only** -- anyone who knows the seed can unmask every client.
+    Every run draws a fresh round id (so messages of one run are refused in another) unless ``round_id``
+    (16 bytes) pins it; a pinned round id and seed reproduce every message bit for bit.
 
     Returns a :class:`SecAggResult`; raises :class:`~secagg_dp.errors.AbortError` (a ``ProtocolError``) when
     the round must abort, in which case nothing is reconstructed.
@@ -139,18 +160,35 @@ def run_secagg_round(
         dim = arr.size
         vecs[cid] = arr
     n = len(vecs)
-    if n > shamir.MAX_HOLDERS:
-        raise ParameterError(f"Argument 'inputs' may hold at most {shamir.MAX_HOLDERS} clients, not {n}.")
+    security = check_security(security)
+    if neighbours is None and n > shamir.MAX_HOLDERS:
+        raise ParameterError(
+            f"Argument 'inputs' may hold at most {shamir.MAX_HOLDERS} clients on the full graph, not {n}. "
+            "To fix, use SecAgg+ (neighbours=k), whose evaluation points are local to a neighbourhood."
+        )
     t = check_int("threshold", threshold, lo=2, hi=max(2, n))
     if n < 2:
         raise ParameterError("Argument 'inputs' must hold at least 2 clients.")
     if neighbours is not None:
-        neighbours = check_int("neighbours", neighbours, lo=2)
+        neighbours = check_int("neighbours", neighbours, lo=2, hi=shamir.MAX_HOLDERS - 1)
         if t > min(neighbours, n - 1) + 1:
             raise ParameterError(
                 f"Argument 'threshold' must be <= neighbours + 1 = {min(neighbours, n - 1) + 1}, not {t}. "
                 "To fix, raise 'neighbours' or lower 'threshold' (see secaggplus_parameters)."
             )
+    full = neighbours is None or neighbours >= n - 1
+    holders = n if full else neighbours + 1
+    need = min_threshold(holders, neighbours=None if full else neighbours, security=security)
+    if t < need:
+        rule = "floor(2n/3) + 1" if full else "floor((k + 1)/2) + 1"
+        raise ParameterError(
+            f"Argument 'threshold' must be >= {need} ({rule}) in {security} mode with {holders} share holders per "
+            f"secret, not {t}: a server that sends inconsistent survivor lists needs only 2t - {holders} "
+            "colluders. To fix, raise 'threshold' (see secaggplus_parameters), or pass security='semi-honest' "
+            "for a trusted server."
+        )
+    if round_id is not None and (not isinstance(round_id, bytes) or len(round_id) != m.ROUND_ID_LEN):
+        raise ParameterError(f"Argument 'round_id' must be {m.ROUND_ID_LEN} bytes, not {round_id!r}.")
     silent_from: dict[int, str] = {}
     for stage, ids in dict(dropouts or {}).items():
         if stage not in STAGE_NAMES:
@@ -164,12 +202,26 @@ def run_secagg_round(
                     "a client stops responding from one stage on, so list it once (the earliest stage)."
                 )
             silent_from[cid] = stage
+    if round_id is None:
+        round_id = os.urandom(m.ROUND_ID_LEN)
     if seed is None:
-        round_id, client_source, server_source, rng = os.urandom(m.ROUND_ID_LEN), (lambda cid: None), None, None
+        client_source, server_source, identity_source, rng = (lambda cid: None), None, (lambda cid: None), None
     else:
         seed = check_int("seed", seed, lo=0, hi=(1 << 256) - 1)
-        round_id, client_source, server_source = _seeded(seed)
+        _, client_source, server_source, identity_source = _seeded(seed, round_id)
         rng = np.random.default_rng(seed)
-    server = SecAggServer(bits=bits, dim=dim, threshold=t, neighbours=neighbours, round_id=round_id, source=server_source)
-    clients = {cid: SecAggClient(cid, x, bits=bits, source=client_source(cid)) for cid, x in sorted(vecs.items())}
+    registry, identities = None, {}
+    if security == "active":
+        registry, identities = create_identities(sorted(vecs), identity_source)
+    policy = ClientPolicy(security=security, min_threshold=t, neighbours=neighbours)
+    server = SecAggServer(
+        bits=bits, dim=dim, threshold=t, neighbours=neighbours, security=security, registry=registry,
+        round_id=round_id, source=server_source,
+    )
+    clients = {
+        cid: SecAggClient(
+            cid, x, bits=bits, policy=policy, identity=identities.get(cid), registry=registry, source=client_source(cid)
+        )
+        for cid, x in sorted(vecs.items())
+    }
     return drive_round(server, clients, InProcessTransport(rng=rng), silent_from=silent_from)

@@ -1,9 +1,15 @@
-"""The server role (Bonawitz et al. 2017, Fig. 4, semi-honest) as a state machine.
+"""The server role (Bonawitz et al. 2017, Fig. 4; Sec. 6 in ``"active"`` mode) as a state machine.
 
 The server never selects or indexes clients: it opens a round, and the clients that check in (with their
 own coins) form U1. It then collects ShareKeys (U2), masked inputs (U3) and unmasking responses (U4),
-advancing at each deadline (:meth:`advance`). It aborts, reconstructing nothing, as soon as fewer than
-``threshold`` clients remain or some needed secret has fewer than ``threshold`` shares.
+advancing at each deadline (:meth:`advance`); in active mode a consistency round (survivor-set signatures,
+U4) sits between the masked inputs and the unmasking. It aborts, reconstructing nothing, as soon as fewer
+than ``threshold`` clients remain or some needed secret has fewer than ``threshold`` shares.
+
+Every received message is checked before it is parsed: the stage accepts its kind, the authenticated
+channel sender (``receive(data, sender=...)``, supplied by the transport) is expected in this stage and
+has not sent yet, and the declared size is within the cap computed from the round's parameters. After
+parsing, the message's own sender field must equal the channel sender.
 
 Departure from the paper (on purpose): reconstructed secrets are verified before use (sk_v against the
 advertised public key, b_u against a SHA-256 commitment sent with ShareKeys), and a bad share is dropped
@@ -19,19 +25,24 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from protocols import messages as m
-from protocols.graph import neighbourhoods
+from protocols.graph import holder_points, neighbourhoods, roster_graph_seed
+from protocols.pki import KeyRegistry, advertise_statement, survivor_statement
+from protocols.security import check_security, min_threshold
 from protocols.stages import SERVER_ACCEPTS, SERVER_ADVANCE, ServerStage
 from secagg_dp._validate import check_int, check_probability
-from secagg_dp.crypto import masking, shamir
-from secagg_dp.crypto.keys import keypair_from_private
+from secagg_dp.crypto import aead, masking, shamir, signing
+from secagg_dp.crypto.keys import is_low_order, keypair_from_private
 from secagg_dp.crypto.prg import accumulate_mask
 from secagg_dp.crypto.randomness import RandomSource, resolve_source
-from secagg_dp.errors import AbortError, ParameterError, ProtocolError
+from secagg_dp.errors import AbortError, AuthenticationError, ParameterError, ProtocolError
 from secagg_dp.zq import check_bits
 
 __all__ = ["SecAggServer", "RoundOutcome"]
 
 Outgoing = list[tuple[int, bytes]]  # (recipient or BROADCAST, serialised message)
+_HEAD = 28
+_BOX_LEN = aead.OVERHEAD + m.SharePlaintext.LEN
+_SHARE_ROW = 4 * shamir.PIECES_PER_32_BYTES
 
 
 @dataclass(frozen=True)
@@ -48,7 +59,13 @@ class RoundOutcome:
 
 
 class SecAggServer:
-    """Semi-honest aggregation server. ``neighbours=None``: full graph; an int k: SecAgg+ with k neighbours."""
+    """Aggregation server. ``neighbours=None``: full graph; an int k: SecAgg+ with k neighbours.
+
+    ``security="active"`` (default) needs the ``registry`` of client identity keys and runs the consistency
+    round; ``"semi-honest"`` is the trusted-server protocol without signatures. The full graph admits at
+    most ``shamir.MAX_HOLDERS`` check-ins (one evaluation point each); SecAgg+ points are local to a
+    neighbourhood, so only k + 1 <= ``shamir.MAX_HOLDERS`` is needed.
+    """
 
     def __init__(
         self,
@@ -58,13 +75,23 @@ class SecAggServer:
         threshold: int,
         neighbours: int | None = None,
         p: float = 1.0,
+        security: str = "active",
+        registry: KeyRegistry | None = None,
         round_id: bytes | None = None,
         source: RandomSource | None = None,
     ) -> None:
         self.bits = check_bits(bits)
         self.dim = check_int("dim", dim, lo=1, hi=(1 << 32) - 1)
         self.threshold = check_int("threshold", threshold, lo=2, hi=shamir.MAX_HOLDERS)
-        self.k = None if neighbours is None else check_int("neighbours", neighbours, lo=2, hi=(1 << 32) - 1)
+        self.k = None if neighbours is None else check_int("neighbours", neighbours, lo=2, hi=shamir.MAX_HOLDERS - 1)
+        self.security = check_security(security)
+        if self.security == "active" and not isinstance(registry, KeyRegistry):
+            raise ParameterError(
+                "Argument 'registry' must be a KeyRegistry of client identity keys in active mode. To fix, create "
+                "one with protocols.pki.create_identities, or pass security='semi-honest' for a trusted server."
+            )
+        self.registry = registry
+        self.max_clients = shamir.MAX_HOLDERS if self.k is None else m.MAX_CLIENT_ID + 1
         if self.k is not None and self.threshold > self.k + 1:
             raise ParameterError(
                 f"Argument 'threshold' must be <= neighbours + 1 = {self.k + 1}, not {self.threshold}: "
@@ -84,7 +111,10 @@ class SecAggServer:
         self._keys: dict[int, tuple[bytes, bytes]] = {}
         self._shares: dict[int, m.ShareKeys] = {}
         self._masked: dict[int, np.ndarray] = {}
+        self._sigs: dict[int, bytes] = {}
         self._responses: dict[int, m.UnmaskResponse] = {}
+        self._u1 = self._u2 = self._u3 = frozenset()
+        self._requests: dict[int, tuple[frozenset[int], frozenset[int]]] = {}
 
     def __repr__(self) -> str:
         return f"SecAggServer(stage={self.stage.name}, round_id={self.round_id.hex()})"
@@ -94,65 +124,122 @@ class SecAggServer:
         """Broadcast that round r is open; each client then decides with its own coin (probability p)."""
         if self.stage is not ServerStage.IDLE:
             raise ProtocolError(f"server in stage {self.stage.name} cannot open a round")
-        msg = m.RoundOpen(self.round_id, m.SERVER, m.BROADCAST, self.p, self.bits, self.dim, self.threshold, self.k or 0)
+        msg = m.RoundOpen(
+            self.round_id, m.SERVER, m.BROADCAST, self.p, self.bits, self.dim, self.threshold, self.k or 0,
+            m.SECURITY_CODES[self.security],
+        )
         self.stage = ServerStage.COLLECT_KEYS
         return msg.to_bytes()
 
     # -- receiving -----------------------------------------------------------------------------------------
-    def receive(self, data: bytes) -> None:
-        """Validate and store one client message; refusals raise ProtocolError and change nothing."""
+    def receive(self, data: bytes, *, sender: int) -> None:
+        """Validate and store one client message that arrived on ``sender``'s authenticated channel.
+
+        Kind, sender and size are checked before any parsing; refusals raise ProtocolError and change nothing.
+        """
+        if isinstance(sender, bool) or not isinstance(sender, (int, np.integer)):
+            raise TypeError(f"Argument 'sender' must be an int channel identity, not {type(sender).__name__}.")
+        u = int(sender)
         kind = m.peek_kind(data)
         want = SERVER_ACCEPTS.get(self.stage)
         if kind is not want:
             raise ProtocolError(f"server in stage {self.stage.name} refuses a {kind.name} message")
+        self._expect_sender(kind, u)
+        cap = self._size_cap(kind, u)
+        if len(data) > cap:
+            raise ProtocolError(f"{kind.name} from client {u} has {len(data)} bytes, more than the cap {cap}")
         msg = m.decode(data)
         if msg.round_id != self.round_id:
             raise ProtocolError("message from another round (replay?)")
         if msg.recipient != m.SERVER:
             raise ProtocolError(f"message addressed to {msg.recipient}, not the server")
-        u = msg.sender
+        if msg.sender != u:
+            raise ProtocolError(f"message names sender {msg.sender} but arrived on client {u}'s channel (forgery?)")
         if kind is m.Kind.ADVERTISE_KEYS:
-            if u in self._keys:
-                raise ProtocolError(f"duplicate AdvertiseKeys from client {u}")
-            if u > m.MAX_CLIENT_ID:
-                raise ProtocolError(f"invalid sender id {u}")
-            self._keys[u] = (msg.enc_pk, msg.mask_pk)
+            self._on_advertise(u, msg)
         elif kind is m.Kind.SHARE_KEYS:
-            self._expect_sender(u, self._u1, self._shares, "ShareKeys")
             if set(msg.recipients) != self._holders[u] - {u}:
                 raise ProtocolError(f"client {u} addressed shares to the wrong set of holders")
             self._shares[u] = msg
         elif kind is m.Kind.MASKED_INPUT:
-            self._expect_sender(u, self._u2, self._masked, "MaskedInput")
             if msg.bits != self.bits or msg.y.size != self.dim:
                 raise ProtocolError(f"client {u} sent a masked input of the wrong shape or modulus")
             self._masked[u] = msg.y
+        elif kind is m.Kind.SURVIVOR_SIGNATURE:
+            try:
+                self.registry.verify(u, signing.LABEL_SURVIVOR_SET, self._statement, msg.signature)
+            except AuthenticationError:
+                raise ProtocolError(f"survivor-set signature of client {u} is invalid") from None
+            self._sigs[u] = msg.signature
         else:
-            self._expect_sender(u, self._u3, self._responses, "UnmaskResponse")
             alive, gone = self._requests[u]
             if not (set(msg.self_owners) <= alive and set(msg.key_owners) <= gone and set(msg.failed) <= alive | gone):
                 raise ProtocolError(f"client {u} sent shares for clients it was not asked about")
             self._responses[u] = msg
 
-    @staticmethod
-    def _expect_sender(u: int, allowed: frozenset[int], seen: dict, what: str) -> None:
+    def _on_advertise(self, u: int, msg: m.AdvertiseKeys) -> None:
+        if is_low_order(msg.enc_pk) or is_low_order(msg.mask_pk):
+            raise ProtocolError(f"client {u} advertised a low-order X25519 key; it is left out of the round")
+        if self.security == "active":
+            try:
+                body = advertise_statement(self.round_id, u, msg.enc_pk, msg.mask_pk)
+                self.registry.verify(u, signing.LABEL_ADVERTISE_KEYS, body, msg.signature)
+            except AuthenticationError:
+                raise ProtocolError(f"AdvertiseKeys of client {u} fails signature verification") from None
+        self._keys[u] = (msg.enc_pk, msg.mask_pk, msg.signature)
+
+    def _expect_sender(self, kind: m.Kind, u: int) -> None:
+        """Refuse a sender that is not expected in this stage, or that already sent (before parsing)."""
+        if kind is m.Kind.ADVERTISE_KEYS:
+            if u > m.MAX_CLIENT_ID:
+                raise ProtocolError(f"invalid sender id {u}")
+            if u in self._keys:
+                raise ProtocolError(f"duplicate AdvertiseKeys from client {u}")
+            if self.security == "active" and u not in self.registry:
+                raise ProtocolError(f"AdvertiseKeys from client {u}, which has no registered identity")
+            if len(self._keys) >= self.max_clients:
+                raise ProtocolError(
+                    f"round is full: the full graph admits at most {self.max_clients} clients (GF(65537) points)"
+                )
+            return
+        allowed, seen, what = {
+            m.Kind.SHARE_KEYS: (self._u1, self._shares, "ShareKeys"),
+            m.Kind.MASKED_INPUT: (self._u2, self._masked, "MaskedInput"),
+            m.Kind.SURVIVOR_SIGNATURE: (self._u3, self._sigs, "SurvivorSignature"),
+            m.Kind.UNMASK_RESPONSE: (frozenset(self._requests), self._responses, "UnmaskResponse"),
+        }[kind]
         if u not in allowed:
             raise ProtocolError(f"{what} from unknown or excluded client {u}")
         if u in seen:
             raise ProtocolError(f"duplicate {what} from client {u}")
+
+    def _size_cap(self, kind: m.Kind, u: int) -> int:
+        """Largest well-formed message of ``kind`` from client ``u`` under this round's parameters."""
+        if kind is m.Kind.ADVERTISE_KEYS:
+            return _HEAD + 64 + m.SIG_LEN
+        if kind is m.Kind.SHARE_KEYS:
+            return _HEAD + 32 + 4 + (len(self._holders[u]) - 1) * (8 + _BOX_LEN)
+        if kind is m.Kind.MASKED_INPUT:
+            return _HEAD + 5 + 8 * self.dim
+        if kind is m.Kind.SURVIVOR_SIGNATURE:
+            return _HEAD + m.SIG_LEN
+        h = len(self._holders[u])
+        return _HEAD + 12 + h * (4 + _SHARE_ROW + 4)
 
     # -- deadlines -----------------------------------------------------------------------------------------
     def advance(self) -> Outgoing:
         """Close the current stage: check the threshold, then emit the next stage's messages."""
         if self.stage not in SERVER_ACCEPTS:
             raise ProtocolError(f"server in stage {self.stage.name} has nothing to advance")
-        nxt = SERVER_ADVANCE[self.stage]
+        nxt = SERVER_ADVANCE[self.security][self.stage]
         if self.stage is ServerStage.COLLECT_KEYS:
             out = self._close_keys()
         elif self.stage is ServerStage.COLLECT_SHARES:
             out = self._close_shares()
         elif self.stage is ServerStage.COLLECT_MASKED:
             out = self._close_masked()
+        elif self.stage is ServerStage.COLLECT_SIGNATURES:
+            out = self._close_signatures()
         else:
             self.outcome = self._finish()
             out = []
@@ -172,16 +259,29 @@ class SecAggServer:
         self._need("checked in", self._keys)
         self._u1 = frozenset(self._keys)
         ids = tuple(sorted(self._u1))
-        graph_seed = self._src.bytes(32)
+        full = self.k is None or self.k >= len(ids) - 1
+        holders = len(ids) if full else self.k + 1
+        need = min_threshold(holders, neighbours=None if full else self.k, security=self.security)
+        if self.threshold < need:
+            raise self._abort(
+                f"threshold {self.threshold} is unsafe in {self.security} mode with {holders} share holders per "
+                f"secret (need >= {need}); honest clients would refuse the roster"
+            )
+        enc = np.frombuffer(b"".join(self._keys[u][0] for u in ids), dtype=np.uint8).reshape(-1, 32).copy()
+        mask = np.frombuffer(b"".join(self._keys[u][1] for u in ids), dtype=np.uint8).reshape(-1, 32).copy()
+        sigs = np.frombuffer(b"".join(self._keys[u][2] for u in ids), dtype=np.uint8).reshape(-1, m.SIG_LEN).copy()
+        graph_seed = roster_graph_seed(self.round_id, ids, enc, mask)
         self._nbrs = neighbourhoods(ids, self.k, graph_seed)
         self._holders = {u: self._nbrs[u] | {u} for u in ids}
         short = [u for u in ids if len(self._holders[u]) < self.threshold]
         if short:
             raise self._abort(f"clients {short[:5]} have fewer than threshold share holders")
-        self._point = {u: i + 1 for i, u in enumerate(ids)}
-        enc = np.frombuffer(b"".join(self._keys[u][0] for u in ids), dtype=np.uint8).reshape(-1, 32)
-        mask = np.frombuffer(b"".join(self._keys[u][1] for u in ids), dtype=np.uint8).reshape(-1, 32)
-        roster = m.KeyRoster(self.round_id, m.SERVER, m.BROADCAST, graph_seed, ids, enc.copy(), mask.copy())
+        if full:  # one point per client, shared by every secret
+            points = holder_points(ids)
+            self._points = dict.fromkeys(ids, points)
+        else:  # neighbourhood-local points in [1, k + 1]
+            self._points = {u: holder_points(self._holders[u]) for u in ids}
+        roster = m.KeyRoster(self.round_id, m.SERVER, m.BROADCAST, graph_seed, ids, enc, mask, sigs)
         return [(m.BROADCAST, roster.to_bytes())]
 
     def _close_shares(self) -> Outgoing:
@@ -203,13 +303,51 @@ class SecAggServer:
         self._need("sent masked inputs", self._masked)
         self._u3 = frozenset(self._masked)
         self._requests: dict[int, tuple[frozenset[int], frozenset[int]]] = {}
+        if self.security == "active":  # consistency round: every survivor signs the same U3
+            survivors = tuple(sorted(self._u3))
+            self._statement = survivor_statement(self.round_id, survivors)
+            payload = {u: m.SurvivorList(self.round_id, m.SERVER, u, survivors).to_bytes() for u in survivors}
+            return sorted(payload.items())
+        return self._unmask_requests(self._u3, {})
+
+    def _close_signatures(self) -> Outgoing:
+        self._need("signed the survivor set", self._sigs)
+        return self._unmask_requests(frozenset(self._sigs), self._sigs)
+
+    def _unmask_requests(self, responders: frozenset[int], sigs: dict[int, bytes]) -> Outgoing:
+        """One UnmaskRequest per responder; in active mode with enough survivor-set signatures for the client
+        to see t signers among the holders of every secret it holds a share of (:meth:`_signers_for`)."""
         out = []
-        for u in sorted(self._u3):
+        for u in sorted(responders):
             mine = self._holders[u] & self._u2
             alive, gone = mine & self._u3, mine - self._u3
             self._requests[u] = (alive, gone)
-            out.append((u, m.UnmaskRequest(self.round_id, m.SERVER, u, tuple(sorted(alive)), tuple(sorted(gone))).to_bytes()))
+            signers = self._signers_for(mine, sigs) if sigs else ()
+            arr = np.frombuffer(b"".join(sigs[v] for v in signers), dtype=np.uint8).reshape(-1, m.SIG_LEN)
+            req = m.UnmaskRequest(self.round_id, m.SERVER, u, tuple(sorted(alive)), tuple(sorted(gone)), signers, arr.copy())
+            out.append((u, req.to_bytes()))
         return out
+
+    def _signers_for(self, owners: frozenset[int], sigs: dict[int, bytes]) -> tuple[int, ...]:
+        """A small set of signers giving every owner v at least t signers among its holders (all signers
+        of v's holders when fewer exist). Each signature costs the client one verification, so signers
+        covering the most owners go first (greedy set multicover); any t on the full graph."""
+        if self.k is None:
+            return tuple(sorted(sigs)[: self.threshold])
+        cover = defaultdict(set)
+        for v in owners:
+            for s in self._holders[v] & sigs.keys():
+                cover[s].add(v)
+        need = {v: self.threshold for v in owners}
+        chosen = []
+        for s in sorted(cover, key=lambda s: (-len(cover[s]), s)):
+            if any(need[v] > 0 for v in cover[s]):
+                chosen.append(s)
+                for v in cover[s]:
+                    need[v] -= 1
+            if not any(n > 0 for n in need.values()):
+                break
+        return tuple(sorted(chosen))
 
     # -- unmasking -----------------------------------------------------------------------------------------
     def _finish(self) -> RoundOutcome:
@@ -219,11 +357,10 @@ class SecAggServer:
         key_sh: dict[int, list[tuple[int, np.ndarray]]] = defaultdict(list)
         for r in sorted(self._responses):
             msg = self._responses[r]
-            x = self._point[r]
             for owner, row in zip(msg.self_owners, msg.self_shares):
-                self_sh[owner].append((x, row))
+                self_sh[owner].append((self._points[owner][r], row))
             for owner, row in zip(msg.key_owners, msg.key_shares):
-                key_sh[owner].append((x, row))
+                key_sh[owner].append((self._points[owner][r], row))
             for owner in msg.failed:
                 self.reports.append(f"client {r} rejected the share box from client {owner} (authentication failed)")
         dropped = self._u2 - self._u3

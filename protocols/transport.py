@@ -5,7 +5,9 @@ returns them in a scheduler-chosen order after applying the fault rules: drop, t
 delay (deliver in the next phase of the same direction instead) and inject (replay any bytes, e.g. a message recorded in another
 round). Every envelope ever delivered is kept in :attr:`log` so tests can replay it elsewhere.
 Phases are named ``"<stage>:down"`` (server to clients) and ``"<stage>:up"`` (clients to server) for the
-stages ``advertise_keys``, ``share_keys``, ``masked_input``, ``unmasking``.
+stages ``advertise_keys``, ``share_keys``, ``masked_input``, ``consistency`` (active mode only), ``unmasking``.
+An envelope's ``sender`` is the channel identity the transport authenticated; the driver hands it to the
+server, which refuses a message naming another sender.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from secagg_dp.rng import resolve_rng
 
 __all__ = ["Envelope", "FaultInjector", "InProcessTransport", "PHASES"]
 
-PHASES = tuple(f"{s}:{d}" for s in ("advertise_keys", "share_keys", "masked_input", "unmasking") for d in ("down", "up"))
+PHASES = tuple(
+    f"{s}:{d}" for s in ("advertise_keys", "share_keys", "masked_input", "consistency", "unmasking") for d in ("down", "up")
+)
 
 
 @dataclass(frozen=True)

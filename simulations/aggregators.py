@@ -67,6 +67,7 @@ def crypto_aggregate(
     dropouts: Mapping[str, set[int]],
     neighbours: int | None,
     seed: int,
+    security: str = "active",
 ) -> tuple[np.ndarray, frozenset[int]]:
     """Run the full protocol (``protocols.run_secagg_round``) on the clients' vectors."""
     from protocols import run_secagg_round
@@ -74,6 +75,7 @@ def crypto_aggregate(
     inputs = {int(cid): vectors[i] for i, cid in enumerate(ids)}
     drops = {s: set(v) for s, v in dropouts.items() if v}
     result = run_secagg_round(
-        inputs, modulus_bits=bits, threshold=threshold, dropouts=drops or None, neighbours=neighbours, seed=seed
+        inputs, modulus_bits=bits, threshold=threshold, dropouts=drops or None, neighbours=neighbours, seed=seed,
+        security=security,
     )
     return zq.check_residues("aggregate", result.aggregate, bits), frozenset(result.survivors)

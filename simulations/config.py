@@ -24,6 +24,8 @@ raise one :class:`~secagg_dp.errors.ConfigError` naming the key, before a single
     threshold_fraction = 0.5    # t = max(2, ceil(fraction * clients each client shares with)) ...
     # threshold = 10            # ... or an absolute t >= 2 (not both)
     # neighbours = 10           # SecAgg+ k-regular graph; omit for the full graph
+    security = "active"         # "active" (malicious server; t raised to > 2n/3, or > (k+1)/2 with SecAgg+)
+                                # | "semi-honest" (trusted server); see docs/secure-aggregation.md
 
     [privacy]
     mechanism = "ddg"           # "ddg" (distributed discrete Gaussian) | "skellam"
@@ -90,7 +92,7 @@ DEFAULTS: dict[str, Any] = {
     "executor": "inprocess",
     "scheduler": "",
     "population": {"clients": 100, "checkin": 0.5, "dropout": 0.0, "sampling": "checkin"},
-    "secagg": {"bits": 20, "threshold_fraction": 0.5, "threshold": None, "neighbours": None},
+    "secagg": {"bits": 20, "threshold_fraction": 0.5, "threshold": None, "neighbours": None, "security": "active"},
     "privacy": {
         "mechanism": "ddg",
         "clip": 1.0,
@@ -173,9 +175,11 @@ class SecAggParams:
     threshold_fraction: float | None
     threshold: int | None
     neighbours: int | None
+    security: str = "active"
 
     def __post_init__(self) -> None:
         _int("secagg.bits", self.bits, 1, 62)
+        _choice("secagg.security", self.security, ("active", "semi-honest"))
         if self.threshold is not None and self.threshold_fraction is not None:
             raise ConfigError(
                 "Config keys 'secagg.threshold' and 'secagg.threshold_fraction' are exclusive; set one, not both."
@@ -193,12 +197,18 @@ class SecAggParams:
         """The Shamir threshold t for a round in which ``checked_in`` clients take part.
 
         ``threshold_fraction`` is a fraction of the clients each client shares with: all checked-in
-        clients (full graph), or its k neighbours plus itself (SecAgg+). Never below 2 (Shamir needs it).
+        clients (full graph), or its k neighbours plus itself (SecAgg+). Never below 2 (Shamir needs it), and
+        in active mode never below the secure minimum (``protocols.security.min_threshold``: t > 2n/3 on
+        the full graph, t > (k + 1)/2 with SecAgg+), to which a smaller configured threshold is raised.
         """
-        if self.threshold is not None:
-            return self.threshold
+        from protocols.security import min_threshold  # light module; keeps config import cheap
+
         holders = checked_in if self.neighbours is None else min(self.neighbours, max(checked_in - 1, 1)) + 1
-        return max(2, math.ceil(self.threshold_fraction * holders))
+        full = self.neighbours is None or self.neighbours >= checked_in - 1
+        floor = min_threshold(max(holders, 1), neighbours=None if full else self.neighbours, security=self.security)
+        if self.threshold is not None:
+            return max(self.threshold, floor)
+        return max(2, floor, math.ceil(self.threshold_fraction * holders))
 
 
 @dataclass(frozen=True)

@@ -348,6 +348,7 @@ def aggregate_round(cfg: SimConfig, p: Plan, root: int, r: int, model: Any, exec
                 aggregate, survivors = aggregators.crypto_aggregate(
                     all_ids, vectors, bits=cfg.secagg.bits, threshold=t, dropouts=dropouts,
                     neighbours=cfg.secagg.neighbours, seed=_round_int(root, r, PURPOSE_CRYPTO),
+                    security=cfg.secagg.security,
                 )
             except ProtocolError:
                 aggregate = None

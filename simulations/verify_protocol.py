@@ -37,7 +37,7 @@ def _edge_vector(kind: str, dim: int, bits: int, pyrng: random.Random) -> list[i
 
 
 def _one_case(bits: int, n: int, t: int, dim: int, drops: dict[str, set[int]], neighbours: int | None,
-              kind: str, seed: int, pyrng: random.Random) -> Row:
+              kind: str, seed: int, pyrng: random.Random, security: str = "active") -> Row:
     from protocols import run_secagg_round
 
     inputs_py = {c: _edge_vector(kind if c % 2 == 0 else "random", dim, bits, pyrng) for c in range(n)}
@@ -49,12 +49,12 @@ def _one_case(bits: int, n: int, t: int, dim: int, drops: dict[str, set[int]], n
     for s in STAGES:
         alive -= len(drops.get(s, ()))
         must_abort |= alive < t
-    params = {"bits": bits, "n": n, "t": t, "dim": dim, "neighbours": neighbours, "inputs": kind,
+    params = {"bits": bits, "n": n, "t": t, "dim": dim, "neighbours": neighbours, "security": security, "inputs": kind,
               "dropouts": {s: len(v) for s, v in drops.items()}, "seed": seed}
     name = f"protocol q=2^{bits}"
     try:
         res = run_secagg_round(inputs, modulus_bits=bits, threshold=t, dropouts=drops or None,
-                               neighbours=neighbours, seed=seed)
+                               neighbours=neighbours, seed=seed, security=security)
     except ProtocolError as exc:
         if neighbours is not None and not must_abort:
             # SecAgg+ checks t per neighbourhood; the global count above cannot predict that abort
@@ -85,7 +85,9 @@ def _random_drops(n: int, pyrng: random.Random, rate: float) -> dict[str, set[in
 def protocol_checks(*, cases: int = 24, seed: int = 0) -> list[Row]:
     """Random (q, n, t, d, dropouts at every stage, SecAgg+ or full graph) against the Python-int sum,
     then q = 2^62 with no dropout and with one dropout at each stage (rounds that must succeed), then a
-    forced abort."""
+    forced abort. Rounds run in the default (active) mode, so t is drawn above its secure minimum."""
+    from protocols.security import min_threshold
+
     pyrng = random.Random(seed)
     rows: list[Row] = []
     bit_choices = [1, 8, 16, 31, 32, 33, 53, 54, 61, 62]
@@ -93,24 +95,28 @@ def protocol_checks(*, cases: int = 24, seed: int = 0) -> list[Row]:
     for i in range(cases):
         bits = bit_choices[i % len(bit_choices)] if i < len(bit_choices) else pyrng.choice(bit_choices)
         n = pyrng.randint(3, 10)
-        t = pyrng.randint(2, max(2, n - 2))
         dim = pyrng.choice([1, 3, 16, 33])
         neighbours = None if i % 3 else min(n - 1, 2 * pyrng.randint(1, max(1, (n - 1) // 2)))
-        if neighbours is not None:
-            t = min(t, neighbours + 1)  # SecAgg+: a neighbourhood of k + 1 holders must reach t
+        # t between the mode's minimum (active: t > 2n/3 full graph, t > (k + 1)/2 SecAgg+) and the holders;
+        # even cases run the active protocol, odd ones the semi-honest one (whose lower t survives dropouts)
+        security = "semi-honest" if i % 2 else "active"
+        full = neighbours is None or neighbours >= n - 1
+        holders = n if full else neighbours + 1
+        t = pyrng.randint(min_threshold(holders, neighbours=None if full else neighbours, security=security),
+                          max(2, holders - 2 if security == "semi-honest" else holders))
         if i % 4 == 0:  # one stage at a time, so every stage is exercised deterministically
             stage = STAGES[(i // 4) % 4]
             drops = {stage: {pyrng.randrange(n)}}
         else:
             drops = _random_drops(n, pyrng, 0.15)
-        rows.append(_one_case(bits, n, t, dim, drops, neighbours, kinds[i % 4], seed * 1000 + i, pyrng))
+        rows.append(_one_case(bits, n, t, dim, drops, neighbours, kinds[i % 4], seed * 1000 + i, pyrng, security))
     # q = 2^62 through a round that must succeed: no dropout, then one dropout at each stage in turn
-    # (6 clients, t = 3, alternating all-(q-1) and random inputs, so the sum wraps many times)
+    # (6 clients, t = 5, alternating all-(q-1) and random inputs, so the sum wraps many times)
     for j, stage in enumerate((None, *STAGES)):
         drops = {} if stage is None else {stage: {1 + j % 5}}
-        rows.append(_one_case(62, 6, 3, 8, drops, None, "max", seed * 1000 + cases + 1 + j, pyrng))
+        rows.append(_one_case(62, 6, 5, 8, drops, None, "max", seed * 1000 + cases + 1 + j, pyrng))
     # a forced abort: everyone but t-1 drops before the masked input
-    n, t = 6, 4
+    n, t = 6, 5
     drops = {"share_keys": {0, 1, 2}}
     rows.append(_one_case(16, n, t, 4, drops, None, "random", seed * 1000 + cases, pyrng))
     return rows
@@ -141,13 +147,16 @@ def mode_equivalence_checks(*, seed: int = 0) -> list[Row]:
     from simulations.runner import aggregate_both_modes
 
     rows: list[Row] = []
-    for bits, dropout, mech in ((16, 0.0, "ddg"), (20, 0.2, "skellam"), (24, 0.3, "ddg")):
+    # heavy dropout (20-30% per stage) is beyond the active threshold t > 2n/3: those rows are semi-honest
+    for bits, dropout, mech, sec in ((16, 0.0, "ddg", "active"), (20, 0.2, "skellam", "semi-honest"),
+                                     (24, 0.3, "ddg", "semi-honest")):
         cfg = build_config({"rounds": 1, "seed": seed, "population": {"clients": 20, "checkin": 1.0, "dropout": dropout},
-                            "secagg": {"bits": bits, "threshold_fraction": 0.1},
+                            "secagg": {"bits": bits, "threshold_fraction": 0.1, "security": sec},
                             "privacy": {"mechanism": mech}, "task": {"name": "mean", "dim": 20}})
         ideal, crypto = aggregate_both_modes(cfg, round_=1)
         ok = ideal is not None and crypto is not None and np.array_equal(ideal, crypto)
-        rows.append(("crypto == ideal", {"bits": bits, "dropout": dropout, "mechanism": mech, "seed": seed}, bool(ok),
+        rows.append(("crypto == ideal", {"bits": bits, "dropout": dropout, "mechanism": mech, "security": sec,
+                                         "seed": seed}, bool(ok),
                      "identical modular sums" if ok else "sums differ (or a round aborted)"))
     return rows
 

@@ -22,6 +22,7 @@ __all__ = [
     "LABEL_SIM_CLIENT",
     "LABEL_SIM_SERVER",
     "LABEL_SIM_ROUND",
+    "LABEL_SIM_IDENTITY",
     "LABELS",
     "derive",
     "context",
@@ -33,6 +34,7 @@ LABEL_SELF_MASK_COMMIT = b"secagg-dp/v1/self-mask-commitment"
 LABEL_SIM_CLIENT = b"secagg-dp/v1/simulation/client-randomness"
 LABEL_SIM_SERVER = b"secagg-dp/v1/simulation/server-randomness"
 LABEL_SIM_ROUND = b"secagg-dp/v1/simulation/round-id"
+LABEL_SIM_IDENTITY = b"secagg-dp/v1/simulation/identity-key"
 LABELS = (
     LABEL_CHANNEL,
     LABEL_PAIRWISE_MASK,
@@ -40,6 +42,7 @@ LABELS = (
     LABEL_SIM_CLIENT,
     LABEL_SIM_SERVER,
     LABEL_SIM_ROUND,
+    LABEL_SIM_IDENTITY,
 )
 
 

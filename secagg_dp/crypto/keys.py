@@ -13,7 +13,15 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from secagg_dp.crypto.randomness import RandomSource, resolve_source
 from secagg_dp.errors import AuthenticationError, ParameterError
 
-__all__ = ["KEY_LEN", "KeyPair", "generate_keypair", "keypair_from_private", "public_from_private", "exchange"]
+__all__ = [
+    "KEY_LEN",
+    "KeyPair",
+    "generate_keypair",
+    "keypair_from_private",
+    "public_from_private",
+    "exchange",
+    "is_low_order",
+]
 
 KEY_LEN = 32
 
@@ -57,3 +65,21 @@ def exchange(own: KeyPair, peer_public: bytes) -> bytes:
         return own._key.exchange(X25519PublicKey.from_public_bytes(bytes(peer_public)))
     except ValueError:  # cryptography refuses the all-zero shared secret of low-order points
         raise AuthenticationError("key agreement failed") from None
+
+
+_PROBE = X25519PrivateKey.from_private_bytes(bytes(range(1, 33)))
+
+
+def is_low_order(public: bytes) -> bool:
+    """Whether an X25519 public key lies in the small subgroup (RFC 7748, Sec. 6.1: e.g. the all-zero key).
+
+    Such a key makes every shared secret with it all-zero, for any private scalar (scalars are clamped
+    to multiples of the cofactor 8); we detect it with one exchange against a fixed probe scalar.
+    """
+    if not isinstance(public, (bytes, bytearray)) or len(public) != KEY_LEN:
+        raise ParameterError(f"Argument 'public' must be {KEY_LEN} bytes.")
+    try:
+        _PROBE.exchange(X25519PublicKey.from_public_bytes(bytes(public)))
+    except ValueError:
+        return True
+    return False

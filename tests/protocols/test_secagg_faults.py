@@ -9,27 +9,27 @@ from scipy import stats
 
 from protocols import messages as m
 from protocols.client import SecAggClient
-from protocols.round import _seeded, drive_round
+from protocols.round import drive_round
+from protocols.security import ClientPolicy
 from protocols.server import SecAggServer
 from protocols.stages import ClientStage
-from protocols.transport import Envelope, FaultInjector, InProcessTransport
+from protocols.transport import FaultInjector, InProcessTransport
+from roundkit import BITS, DIM, deliver_all, make_round
 from secagg_dp.crypto.randomness import SeededRandom
 from secagg_dp.errors import AbortError, ProtocolError
 
-BITS, DIM = 16, 5
 IDS = tuple(range(1, 8))
+T = 5  # active mode, full graph: t > 2n/3 for n = 7
+SEMI = ClientPolicy(security="semi-honest")
 
 
-def setup(seed=1, t=3, ids=IDS, neighbours=None):
-    round_id, csrc, ssrc = _seeded(seed)
-    inputs = {c: np.arange(DIM, dtype=np.uint64) * c % (1 << BITS) for c in ids}
-    server = SecAggServer(bits=BITS, dim=DIM, threshold=t, neighbours=neighbours, round_id=round_id, source=ssrc)
-    clients = {c: SecAggClient(c, inputs[c], bits=BITS, source=csrc(c)) for c in ids}
+def setup(seed=1, t=T, ids=IDS, neighbours=None, security="active"):
+    server, clients, inputs, _ = make_round(seed, t, ids, neighbours=neighbours, security=security)
     return server, clients, inputs
 
 
-def run(faults=None, seed=1, t=3, silent=None, neighbours=None):
-    server, clients, inputs = setup(seed, t, neighbours=neighbours)
+def run(faults=None, seed=1, t=T, silent=None, neighbours=None, security="active"):
+    server, clients, inputs = setup(seed, t, neighbours=neighbours, security=security)
     transport = InProcessTransport(rng=np.random.default_rng(seed), faults=faults)
     res = drive_round(server, clients, transport, silent_from=silent)
     expect = [sum(int(inputs[c][j]) for c in res.survivors) % (1 << BITS) for j in range(DIM)]
@@ -52,8 +52,8 @@ def test_tampered_box_of_dropped_client_still_recovers():
 
 
 def test_tampered_unmask_share_detected_and_repaired():
-    # Corrupt the last self-mask share element in client 2's response: verification fails, the server
-    # drops that share and reconstructs from others (6 responders > t = 3).
+    # Corrupt the first self-mask share element in client 1's response: verification fails, the server
+    # drops that share and reconstructs from others (7 responders > t = 5).
     def corrupt(b: bytes) -> bytes:
         msg = m.decode(b)
         shares = msg.self_shares.copy()
@@ -87,13 +87,9 @@ def test_replay_of_roster_from_another_round_refused_by_client():
 
 
 def test_message_for_another_recipient_refused():
-    server, clients, _ = setup()
-    out = server.open_round()
-    for c in clients.values():
-        server.receive(c.receive(out))
-    roster = server.advance()[0][1]
-    for c in clients.values():
-        server.receive(c.receive(roster))
+    server, clients, _ = setup(security="semi-honest")
+    deliver_all(server, clients, [(m.BROADCAST, server.open_round())])
+    deliver_all(server, clients, server.advance())
     bundles = dict(server.advance())
     with pytest.raises(ProtocolError, match="addressed"):
         clients[2].receive(bundles[3])
@@ -112,9 +108,9 @@ def test_message_for_another_recipient_refused():
 def test_duplicate_sender_refused():
     server, clients, _ = setup()
     c1 = clients[1].receive(server.open_round())
-    server.receive(c1)
+    server.receive(c1, sender=1)
     with pytest.raises(ProtocolError, match="duplicate"):
-        server.receive(c1)
+        server.receive(c1, sender=1)
 
 
 def test_duplicate_injected_in_transport_is_reported_round_exact():
@@ -126,42 +122,40 @@ def test_duplicate_injected_in_transport_is_reported_round_exact():
 
 def test_unknown_sender_refused():
     server, clients, _ = setup()
-    out = server.open_round()
-    for c in clients.values():
-        server.receive(c.receive(out))
+    deliver_all(server, clients, [(m.BROADCAST, server.open_round())])
     server.advance()
     intruder = m.MaskedInput(server.round_id, 999, m.SERVER, BITS, np.zeros(DIM, dtype=np.uint64))
     with pytest.raises(ProtocolError):
-        server.receive(intruder.to_bytes())  # wrong stage and unknown id
+        server.receive(intruder.to_bytes(), sender=999)  # wrong stage and unknown id
     fake_share = m.ShareKeys(server.round_id, 999, m.SERVER, b"\x00" * 32, (), ())
     with pytest.raises(ProtocolError, match="unknown"):
-        server.receive(fake_share.to_bytes())
+        server.receive(fake_share.to_bytes(), sender=999)
 
 
-def _client_at_unmasking():
-    server, clients, _ = setup()
-    out = server.open_round()
-    for c in clients.values():
-        server.receive(c.receive(out))
-    roster = server.advance()[0][1]
-    for c in clients.values():
-        server.receive(c.receive(roster))
-    for r, b in server.advance():
-        server.receive(clients[r].receive(b))
+def _client_at_unmasking(security="active"):
+    """Every client has sent its masked input (and, in active mode, signed the survivor set)."""
+    server, clients, _ = setup(security=security)
+    deliver_all(server, clients, [(m.BROADCAST, server.open_round())])
+    deliver_all(server, clients, server.advance())
+    deliver_all(server, clients, server.advance())
+    if security == "active":
+        deliver_all(server, clients, server.advance())
     return server, clients
 
 
-def test_client_listed_as_both_dropped_and_survivor_refused():
-    server, clients = _client_at_unmasking()
+@pytest.mark.parametrize("security", ["active", "semi-honest"])
+def test_client_listed_as_both_dropped_and_survivor_refused(security):
+    server, clients = _client_at_unmasking(security)
     rid = server.round_id
     req = m.UnmaskRequest(rid, m.SERVER, 1, tuple(sorted(IDS)), (4,)).to_bytes()
+    before = clients[1].stage
     with pytest.raises(ProtocolError, match="both dropped and surviving"):
         clients[1].receive(req)
-    assert clients[1].stage is ClientStage.MASKED_INPUT_SENT
+    assert clients[1].stage is before
 
 
 def test_server_asking_both_shares_across_two_requests_refused():
-    server, clients = _client_at_unmasking()
+    server, clients = _client_at_unmasking("semi-honest")
     rid = server.round_id
     first = m.decode(clients[1].receive(m.UnmaskRequest(rid, m.SERVER, 1, tuple(sorted(IDS)), ()).to_bytes()))
     assert 4 in first.self_owners and clients[1].stage is ClientStage.DONE
@@ -170,8 +164,9 @@ def test_server_asking_both_shares_across_two_requests_refused():
         clients[1].receive(m.UnmaskRequest(rid, m.SERVER, 1, others, (4,)).to_bytes())
 
 
-def test_request_not_listing_us_or_below_threshold_refused():
-    server, clients = _client_at_unmasking()
+@pytest.mark.parametrize("security", ["active", "semi-honest"])
+def test_request_not_listing_us_or_below_threshold_refused(security):
+    server, clients = _client_at_unmasking(security)
     rid = server.round_id
     with pytest.raises(ProtocolError, match="survivor"):
         clients[1].receive(m.UnmaskRequest(rid, m.SERVER, 1, tuple(c for c in IDS if c != 1), (1,)).to_bytes())
@@ -187,7 +182,7 @@ def test_delayed_masked_input_counts_as_dropout():
 
 
 def test_abort_below_threshold_after_faults_reconstructs_nothing():
-    server, clients, _ = setup(t=7)
+    server, clients, _ = setup(t=7)  # every response needed
     faults = FaultInjector().drop(m.Kind.UNMASK_RESPONSE, sender=2)
     with pytest.raises(AbortError):
         drive_round(server, clients, InProcessTransport(rng=np.random.default_rng(0), faults=faults))
@@ -205,14 +200,14 @@ def test_malformed_bytes_only_raise_protocol_error(data):
 def test_truncated_or_padded_messages_refused(kind):
     from test_secagg_stages import REF  # noqa: PLC0415 (reference messages of a seeded round)
 
-    good = REF[kind]
+    good = REF["active"][kind]
     m.decode(good)
-    for bad in (good[:-1], good + b"\x00", good[:27], b"SB" + good[2:], good[:2] + b"\x02" + good[3:]):
+    for bad in (good[:-1], good + b"\x00", good[:27], b"SB" + good[2:], good[:2] + bytes([m.VERSION + 1]) + good[3:]):
         with pytest.raises(ProtocolError):
             m.decode(bad)
     server, clients, _ = setup()
     with pytest.raises(ProtocolError):
-        server.receive(good[:-1])
+        server.receive(good[:-1], sender=1)
     with pytest.raises(ProtocolError):
         clients[1].receive(good[:-1])
 
@@ -223,34 +218,55 @@ def test_reprs_hide_secrets():
     assert "15" not in repr(r) and "hidden" in repr(r)
     y = m.MaskedInput(b"r" * 16, 1, m.SERVER, 8, np.array([123, 45], dtype=np.uint64))
     assert "123" not in repr(y)
-    assert "_x" not in repr(SecAggClient(1, np.zeros(2, np.uint64), bits=8))
+    assert "_x" not in repr(SecAggClient(1, np.zeros(2, np.uint64), bits=8, policy=SEMI))
 
 
 def test_check_in_coin_has_probability_p():
     """Each client decides alone with its own coin. 2000 clients, p = 0.3: the count is Binomial(2000, 0.3);
     two-sided test at alpha = 1e-6 (critical region from scipy.stats.binom)."""
     rid = b"\x05" * 16
-    open_msg = m.RoundOpen(rid, m.SERVER, m.BROADCAST, 0.3, 8, 1, 2, 0).to_bytes()
+    open_msg = m.RoundOpen(rid, m.SERVER, m.BROADCAST, 0.3, 8, 1, 2, 0, 0).to_bytes()
     src = SeededRandom(b"\x09" * 32)
-    joined = sum(SecAggClient(i, np.zeros(1, np.uint64), bits=8, source=src).decide_check_in(open_msg) is not None for i in range(2000))
+    joined = sum(SecAggClient(i, np.zeros(1, np.uint64), bits=8, policy=SEMI, source=src).decide_check_in(open_msg)
+                 is not None for i in range(2000))
     lo, hi = stats.binom.ppf(0.5e-6, 2000, 0.3), stats.binom.isf(0.5e-6, 2000, 0.3)
     assert lo <= joined <= hi
     for p, expect in ((0.0, 0), (1.0, 50)):
-        o = m.RoundOpen(rid, m.SERVER, m.BROADCAST, p, 8, 1, 2, 0).to_bytes()
-        assert sum(SecAggClient(i, np.zeros(1, np.uint64), bits=8).decide_check_in(o) is not None for i in range(50)) == expect
+        o = m.RoundOpen(rid, m.SERVER, m.BROADCAST, p, 8, 1, 2, 0, 0).to_bytes()
+        assert sum(SecAggClient(i, np.zeros(1, np.uint64), bits=8, policy=SEMI).decide_check_in(o) is not None
+                   for i in range(50)) == expect
 
 
 def test_check_in_through_server_api():
-    server = SecAggServer(bits=8, dim=2, threshold=2, p=0.5)
+    server = SecAggServer(bits=8, dim=2, threshold=2, p=0.5, security="semi-honest")
     open_msg = server.open_round()
-    clients = [SecAggClient(i, np.ones(2, np.uint64), bits=8) for i in range(40)]
-    joined = [c for c in clients if (msg := c.decide_check_in(open_msg)) is not None and server.receive(msg) is None]
+    clients = [SecAggClient(i, np.ones(2, np.uint64), bits=8, policy=SEMI) for i in range(40)]
+    joined = [c for c in clients
+              if (msg := c.decide_check_in(open_msg)) is not None and server.receive(msg, sender=c.id) is None]
     assert 0 < len(joined) < 40  # P[all or none] = 2 * 2^-40
     assert all(c.stage is ClientStage.DECLINED for c in clients if c not in joined)
 
 
 def test_client_refuses_round_with_other_parameters():
-    c = SecAggClient(1, np.zeros(3, np.uint64), bits=8)
+    c = SecAggClient(1, np.zeros(3, np.uint64), bits=8, policy=SEMI)
     with pytest.raises(ProtocolError):
-        c.decide_check_in(m.RoundOpen(b"r" * 16, m.SERVER, m.BROADCAST, 1.0, 9, 3, 2, 0).to_bytes())
+        c.decide_check_in(m.RoundOpen(b"r" * 16, m.SERVER, m.BROADCAST, 1.0, 9, 3, 2, 0, 0).to_bytes())
     assert c.stage is ClientStage.IDLE
+
+
+@pytest.mark.parametrize("neighbours", [None, 8])
+def test_unmask_requests_carry_enough_signatures_per_owner_and_no_more(neighbours):
+    ids = tuple(range(1, 31))
+    t = 21 if neighbours is None else 6
+    server, clients, _ = setup(t=t, ids=ids, neighbours=neighbours)
+    deliver_all(server, clients, [(m.BROADCAST, server.open_round())])
+    for _ in range(3):
+        deliver_all(server, clients, server.advance())
+    for u, b in server.advance():
+        req = m.decode(b)
+        owners = set(req.survivors) | set(req.dropped)
+        for v in owners:  # what the client will check: t signers among v's share holders
+            assert len(set(req.signers) & server._holders[v]) >= t
+        two_hop = set().union(*(server._holders[v] for v in owners))
+        assert len(req.signers) == t if neighbours is None else len(req.signers) < len(two_hop)
+        m.decode(clients[u].receive(b))  # and the client accepts it

@@ -6,7 +6,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from protocols import STAGES, run_secagg_round
+from protocols.security import min_threshold
 from secagg_dp.errors import AbortError, ParameterError, ProtocolError
+
+MODES = ("active", "semi-honest")
 
 
 def _inputs(n, dim, bits, seed=0):
@@ -26,36 +29,53 @@ def test_api_exported():
     assert "run_secagg_round" in protocols.__all__ and protocols.run_secagg_round is run_secagg_round
 
 
-def test_no_dropouts_full_sum():
+@pytest.mark.parametrize("security,t", [("active", 5), ("semi-honest", 4)])
+def test_no_dropouts_full_sum(security, t):
     inp = _inputs(6, 17, 20)
-    res = run_secagg_round(inp, modulus_bits=20, threshold=4, seed=1)
+    res = run_secagg_round(inp, modulus_bits=20, threshold=t, security=security, seed=1)
     assert res.survivors == frozenset(inp) and res.aggregate.dtype == np.uint64
     assert res.aggregate.tolist() == _oracle(inp, inp, 20)
 
 
+@pytest.mark.parametrize("security", MODES)
 @pytest.mark.parametrize("neighbours", [None, 4])
 @pytest.mark.parametrize("stage", STAGES)
-def test_dropout_at_each_stage(stage, neighbours):
+def test_dropout_at_each_stage(stage, neighbours, security):
     inp = _inputs(9, 11, 16)
     gone = {11, 15}
-    res = run_secagg_round(inp, modulus_bits=16, threshold=3, dropouts={stage: gone}, neighbours=neighbours, seed=2)
-    counted = stage == "unmasking"  # a client that sent its masked input is summed even if it leaves later
+    t = 7 if (security, neighbours) == ("active", None) else 3  # active full graph: t > 2n/3
+    res = run_secagg_round(inp, modulus_bits=16, threshold=t, dropouts={stage: gone}, neighbours=neighbours,
+                           security=security, seed=2)
+    counted = stage in ("consistency", "unmasking")  # a client that sent its masked input is summed even if it leaves
     assert res.survivors == (frozenset(inp) if counted else frozenset(inp) - gone)
     assert res.aggregate.tolist() == _oracle(inp, res.survivors, 16)
     if stage == "masked_input":
         assert res.dropped == frozenset(gone)
 
 
-def test_dropouts_at_all_stages_together():
+def test_dropouts_at_all_stages_together_semi_honest():
     inp = _inputs(12, 5, 32)
     drops = {"advertise_keys": {10}, "share_keys": {11}, "masked_input": {12, 13}, "unmasking": {14}}
-    res = run_secagg_round(inp, modulus_bits=32, threshold=5, dropouts=drops, seed=3)
+    res = run_secagg_round(inp, modulus_bits=32, threshold=5, dropouts=drops, security="semi-honest", seed=3)
     assert res.survivors == frozenset(inp) - {10, 11, 12, 13}
     assert res.aggregate.tolist() == _oracle(inp, res.survivors, 32)
 
 
+def test_dropouts_at_all_stages_together_active():
+    # n = 15, t = 11 = floor(2n/3) + 1 tolerates 4 dropouts in all.
+    inp = _inputs(15, 5, 32)
+    drops = {"advertise_keys": {10}, "share_keys": {11}, "masked_input": {12}, "consistency": {13}}
+    res = run_secagg_round(inp, modulus_bits=32, threshold=11, dropouts=drops, seed=3)
+    assert res.survivors == frozenset(inp) - {10, 11, 12}
+    assert res.aggregate.tolist() == _oracle(inp, res.survivors, 32)
+    with pytest.raises(AbortError):  # one more dropout leaves 10 < t unmasking responses
+        run_secagg_round(inp, modulus_bits=32, threshold=11, dropouts={**drops, "unmasking": {14}}, seed=3)
+    assert res.aggregate.tolist() == _oracle(inp, res.survivors, 32)
+
+
+@pytest.mark.parametrize("security", MODES)
 @pytest.mark.parametrize("stage", STAGES)
-def test_fewer_than_t_aborts_cleanly(stage, monkeypatch):
+def test_fewer_than_t_aborts_cleanly(stage, security, monkeypatch):
     from protocols import server as server_mod
 
     seen = []
@@ -63,7 +83,7 @@ def test_fewer_than_t_aborts_cleanly(stage, monkeypatch):
     monkeypatch.setattr(server_mod.SecAggServer, "_reconstruct_all", lambda self, *a: seen.append(1) or orig(self, *a))
     inp = _inputs(5, 4, 8)
     with pytest.raises(AbortError):
-        run_secagg_round(inp, modulus_bits=8, threshold=4, dropouts={stage: {10, 11}}, seed=4)
+        run_secagg_round(inp, modulus_bits=8, threshold=4, dropouts={stage: {10, 11}}, security=security, seed=4)
     assert seen == []  # nothing was reconstructed
 
 
@@ -71,60 +91,79 @@ def test_abort_is_a_protocol_error():
     assert issubclass(AbortError, ProtocolError)
 
 
+@pytest.mark.parametrize("security", MODES)
 @pytest.mark.parametrize("k", [2, 3, 6])
-def test_secaggplus_exact_with_dropouts(k):
+def test_secaggplus_exact_with_dropouts(k, security):
     inp = _inputs(15, 9, 24)
-    res = run_secagg_round(inp, modulus_bits=24, threshold=2, neighbours=k, dropouts={"masked_input": {12, 20}}, seed=5)
+    t = min_threshold(k + 1, neighbours=k, security=security)
+    # Pinned round id: the graph (seeded by the roster's keys) is then fixed, and with k = 2 or 3 some graphs
+    # would leave a neighbourhood below t after these two dropouts.
+    res = run_secagg_round(inp, modulus_bits=24, threshold=t, neighbours=k, dropouts={"masked_input": {12, 20}},
+                           security=security, seed=5, round_id=bytes(16))
     assert res.aggregate.tolist() == _oracle(inp, res.survivors, 24)
     assert res.survivors == frozenset(inp) - {12, 20}
 
 
-def test_seeded_runs_reproducible_and_seeds_differ():
+def _masked_inputs(**kwargs):
+    """The MaskedInput bytes of every client in one run (captured on the wire, sorted)."""
     from protocols import client as client_mod
 
-    inp = _inputs(5, 8, 12)
     ys = []
     orig = client_mod.SecAggClient._on_bundle
-
-    def spy(self, msg):
-        out = orig(self, msg)
-        ys.append(out)
-        return out
-
     mp = pytest.MonkeyPatch()
-    mp.setattr(client_mod.SecAggClient, "_on_bundle", spy)
+    mp.setattr(client_mod.SecAggClient, "_on_bundle", lambda self, msg: ys.append(orig(self, msg)) or ys[-1])
     try:
-        run_secagg_round(inp, modulus_bits=12, threshold=3, seed=7)
-        first, ys[:] = sorted(ys), []
-        run_secagg_round(inp, modulus_bits=12, threshold=3, seed=7)
-        again, ys[:] = sorted(ys), []
-        run_secagg_round(inp, modulus_bits=12, threshold=3, seed=8)
-        other = sorted(ys)
-        ys[:] = []
-        run_secagg_round(inp, modulus_bits=12, threshold=3)
-        fresh = sorted(ys)
+        res = run_secagg_round(_inputs(5, 8, 12), modulus_bits=12, threshold=4, **kwargs)
     finally:
         mp.undo()
-    assert first == again  # same seed: identical masked inputs, bit for bit
-    assert first != other and first != fresh
+    return sorted(ys), res
+
+
+def test_seeded_runs_reproducible_with_pinned_round_id():
+    rid = bytes(range(16))
+    first, r1 = _masked_inputs(seed=7, round_id=rid)
+    again, r2 = _masked_inputs(seed=7, round_id=rid)
+    other, _ = _masked_inputs(seed=8, round_id=rid)
+    assert first == again  # same seed and round id: identical masked inputs, bit for bit
+    assert first != other
+    assert r1.aggregate.tolist() == r2.aggregate.tolist()
+
+
+def test_seeded_runs_draw_fresh_round_ids():
+    # Same seed, no pinned round id: the aggregate is reproducible, but every message differs (the round
+    # id is in each header and in the derivation of every per-round key), so nothing carries over.
+    first, r1 = _masked_inputs(seed=7)
+    again, r2 = _masked_inputs(seed=7)
+    assert first[0][4:20] != again[0][4:20]  # header bytes 4..19: the round id
+    assert not set(first) & set(again)
+    assert r1.aggregate.tolist() == r2.aggregate.tolist() == _oracle(_inputs(5, 8, 12), r1.survivors, 12)
 
 
 @pytest.mark.parametrize(
     "kwargs",
     [
-        dict(modulus_bits=63, threshold=2),
+        dict(modulus_bits=63, threshold=3),
         dict(modulus_bits=8, threshold=1),
         dict(modulus_bits=8, threshold=5),
-        dict(modulus_bits=8, threshold=2, dropouts={"unmask": {10}}),
-        dict(modulus_bits=8, threshold=2, dropouts={"share_keys": {99}}),
-        dict(modulus_bits=8, threshold=2, dropouts={"share_keys": {10}, "unmasking": {10}}),
+        dict(modulus_bits=8, threshold=3, dropouts={"unmask": {10}}),
+        dict(modulus_bits=8, threshold=3, dropouts={"share_keys": {99}}),
+        dict(modulus_bits=8, threshold=3, dropouts={"share_keys": {10}, "unmasking": {10}}),
         dict(modulus_bits=8, threshold=4, neighbours=2),
-        dict(modulus_bits=8, threshold=2, seed=-1),
+        dict(modulus_bits=8, threshold=3, seed=-1),
+        dict(modulus_bits=8, threshold=3, security="malicious"),
+        dict(modulus_bits=8, threshold=3, round_id=b"short"),
+        dict(modulus_bits=8, threshold=2),  # active full graph: t > 2n/3 = 2.67
+        dict(modulus_bits=8, threshold=2, neighbours=3),  # active SecAgg+: t > (k + 1)/2 = 2
     ],
 )
 def test_bad_arguments(kwargs):
     with pytest.raises(ParameterError):
         run_secagg_round(_inputs(4, 3, 8), **kwargs)
+
+
+def test_threshold_error_names_the_argument_and_the_fix():
+    with pytest.raises(ParameterError, match=r"'threshold' must be >= 67 .*semi-honest"):
+        run_secagg_round(_inputs(100, 1, 8), modulus_bits=8, threshold=51)
 
 
 def test_bad_inputs():
@@ -139,19 +178,23 @@ def test_bad_inputs():
 @st.composite
 def _scenarios(draw):
     n = draw(st.integers(2, 9))
-    t = draw(st.integers(2, n))
+    security = draw(st.sampled_from(MODES))
     bits = draw(st.sampled_from([8, 13, 31, 32, 33, 48, 62]))
     dim = draw(st.integers(1, 12))
-    neighbours = draw(st.one_of(st.none(), st.integers(max(2, t - 1), n + 1)))
+    neighbours = draw(st.one_of(st.none(), st.integers(2, n + 1)))
+    full = neighbours is None or neighbours >= n - 1
+    holders = n if full else neighbours + 1
+    t = draw(st.integers(min(holders, min_threshold(holders, neighbours=None if full else neighbours, security=security)),
+                         holders))
     stage_of = draw(st.lists(st.sampled_from((None,) + STAGES), min_size=n, max_size=n))
     seed = draw(st.integers(0, 2**32))
-    return n, t, bits, dim, neighbours, stage_of, seed
+    return n, max(t, 2), bits, dim, neighbours, stage_of, seed, security
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_scenarios())
 def test_property_exact_sum_or_abort(scenario):
-    n, t, bits, dim, k, stage_of, seed = scenario
+    n, t, bits, dim, k, stage_of, seed, security = scenario
     inp = _inputs(n, dim, bits, seed=seed % 1000)
     ids = sorted(inp)
     drops: dict[str, set[int]] = {}
@@ -165,7 +208,8 @@ def test_property_exact_sum_or_abort(scenario):
 
     counted = alive_at("masked_input")
     try:
-        res = run_secagg_round(inp, modulus_bits=bits, threshold=t, dropouts=drops, neighbours=k, seed=seed)
+        res = run_secagg_round(inp, modulus_bits=bits, threshold=t, dropouts=drops, neighbours=k, security=security,
+                               seed=seed)
     except AbortError:
         if k is None or k >= n - 1:
             # Full graph: abort exactly when some stage has fewer than t clients (U4 is the smallest set).

@@ -1,4 +1,5 @@
-"""Every valid stage transition of both roles, and every invalid (stage, message kind) pair refused."""
+"""Every valid stage transition of both roles in both security modes, and every invalid (stage, message
+kind) pair refused without a state change."""
 
 import numpy as np
 import pytest
@@ -6,32 +7,44 @@ import pytest
 from protocols import messages as m
 from protocols.client import SecAggClient
 from protocols.round import _seeded
+from protocols.security import ClientPolicy
 from protocols.server import SecAggServer
-from protocols.stages import CLIENT_TRANSITIONS, SERVER_ACCEPTS, ClientStage, ServerStage
+from protocols.stages import CLIENT_TRANSITIONS, SERVER_ACCEPTS, SERVER_ADVANCE, ClientStage, ServerStage
+from roundkit import make_round
 from secagg_dp.errors import AbortError, ProtocolError
 
 C0, IDS, BITS, DIM, T, SEED = 3, (1, 2, 3, 4), 10, 3, 3, 11
-SERVER_ORDER = [ServerStage.COLLECT_KEYS, ServerStage.COLLECT_SHARES, ServerStage.COLLECT_MASKED, ServerStage.COLLECT_UNMASK]
-CLIENT_AT = {
+MODES = ("active", "semi-honest")
+CLIENT_AFTER = {  # the client's stage once the server has entered a stage and C0 has answered
     ServerStage.IDLE: ClientStage.IDLE,
     ServerStage.COLLECT_KEYS: ClientStage.KEYS_ADVERTISED,
     ServerStage.COLLECT_SHARES: ClientStage.SHARES_SENT,
     ServerStage.COLLECT_MASKED: ClientStage.MASKED_INPUT_SENT,
+    ServerStage.COLLECT_SIGNATURES: ClientStage.SURVIVORS_SIGNED,
     ServerStage.COLLECT_UNMASK: ClientStage.DONE,
 }
 
 
-def play(target: ServerStage, *, hold_c0: bool = False):
+def server_order(security):
+    order, s = [], ServerStage.IDLE
+    while s in SERVER_ADVANCE[security]:
+        s = SERVER_ADVANCE[security][s]
+        order.append(s)
+    return order  # ends with DONE
+
+
+def play(target: ServerStage, security: str, *, hold_c0: bool = False):
     """Drive a seeded 4-client round until the server is in ``target``; returns (server, clients, messages).
     Same seed, same bytes: ``messages`` maps each kind to the copy sent to or by client C0."""
-    round_id, csrc, ssrc = _seeded(SEED)
-    server = SecAggServer(bits=BITS, dim=DIM, threshold=T, round_id=round_id, source=ssrc)
-    clients = {c: SecAggClient(c, np.full(DIM, c, dtype=np.uint64), bits=BITS, source=csrc(c)) for c in IDS}
+    server, clients, _, _ = make_round(SEED, T, IDS, security=security, bits=BITS, dim=DIM)
+    clients = {c: SecAggClient(c, np.full(DIM, c, dtype=np.uint64), bits=BITS, policy=clients[c].policy,
+                               identity=clients[c]._identity, registry=clients[c]._registry,
+                               source=_seeded(SEED)[1](c)) for c in IDS}
     msgs: dict[m.Kind, bytes] = {}
     if target is ServerStage.IDLE:
         return server, clients, msgs
     down = [(m.BROADCAST, server.open_round())]
-    for stage in SERVER_ORDER:
+    for stage in server_order(security):
         ups = {}
         for rcpt, b in down:
             for cid in IDS if rcpt == m.BROADCAST else [rcpt]:
@@ -43,85 +56,108 @@ def play(target: ServerStage, *, hold_c0: bool = False):
                 msgs[m.peek_kind(out)] = out
                 if hold_c0 and stage is target:
                     continue
-            server.receive(out)
+            server.receive(out, sender=cid)
         if stage is target:
             return server, clients, msgs
         down = server.advance()  # after COLLECT_UNMASK this finishes the round (DONE)
     return server, clients, msgs
 
 
-REF = play(ServerStage.DONE)[2]
+REF = {mode: play(ServerStage.DONE, mode)[2] for mode in MODES}
+STAGES_OF = [(mode, st) for mode in MODES for st in [ServerStage.IDLE, *server_order(mode)]]
 
 
-def test_reference_round_completes():
-    server, _, msgs = play(ServerStage.DONE)
-    assert server.stage is ServerStage.DONE and set(msgs) == set(m.Kind)
+@pytest.mark.parametrize("security", MODES)
+def test_reference_round_completes(security):
+    server, _, msgs = play(ServerStage.DONE, security)
+    assert server.stage is ServerStage.DONE
+    consistency = {m.Kind.SURVIVOR_LIST, m.Kind.SURVIVOR_SIGNATURE}
+    assert set(msgs) == (set(m.Kind) if security == "active" else set(m.Kind) - consistency)
     assert server.outcome.aggregate.tolist() == [sum(IDS) % (1 << BITS)] * DIM
 
 
+def _ref(kind):
+    return REF["active"].get(kind) or REF["semi-honest"][kind]
+
+
 @pytest.mark.parametrize("kind", list(m.Kind))
-@pytest.mark.parametrize("server_stage", list(CLIENT_AT))
-def test_client_stage_kind_pair(server_stage, kind):
-    _, clients, _ = play(server_stage)
+@pytest.mark.parametrize("security,server_stage", [p for p in STAGES_OF if p[1] is not ServerStage.DONE])
+def test_client_stage_kind_pair(server_stage, kind, security):
+    _, clients, _ = play(server_stage, security)
     client = clients[C0]
     before = client.stage
-    assert before is CLIENT_AT[server_stage]
-    if (before, kind) in CLIENT_TRANSITIONS:
-        reply = client.receive(REF[kind])
-        assert client.stage in CLIENT_TRANSITIONS[(before, kind)] and client.stage is not before
+    assert before is CLIENT_AFTER[server_stage]
+    table = CLIENT_TRANSITIONS[security]
+    msg = REF[security].get(kind, _ref(kind))
+    if (before, kind) in table:
+        reply = client.receive(msg)
+        assert client.stage in table[(before, kind)] and client.stage is not before
         assert reply is not None and m.peek_kind(reply) is not None
     else:
         with pytest.raises(ProtocolError):
-            client.receive(REF[kind])
+            client.receive(msg)
         assert client.stage is before  # refused without any state change
 
 
 @pytest.mark.parametrize("kind", list(m.Kind))
 def test_declined_client_refuses_everything(kind):
-    round_id, csrc, _ = _seeded(SEED)
-    client = SecAggClient(C0, np.zeros(DIM, dtype=np.uint64), bits=BITS, source=csrc(C0))
-    open0 = m.RoundOpen(round_id, m.SERVER, m.BROADCAST, 0.0, BITS, DIM, T, 0).to_bytes()
+    round_id, csrc, _, _ = _seeded(SEED)
+    client = SecAggClient(C0, np.zeros(DIM, dtype=np.uint64), bits=BITS, policy=ClientPolicy(security="semi-honest"),
+                          source=csrc(C0))
+    open0 = m.RoundOpen(round_id, m.SERVER, m.BROADCAST, 0.0, BITS, DIM, T, 0, 0).to_bytes()
     assert client.decide_check_in(open0) is None and client.stage is ClientStage.DECLINED
     with pytest.raises(ProtocolError):
-        client.receive(REF[kind])
+        client.receive(_ref(kind))
     assert client.stage is ClientStage.DECLINED
 
 
 @pytest.mark.parametrize("kind", list(m.Kind))
-@pytest.mark.parametrize("stage", [ServerStage.IDLE, *SERVER_ORDER, ServerStage.DONE])
-def test_server_stage_kind_pair(stage, kind):
-    server, _, _ = play(stage, hold_c0=True)
+@pytest.mark.parametrize("security,stage", STAGES_OF)
+def test_server_stage_kind_pair(stage, kind, security):
+    server, _, _ = play(stage, security, hold_c0=True)
     assert server.stage is stage
+    msg = REF[security].get(kind, _ref(kind))
     if SERVER_ACCEPTS.get(stage) is kind:
-        server.receive(REF[kind])
+        server.receive(msg, sender=C0)
         with pytest.raises(ProtocolError, match="duplicate"):
-            server.receive(REF[kind])
+            server.receive(msg, sender=C0)
     else:
         with pytest.raises(ProtocolError):
-            server.receive(REF[kind])
+            server.receive(msg, sender=C0)
     assert server.stage is stage
 
 
-def test_server_deadline_transitions():
-    server, _, _ = play(ServerStage.IDLE)
+def test_active_client_never_unmasks_without_the_consistency_round():
+    # The semi-honest transition (MASKED_INPUT_SENT, UNMASK_REQUEST) does not exist in active mode.
+    assert (ClientStage.MASKED_INPUT_SENT, m.Kind.UNMASK_REQUEST) not in CLIENT_TRANSITIONS["active"]
+    _, clients, _ = play(ServerStage.COLLECT_MASKED, "active")
+    req = m.decode(REF["active"][m.Kind.UNMASK_REQUEST])
+    with pytest.raises(ProtocolError, match="refuses"):
+        clients[C0].receive(req.to_bytes())
+    assert clients[C0].stage is ClientStage.MASKED_INPUT_SENT
+
+
+@pytest.mark.parametrize("security", MODES)
+def test_server_deadline_transitions(security):
+    server, _, _ = play(ServerStage.IDLE, security)
     with pytest.raises(ProtocolError):
         server.advance()  # nothing to close before the round is open
     server.open_round()
     with pytest.raises(ProtocolError):
         server.open_round()
-    done, _, _ = play(ServerStage.DONE)
+    done, _, _ = play(ServerStage.DONE, security)
     with pytest.raises(ProtocolError):
         done.advance()
 
 
 @pytest.mark.parametrize("kind", list(m.Kind))
 def test_aborted_server_refuses_everything(kind):
-    lonely = SecAggServer(bits=BITS, dim=DIM, threshold=T, round_id=_seeded(SEED)[0])
+    lonely = SecAggServer(bits=BITS, dim=DIM, threshold=T, security="semi-honest", round_id=_seeded(SEED)[0])
     lonely.open_round()
     with pytest.raises(AbortError):
         lonely.advance()
     assert lonely.stage is ServerStage.ABORTED and lonely.reconstructions == 0
     with pytest.raises(ProtocolError):
-        lonely.receive(REF[kind])
+        lonely.receive(_ref(kind), sender=C0)
     with pytest.raises(ProtocolError):
         lonely.advance()

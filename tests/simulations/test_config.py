@@ -68,8 +68,27 @@ def test_overrides_parse_toml_values_and_bare_words():
 
 
 def test_absolute_threshold_replaces_the_default_fraction():
-    cfg = build_config({"secagg": {"threshold": 7}})
+    cfg = build_config({"secagg": {"threshold": 7, "security": "semi-honest"}})
     assert cfg.secagg.threshold_fraction is None and cfg.secagg.threshold_for(30) == 7
+
+
+@pytest.mark.parametrize(
+    ("secagg", "checked_in", "expect"),
+    [
+        ({"threshold": 7}, 30, 21),  # active full graph: floor(2 * 30 / 3) + 1
+        ({"threshold": 25}, 30, 25),  # above the floor: kept
+        ({"threshold_fraction": 0.5}, 30, 21),
+        ({"threshold_fraction": 0.5, "neighbours": 10}, 30, 6),  # SecAgg+: floor(11 / 2) + 1
+        ({"threshold_fraction": 0.5, "security": "semi-honest"}, 30, 15),
+    ],
+)
+def test_active_mode_raises_the_threshold_to_the_secure_minimum(secagg, checked_in, expect):
+    assert build_config({"secagg": secagg}).secagg.threshold_for(checked_in) == expect
+
+
+def test_unknown_security_mode_is_a_config_error():
+    with pytest.raises(ConfigError, match="secagg.security"):
+        build_config({"secagg": {"security": "malicious"}})
 
 
 def test_every_bundled_config_validates_including_the_bit_budget():

@@ -1,0 +1,67 @@
+"""Security modes and the threshold rules each mode enforces.
+
+``"active"`` (default): the server may deviate arbitrarily and collude with a few clients (Bonawitz et al.
+2017, Sec. 6: signed keys, a consistency round). ``"semi-honest"``: the server follows the protocol; only
+for trusted-server deployments and comparisons (the weaker mode says so in its name).
+
+Why the active thresholds. A server that tells some holders of an honest client v's shares "v dropped"
+and the others "v survived" gets t shares of both of v's secrets if it controls c >= 2t - h of v's h
+share holders: the honest holders are split into two groups that each reach t with the colluders'
+shares. Hence t > (h + c) / 2. Full graph: h = n and t > 2n/3 tolerates any c < n/3 (Bonawitz et al.
+2017, Thm. 6.5's regime). SecAgg+: h = k + 1 and the bound on c comes from the corrupt fraction
+(:func:`protocols.graph.secaggplus_parameters`); every client also insists on t > h / 2 itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from secagg_dp._validate import check_int
+from secagg_dp.errors import ParameterError
+
+__all__ = ["SECURITY_MODES", "check_security", "min_threshold", "ClientPolicy"]
+
+SECURITY_MODES = ("active", "semi-honest")
+
+
+def check_security(value: object, name: str = "security") -> str:
+    """``value`` if it is one of :data:`SECURITY_MODES`, else a ParameterError naming ``name``."""
+    if not isinstance(value, str):
+        raise TypeError(f"Argument '{name}' must be a str, not {type(value).__name__}.")
+    if value not in SECURITY_MODES:
+        raise ParameterError(f"Argument '{name}' must be one of {SECURITY_MODES}, not {value!r}.")
+    return value
+
+
+def min_threshold(holders: int, *, neighbours: int | None, security: str) -> int:
+    """Smallest Shamir threshold a client accepts when each secret has ``holders`` share holders.
+
+    active, full graph (``neighbours=None``): floor(2h/3) + 1 (t > 2n/3, Bonawitz et al. 2017);
+    active, SecAgg+: floor(h/2) + 1 (t > (k + 1)/2; the corrupt-fraction margin comes from the client's
+    own configured minimum); semi-honest: 2.
+    """
+    h = check_int("holders", holders, lo=1)
+    if check_security(security) == "semi-honest":
+        return 2
+    return max(2, (2 * h) // 3 + 1 if neighbours is None else h // 2 + 1)
+
+
+@dataclass(frozen=True)
+class ClientPolicy:
+    """What a client insists on, from its own configuration, never from the server.
+
+    ``security``: the mode it runs (a round announced in another mode is refused); ``min_threshold``: the
+    smallest Shamir threshold it accepts; ``neighbours``: the SecAgg+ degree it expects (``None``: full
+    graph); a round with another degree is refused, since a larger k at the same t needs fewer colluders.
+    On top of ``min_threshold`` an active client applies :func:`min_threshold` to the roster it receives.
+    """
+
+    security: str = "active"
+    min_threshold: int = 2
+    neighbours: int | None = None
+
+    def __post_init__(self) -> None:
+        check_security(self.security)
+        check_int("min_threshold", self.min_threshold, lo=2)
+        if self.neighbours is not None:
+            check_int("neighbours", self.neighbours, lo=2)

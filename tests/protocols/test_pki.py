@@ -1,0 +1,37 @@
+"""The identity-key registry: append-only bindings, verification against registered keys only."""
+
+import pytest
+
+from protocols.pki import KeyRegistry, advertise_statement, create_identities, survivor_statement
+from secagg_dp.crypto import signing
+from secagg_dp.crypto.randomness import SeededRandom
+from secagg_dp.errors import AuthenticationError, ParameterError
+
+REG, IDS = create_identities([3, 5, 8], lambda c: SeededRandom(bytes([c]) * 32))
+
+
+def test_registry_verifies_each_clients_own_signatures_only():
+    body = advertise_statement(b"r" * 16, 5, b"\x01" * 32, b"\x02" * 32)
+    sig = IDS[5].sign(signing.LABEL_ADVERTISE_KEYS, body)
+    REG.verify(5, signing.LABEL_ADVERTISE_KEYS, body, sig)
+    with pytest.raises(AuthenticationError):
+        REG.verify(3, signing.LABEL_ADVERTISE_KEYS, body, sig)  # client 5's signature is not client 3's
+    with pytest.raises(AuthenticationError):
+        REG.verify(9, signing.LABEL_ADVERTISE_KEYS, body, sig)  # unregistered client
+
+
+def test_registry_is_append_only():
+    reg = KeyRegistry({3: IDS[3].public})
+    reg.register(3, IDS[3].public)  # idempotent
+    with pytest.raises(ParameterError, match="already registered"):
+        reg.register(3, IDS[5].public)
+    assert reg.public_key(3) == IDS[3].public and len(reg) == 1
+    with pytest.raises(TypeError):
+        reg.keys[4] = IDS[5].public  # read-only view
+
+
+def test_statements_bind_round_and_set():
+    assert advertise_statement(b"r" * 16, 5, b"\x01" * 32, b"\x02" * 32) != advertise_statement(
+        b"s" * 16, 5, b"\x01" * 32, b"\x02" * 32)
+    assert survivor_statement(b"r" * 16, [1, 2, 3]) == survivor_statement(b"r" * 16, [3, 1, 2])  # a set
+    assert survivor_statement(b"r" * 16, [1, 2, 3]) != survivor_statement(b"r" * 16, [1, 2])
