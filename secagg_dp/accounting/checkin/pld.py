@@ -88,8 +88,10 @@ class PLDCertificate:
         return {
             "observer": self.observer,
             "certificate": self.certificate,
+            "ex_post": False,  # ex ante, like every certificate; the key keeps one schema with the RDP path
             "method": self.method,
             "epsilon": self.epsilon,
+            "order": None,  # no Rényi order: the PLD is converted to (epsilon, delta) directly
             "epsilon_optimistic": self.epsilon_optimistic,
             "delta": self.delta,
             "neighbouring": self.neighbouring,
