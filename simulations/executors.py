@@ -9,6 +9,7 @@ ideal mode a task returns one partial modular sum, so traffic does not grow with
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -64,6 +65,8 @@ class DaskExecutor:
             )
             self._client = Client(self._cluster)
         self._workers = max(1, len(self._client.scheduler_info().get("workers", {})) or n_workers)
+        # import the client code on every worker now (about a second each), not inside the first round
+        self._client.run(importlib.import_module, "simulations.clients")
 
     @property
     def parallelism(self) -> int:
