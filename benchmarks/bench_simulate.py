@@ -9,7 +9,8 @@ client stage measured on one chunk in this process, the floor and the ratio.
 
 Floor, measured in the same run: numpy's float64 ``sum(axis=0)`` over as many d-vectors as the round has
 participants, timed as repeated sums of a 16384 x d block of the real client vectors (a block that fits in
-cache-friendly memory; the simulator streams blocks too).
+cache-friendly memory; the simulator streams blocks too). A second floor: drawing two AES-CTR uniforms per
+padded coordinate (randomized rounding and noise need at least that much randomness).
 
     python benchmarks/bench_simulate.py                 # ideal n = 10^4, 10^5, 10^6; crypto SecAgg+ n = 10^3
     python benchmarks/bench_simulate.py --dask          # + the same ideal configs on a 2-worker LocalCluster
@@ -34,6 +35,16 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-c", "import sys; from simulations.cli import main; sys.exit(main())"]
+# the same entry point, reporting its own peak RSS and its children's (Dask workers) at exit
+_CLI_RSS = (
+    "import atexit, resource, sys\n"
+    "def _rss():\n"
+    "    own, kids = (resource.getrusage(w).ru_maxrss for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))\n"
+    "    print(f'BENCH-RSS {own} {kids}', file=sys.stderr)\n"
+    "atexit.register(_rss)\n"
+    "from simulations.cli import main\n"
+    "sys.exit(main())\n"
+)
 
 
 def ideal_overrides(n: int, dim: int, checkin: float) -> list[str]:
@@ -58,7 +69,7 @@ def run_cli(overrides: list[str], extra: list[str], timeout: float) -> dict:
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(
-            [*CLI, "simulate", *overrides, *extra, "--out", out, "--json", "--no-plots", "--no-progress"],
+            [sys.executable, "-c", _CLI_RSS, "simulate", *overrides, *extra, "--out", out, "--json", "--no-plots", "--no-progress"],
             capture_output=True, text=True, timeout=timeout, cwd=ROOT,
         )
     except subprocess.TimeoutExpired:
@@ -72,7 +83,9 @@ def run_cli(overrides: list[str], extra: list[str], timeout: float) -> dict:
     doc = json.loads(proc.stdout)
     doc["_wall"] = wall
     doc["_cpu"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    doc["_maxrss_mb"] = after.ru_maxrss / 1024  # largest child so far (KiB on Linux)
+    own, kids = next(line.split()[1:] for line in proc.stderr.splitlines() if line.startswith("BENCH-RSS"))
+    doc["_maxrss_mb"] = int(own) / 1024  # KiB on Linux
+    doc["_worker_rss_mb"] = int(kids) / 1024
     return doc
 
 
@@ -92,6 +105,22 @@ def floor_seconds(participants: int, dim: int) -> float:
             x[:rest].sum(axis=0)
         best = min(best, time.perf_counter() - t)
     return best
+
+
+def randomness_floor_seconds(participants: int, padded_dim: int) -> float:
+    """Drawing two AES-CTR uniforms per padded coordinate: the least any private round must do (one for the
+    randomized rounding, at least one for the noise), timed on a 256 x d block and scaled to the round."""
+    from simulations.clients import block_rng
+
+    rng = block_rng(1, 1, 0)
+    out = np.empty((256, padded_dim))
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        rng.random(out=out)
+        rng.random(out=out)
+        best = min(best, time.perf_counter() - t)
+    return best * participants / 256
 
 
 def client_split(dim: int, n: int) -> dict[str, float]:
@@ -134,7 +163,8 @@ def report(label: str, doc: dict, dim: int, split: dict[str, float] | None) -> N
     secs = rnd["seconds"]
     base = floor_seconds(participants, dim)
     print(f"  participants {participants}, d = {dim}; process wall {doc['_wall']:.2f} s, CPU (incl. workers) "
-          f"{doc['_cpu']:.2f} s, peak RSS {doc['_maxrss_mb']:.0f} MB")
+          f"{doc['_cpu']:.2f} s, peak RSS {doc['_maxrss_mb']:.0f} MB"
+          + (f" (largest worker {doc['_worker_rss_mb']:.0f} MB)" if doc["_worker_rss_mb"] > 0 else ""))
     for key in ("checkin", "clients", "secagg", "account", "decode"):
         if key in secs:
             print(f"  {key:<10} {secs[key]:9.3f} s   {100 * secs[key] / secs['total']:5.1f} %")
@@ -144,8 +174,12 @@ def report(label: str, doc: dict, dim: int, split: dict[str, float] | None) -> N
         per = sum(split.values())
         print("  client stage per participant (one block, this process): " + ", ".join(
             f"{k} {v * 1e6:.1f} us ({100 * v / per:.0f} %)" for k, v in split.items()))
+    padded = 1 << (dim - 1).bit_length()
+    rnd_floor = randomness_floor_seconds(participants, padded)
     print(f"  floor (numpy float64 sum of {participants} x {dim}) {base * 1e3:.1f} ms; "
           f"round / floor = {secs['total'] / base:,.0f}x")
+    print(f"  randomness floor (2 AES-CTR uniforms per coordinate, {participants} x {padded}) {rnd_floor * 1e3:.1f} ms "
+          f"= {rnd_floor / base:.1f}x the sum floor; round / randomness floor = {secs['total'] / rnd_floor:,.1f}x")
 
 
 def startup(reps: int = 10) -> None:
