@@ -27,8 +27,8 @@ __all__ = [
 
 # spawn-key purposes under (1, round, purpose[, client]) — documented in results.json "seeds"
 PURPOSE_CHECKIN, PURPOSE_DROPOUT, PURPOSE_ROTATION, PURPOSE_CRYPTO, PURPOSE_CLIENT = 0, 1, 2, 3, 4
-BLOCK = 256  # participants per randomness block (one vectorised encode); independent of the executor
-CHUNK = 16  # consecutive blocks per unit of work (one Dask task, one partial sum); independent of the executor
+BLOCK = 128  # participants per randomness block (one vectorised encode, ~1 MB arrays at d = 1024)
+CHUNK = 32  # consecutive blocks per unit of work (one Dask task, one partial sum); independent of the executor
 GENERATORS = ("aes-counter", "pcg64")
 
 #: One block: (index, participant ids, which of them are included in the sum — None: return every row).
