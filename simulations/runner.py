@@ -311,11 +311,6 @@ class RoundAggregate:
     truth: np.ndarray | None
     seconds: dict[str, float]
 
-    @property
-    def dropouts(self) -> dict[str, set[int]]:
-        """Per-stage dropout sets (built on demand; the arrays are the compact form)."""
-        return aggregators.dropout_sets(self.ids, self.drop_stages)
-
     def dropped_counts(self) -> dict[str, int]:
         counts = np.bincount(self.drop_stages, minlength=len(aggregators.STAGES) + 1)
         return {s: int(counts[i]) for i, s in enumerate(aggregators.STAGES)}
