@@ -1,127 +1,235 @@
-"""Per-round cost breakdown of the simulator (printed figures, not a test).
+"""What one ``secagg-dp simulate`` round costs, against the floor of summing the same vectors with numpy.
 
-Two configurations (issue 7):
-  * full crypto: n = 100 clients, d = 10^4, through protocols.run_secagg_round;
-  * ideal aggregator: n = 10^5 clients, d = 10^3, modular sum computed directly.
-Stages timed: check-in (+ dropout draw), encode (clip, rotate, scale, conditional rounding, wrap),
-noise (discrete Gaussian; Skellam in the ideal run), mask + unmask (the protocol; the ideal mode's exact modular sum instead),
-decode, account (one PrivacyLedger.spend: SQLite commit + epsilon; the per-run mixture RDP is printed
-separately as accountant setup). Baseline measured in the same run: numpy's float64 sum
-of the same n x d client vectors; the ratio says what the whole private round costs relative to it.
+Every case runs the real command line in a fresh process (``secagg-dp simulate ... --json --no-plots``), so the
+figures include exactly what users run: check-in and dropout draws, per-client synthetic data, clip, rotation,
+randomized rounding, discrete Gaussian noise, the aggregator (ideal modular sum, or the SecAgg(+) protocol),
+the ledger commit and the decode. Printed per case: wall time of the process, CPU of the process and its
+children (Dask workers), peak RSS, the runner's per-stage seconds of the timed round(s), a finer split of the
+client stage measured on one chunk in this process, the floor and the ratio.
 
-    python benchmarks/bench_simulate.py [--quick]
+Floor, measured in the same run: numpy's float64 ``sum(axis=0)`` over as many d-vectors as the round has
+participants, timed as repeated sums of a 16384 x d block of the real client vectors (a block that fits in
+cache-friendly memory; the simulator streams blocks too). A second floor: drawing two AES-CTR uniforms per
+padded coordinate (randomized rounding and noise need at least that much randomness).
+
+    python benchmarks/bench_simulate.py                 # ideal n = 10^4, 10^5, 10^6; crypto SecAgg+ n = 10^3
+    python benchmarks/bench_simulate.py --dask          # + the same ideal configs on a 2-worker LocalCluster
+    python benchmarks/bench_simulate.py --crypto 1000 10000 --ideal  # choose sizes (empty --ideal: none)
+    python benchmarks/bench_simulate.py --startup       # secagg-dp --help, repeated (cold start)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+ROOT = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-c", "import sys; from simulations.cli import main; sys.exit(main())"]
+# the same entry point, reporting its own peak RSS and its children's (Dask workers) at exit
+_CLI_RSS = (
+    "import atexit, resource, sys\n"
+    "def _rss():\n"
+    "    own, kids = (resource.getrusage(w).ru_maxrss for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))\n"
+    "    print(f'BENCH-RSS {own} {kids}', file=sys.stderr)\n"
+    "atexit.register(_rss)\n"
+    "from simulations.cli import main\n"
+    "sys.exit(main())\n"
+)
 
-def _timed(fn, *args, **kw):
-    t = time.perf_counter()
-    out = fn(*args, **kw)
-    return out, time.perf_counter() - t
+
+def ideal_overrides(n: int, dim: int, checkin: float) -> list[str]:
+    return [
+        "mode=ideal", f"population.clients={n}", f"population.checkin={checkin}", "population.dropout=0.0",
+        "secagg.bits=32", "privacy.noise_multiplier=4", f"task.dim={dim}", "rounds=1", "seed=1",
+    ]
 
 
-def bench(n: int, dim: int, mode: str, rounds: int = 1) -> dict[str, float]:
+def crypto_overrides(n: int, dim: int, k: int) -> list[str]:
+    return [
+        "mode=crypto", f"population.clients={n}", "population.checkin=1.0", "population.dropout=0.0",
+        "secagg.bits=32", "secagg.threshold_fraction=0.5", f"secagg.neighbours={k}", "privacy.noise_multiplier=4",
+        f"task.dim={dim}", "rounds=1", "seed=1",
+    ]
+
+
+def run_cli(overrides: list[str], extra: list[str], timeout: float) -> dict:
+    """Run ``secagg-dp simulate`` in a child process; return its results document plus process figures."""
+    out = tempfile.mkdtemp(prefix="bench-sim-")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _CLI_RSS, "simulate", *overrides, *extra, "--out", out, "--json", "--no-plots", "--no-progress"],
+            capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+        )
+    except subprocess.TimeoutExpired:
+        shutil.rmtree(out, ignore_errors=True)
+        return {"timeout": timeout}
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    shutil.rmtree(out, ignore_errors=True)
+    if proc.returncode != 0:
+        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
+    doc = json.loads(proc.stdout)
+    doc["_wall"] = wall
+    doc["_cpu"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    own, kids = next(line.split()[1:] for line in proc.stderr.splitlines() if line.startswith("BENCH-RSS"))
+    doc["_maxrss_mb"] = int(own) / 1024  # KiB on Linux
+    doc["_worker_rss_mb"] = int(kids) / 1024
+    return doc
+
+
+def floor_seconds(participants: int, dim: int) -> float:
+    """numpy float64 sum of ``participants`` real client vectors of length ``dim`` (see module docstring)."""
+    from simulations.tasks.mean import client_vectors
+
+    m = min(participants, 16384)
+    x = client_vectors(1, np.arange(m), dim, 1.0)
+    reps, rest = divmod(participants, m)
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        for _ in range(reps):
+            x.sum(axis=0)
+        if rest:
+            x[:rest].sum(axis=0)
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def randomness_floor_seconds(participants: int, padded_dim: int) -> float:
+    """Drawing two AES-CTR uniforms per padded coordinate: the least any private round must do (one for the
+    randomized rounding, at least one for the noise), timed on a 256 x d block and scaled to the round."""
+    from simulations.clients import block_rng
+
+    rng = block_rng(1, 1, 0)
+    out = np.empty((256, padded_dim))
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        rng.random(out=out)
+        rng.random(out=out)
+        best = min(best, time.perf_counter() - t)
+    return best * participants / 256
+
+
+def client_split(dim: int, n: int) -> dict[str, float]:
+    """Seconds per participant of each client stage, timed on one block of real ids in this process."""
     from secagg_dp import zq
-    from simulations import aggregators
-    from simulations.clients import draw_noise, make_codec
+    from simulations.clients import BLOCK, block_rng, draw_noise, make_codec
     from simulations.config import build_config
-    from simulations.privacy import make_accountant
-    from simulations.runner import _round_int, _round_rng, plan, select_participants
+    from simulations.runner import plan
+    from simulations.tasks.mean import client_vectors
 
-    cfg = build_config({
-        "mode": mode, "rounds": rounds, "seed": 1,
-        "population": {"clients": n, "checkin": 1.0 if mode == "crypto" else 0.5, "dropout": 0.0},
-        "secagg": {"bits": 32, "threshold_fraction": 0.5},
-        "privacy": {"mechanism": "ddg", "noise_multiplier": 4.0},
-        "task": {"name": "mean", "dim": dim},
-    })
+    cfg = build_config({"seed": 1, "population": {"clients": n}, "secagg": {"bits": 32},
+                        "privacy": {"noise_multiplier": 4.0}, "task": {"name": "mean", "dim": dim}})
     p = plan(cfg, 1)
-    times = dict.fromkeys(["check-in", "encode", "noise", "mask+unmask", "decode", "account"], 0.0)
-    clients = 0
-    with tempfile.TemporaryDirectory() as tmp:
-        acct, setup = _timed(make_accountant, cfg, p, Path(tmp) / "ledger.sqlite")
-        for r in range(1, rounds + 1):
-            t0 = time.perf_counter()
-            ids = select_participants(cfg, 1, r)
-            drops = aggregators.draw_dropouts(ids, 0.0, _round_rng(1, r, 1))
-            times["check-in"] += time.perf_counter() - t0
-            clients += len(ids)
-            codec = make_codec(p.dim, cfg.secagg.bits, 1.0, p.scale, _round_int(1, r, 2), cfg.privacy.beta)
-            rng = np.random.default_rng(r)
-            acc = np.zeros(codec.padded_dim, dtype=np.uint64)
-            rows = []
-            block = 1024
-            for i in range(0, len(ids), block):
-                m = len(ids[i : i + block])
-                x = rng.standard_normal((m, dim))
-                x /= np.linalg.norm(x, axis=1, keepdims=True)
-                enc, dt = _timed(codec.encode, x, rng=rng)
-                times["encode"] += dt
-                noise, dt = _timed(draw_noise, cfg.privacy.mechanism, p.sigma_int, m * codec.padded_dim, rng)
-                times["noise"] += dt
-                t1 = time.perf_counter()
-                vec = zq.add_mod(enc, zq.wrap_int64(noise.reshape(m, -1), cfg.secagg.bits), cfg.secagg.bits)
-                times["encode"] += time.perf_counter() - t1
-                if mode == "crypto":
-                    rows.append(vec)
-                else:
-                    t1 = time.perf_counter()
-                    acc = zq.add_mod(acc, zq.sum_mod(vec, cfg.secagg.bits), cfg.secagg.bits)
-                    times["mask+unmask"] += time.perf_counter() - t1
-            if mode == "crypto":
-                vectors = np.concatenate(rows)
-                (acc, _), dt = _timed(
-                    aggregators.crypto_aggregate, ids, vectors, bits=cfg.secagg.bits, threshold=len(ids) // 2 + 1,
-                    dropouts=drops, neighbours=None, seed=r,
-                )
-                times["mask+unmask"] += dt
-            _, dt = _timed(codec.decode, acc)
-            times["decode"] += dt
-            _, dt = _timed(acct.record_round)
-            times["account"] += dt
-        close = getattr(acct, "close", None)
-        if close:
-            close()
-    # baseline: plain float64 sum of the same number of client vectors
-    x = np.random.default_rng(0).standard_normal((min(clients // rounds, 20000), dim))
-    reps = max(1, (clients // rounds) // len(x))
-    _, base = _timed(lambda: [x.sum(axis=0) for _ in range(reps)])
-    total = sum(times.values()) / rounds
-    print(f"\n{mode} aggregator: n = {n}, d = {dim} (padded {p.padded_dim}), bits = {cfg.secagg.bits}, "
-          f"{clients / rounds:.0f} participants/round, {rounds} round(s)")
-    for k, v in times.items():
-        print(f"  {k:<12} {v / rounds * 1e3:10.1f} ms   {100 * v / rounds / total:5.1f} %")
-    print(f"  {'total':<12} {total * 1e3:10.1f} ms   -> {clients / rounds / total:,.0f} clients/s")
-    print(f"  (once per run: accountant setup, check-in mixture RDP over n = {n}: {setup * 1e3:.1f} ms)")
-    print(f"  baseline (float64 sum of the same vectors) {base * 1e3:.1f} ms; private round / baseline = {total / base:,.0f}x")
-    return times
+    codec = make_codec(p.dim, 32, 1.0, p.scale, 12345, cfg.privacy.beta)
+    ids = np.arange(BLOCK) * max(1, n // BLOCK)
+    split = dict.fromkeys(["data", "noise", "clip+rotate+round", "sum"], float("inf"))
+    for _ in range(3):
+        rng = block_rng(1, 1, 0)
+        t = time.perf_counter()
+        x = client_vectors(1, ids, dim, 1.0)
+        t1 = time.perf_counter()
+        noise = draw_noise("ddg", p.sigma_int, BLOCK * p.padded_dim, rng).reshape(BLOCK, -1)
+        t2 = time.perf_counter()
+        v = codec.encode(x, noise=noise, rng=rng)
+        t3 = time.perf_counter()
+        zq.sum_mod(v, 32)
+        t4 = time.perf_counter()
+        for key, dt in zip(split, (t1 - t, t2 - t1, t3 - t2, t4 - t3)):
+            split[key] = min(split[key], dt / BLOCK)
+    return split
+
+
+def report(label: str, doc: dict, dim: int, split: dict[str, float] | None) -> None:
+    print(f"\n{label}")
+    if "timeout" in doc or "error" in doc:
+        print(f"  not measured: {doc}")
+        return
+    rnd = doc["rounds"][0]
+    participants = rnd["checked_in"]
+    secs = rnd["seconds"]
+    base = floor_seconds(participants, dim)
+    print(f"  participants {participants}, d = {dim}; process wall {doc['_wall']:.2f} s, CPU (incl. workers) "
+          f"{doc['_cpu']:.2f} s, peak RSS {doc['_maxrss_mb']:.0f} MB"
+          + (f" (largest worker {doc['_worker_rss_mb']:.0f} MB)" if doc["_worker_rss_mb"] > 0 else ""))
+    for key in ("checkin", "clients", "secagg", "account", "decode"):
+        if key in secs:
+            print(f"  {key:<10} {secs[key]:9.3f} s   {100 * secs[key] / secs['total']:5.1f} %")
+    print(f"  {'round':<10} {secs['total']:9.3f} s   -> {participants / secs['total']:,.0f} clients/s; "
+          f"outside the round (start-up, accountant, files) {doc['_wall'] - secs['total']:.2f} s")
+    if split is not None:
+        per = sum(split.values())
+        print("  client stage per participant (one block, this process): " + ", ".join(
+            f"{k} {v * 1e6:.1f} us ({100 * v / per:.0f} %)" for k, v in split.items()))
+    padded = 1 << (dim - 1).bit_length()
+    rnd_floor = randomness_floor_seconds(participants, padded)
+    print(f"  floor (numpy float64 sum of {participants} x {dim}) {base * 1e3:.1f} ms; "
+          f"round / floor = {secs['total'] / base:,.0f}x")
+    print(f"  randomness floor (2 AES-CTR uniforms per coordinate, {participants} x {padded}) {rnd_floor * 1e3:.1f} ms "
+          f"= {rnd_floor / base:.1f}x the sum floor; round / randomness floor = {secs['total'] / rnd_floor:,.1f}x")
+
+
+def startup(reps: int = 10) -> None:
+    """Hyperfine-like: ``secagg-dp --help`` and ``simulate --help`` against ``python -c pass``, same run."""
+    def timed(cmd: list[str]) -> tuple[float, float]:
+        runs = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            subprocess.run(cmd, capture_output=True, check=True, cwd=ROOT)
+            runs.append(time.perf_counter() - t)
+        return float(np.mean(runs)), float(np.min(runs))
+
+    base = timed([sys.executable, "-c", "pass"])
+    print(f"\ncold start, {reps} runs each (mean / min):")
+    print(f"  python -c pass              {base[0] * 1e3:7.1f} / {base[1] * 1e3:7.1f} ms")
+    for args in (["--help"], ["simulate", "--help"], ["account", "checkin", "--help"]):
+        mean, best = timed([*CLI, *args])
+        print(f"  secagg-dp {' '.join(args):<17} {mean * 1e3:7.1f} / {best * 1e3:7.1f} ms   "
+              f"(+{(mean - base[0]) * 1e3:.1f} ms over the bare interpreter)")
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "from secagg_dp.crypto.shamir import field; field(); field()"],
+                   check=True, cwd=ROOT)
+    print(f"  GF(65537) first use in a process (import galois + build once): {time.perf_counter() - t:.2f} s")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="smaller sizes (smoke test)")
+    ap.add_argument("--ideal", type=int, nargs="*", default=[10_000, 100_000, 1_000_000], metavar="N")
+    ap.add_argument("--crypto", type=int, nargs="*", default=[1000], metavar="N", help="SecAgg+ sizes (10000: slow)")
+    ap.add_argument("--dim", type=int, default=1000)
+    ap.add_argument("--checkin", type=float, default=0.5, help="ideal mode check-in rate p")
+    ap.add_argument("--neighbours", type=int, default=32, help="SecAgg+ k")
+    ap.add_argument("--dask", action="store_true", help="also run the ideal sizes on a 2-worker LocalCluster")
+    ap.add_argument("--startup", action="store_true", help="only the cold-start figures")
+    ap.add_argument("--timeout", type=float, default=3600.0, help="per case, seconds")
     args = ap.parse_args()
-    # galois compiles its GF(65537) kernels with numba on first use in a process (~3 s here); measure that
-    # once, apart, so the per-round figures are steady-state costs.
-    from protocols import run_secagg_round
-
-    t0 = time.perf_counter()
-    run_secagg_round({i: np.zeros(8, dtype=np.uint64) for i in range(3)}, modulus_bits=8, threshold=2, seed=0)
-    print(f"one-time warm-up (galois/numba JIT of the Shamir field): {time.perf_counter() - t0:.2f} s")
-    if args.quick:
-        bench(20, 1000, "crypto")
-        bench(5000, 1000, "ideal")
-    else:
-        bench(100, 10_000, "crypto")
-        bench(100_000, 1000, "ideal")
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; python {sys.version.split()[0]}")
+    if args.startup:
+        startup()
+        return
+    for n in args.ideal:
+        split = client_split(args.dim, n)
+        doc = run_cli(ideal_overrides(n, args.dim, args.checkin), [], args.timeout)
+        report(f"ideal, in-process: n = {n}, p = {args.checkin}", doc, args.dim, split)
+        if args.dask:
+            doc = run_cli(ideal_overrides(n, args.dim, args.checkin), ["--executor", "dask"], args.timeout)
+            report(f"ideal, Dask LocalCluster (2 workers): n = {n}, p = {args.checkin}", doc, args.dim, None)
+    for n in args.crypto:
+        doc = run_cli(crypto_overrides(n, args.dim, args.neighbours), [], args.timeout)
+        report(f"crypto SecAgg+ (k = {args.neighbours}), in-process: n = {n}", doc, args.dim, None)
 
 
 if __name__ == "__main__":

@@ -18,21 +18,39 @@ import numpy as np
 
 from secagg_dp import zq
 
-__all__ = ["STAGES", "INCLUDED_FROM", "draw_dropouts", "included_clients", "ideal_aborts", "crypto_aggregate"]
+__all__ = [
+    "STAGES", "INCLUDED_FROM", "NO_DROP", "draw_drop_stages", "dropout_sets", "draw_dropouts", "included_clients",
+    "ideal_aborts", "aborts_from_counts", "crypto_aggregate",
+]
 
 STAGES = ("advertise_keys", "share_keys", "masked_input", "unmasking")
 INCLUDED_FROM = STAGES.index("unmasking")  # dropping at this stage or later keeps the input in the sum
+NO_DROP = len(STAGES)  # stage index of a client that never drops
+_ROWS = 1 << 18  # clients per chunk of coins: bounded memory at n = 10^7
+
+
+def draw_drop_stages(n: int, dropout: float, rng: np.random.Generator) -> np.ndarray:
+    """First stage each of ``n`` clients drops at (int8; ``NO_DROP`` if none), each stage with prob. ``dropout``.
+
+    Consumes ``rng.random((n, len(STAGES)))`` in row order, drawn in chunks of rows (the same stream as one call).
+    """
+    out = np.full(n, NO_DROP, dtype=np.int8)
+    for lo in range(0, n, _ROWS):
+        coins = rng.random((min(_ROWS, n - lo), len(STAGES))) < dropout
+        hit = coins.any(axis=1)
+        out[lo : lo + len(coins)][hit] = coins[hit].argmax(axis=1)
+    return out
+
+
+def dropout_sets(ids: np.ndarray, stages: np.ndarray) -> dict[str, set[int]]:
+    """The per-stage dropout sets (client ids) of a ``draw_drop_stages`` result."""
+    ids = np.asarray(ids)
+    return {s: {int(c) for c in ids[stages == i]} for i, s in enumerate(STAGES)}
 
 
 def draw_dropouts(ids: list[int], dropout: float, rng: np.random.Generator) -> dict[str, set[int]]:
     """Per-stage dropout sets: each client drops at each stage with probability ``dropout``, first drop wins."""
-    coins = rng.random((len(ids), len(STAGES))) < dropout
-    out: dict[str, set[int]] = {s: set() for s in STAGES}
-    for cid, row in zip(ids, coins):
-        hit = np.flatnonzero(row)
-        if hit.size:
-            out[STAGES[int(hit[0])]].add(int(cid))
-    return out
+    return dropout_sets(np.asarray(ids, dtype=np.int64), draw_drop_stages(len(ids), dropout, rng))
 
 
 def included_clients(ids: list[int], dropouts: Mapping[str, set[int]]) -> frozenset[int]:
@@ -47,12 +65,17 @@ def ideal_aborts(ids: list[int], dropouts: Mapping[str, set[int]], threshold: in
     Exact for the full graph; for SecAgg+ the protocol checks t per neighbourhood, which this global count
     does not see (the crypto mode reports the protocol's own decision).
     """
+    return aborts_from_counts(len(ids), [len(dropouts.get(s, ())) for s in STAGES], threshold)
+
+
+def aborts_from_counts(checked_in: int, dropped_per_stage: list[int], threshold: int) -> bool:
+    """:func:`ideal_aborts` from the number checked in and the number dropped at each stage (in order)."""
     threshold = max(threshold, 2)
-    alive = len(ids)
+    alive = checked_in
     if alive < threshold:
         return True
-    for stage in STAGES:
-        alive -= len(dropouts.get(stage, ()))
+    for dropped in dropped_per_stage:
+        alive -= dropped
         if alive < threshold:
             return True
     return False

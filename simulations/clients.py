@@ -1,11 +1,13 @@
 """Client-side work of one round, as pure picklable functions (run in-process or on Dask workers).
 
-The participants of a round (sorted ids) are cut into fixed blocks of ``BLOCK`` clients; each block's
-randomness (data sampling, randomized rounding, DP noise) comes from its own generator keyed by
-(root seed, round, block index) through ``np.random.SeedSequence`` spawn keys, and a block is encoded as
-one vectorised batch. The result does not depend on which worker runs which block or in which order. These generators are
-simulation generators chosen for reproducibility; masks and keys never come from them (they come from
-the protocol's keyed cryptographic streams).
+The participants of a round (sorted ids, an int64 array) are cut into fixed blocks of ``BLOCK`` clients;
+each block's randomness (randomized rounding, DP noise, local sampling) comes from its own generator keyed
+by (root seed, round, block index) through ``np.random.SeedSequence`` spawn keys: AES-128 in counter mode
+(randomgen ``AESCounter``, cryptographically strong) by default, PCG64 when the config asks for
+``rng = "pcg64"``. A block is encoded as one vectorised batch; ``CHUNK`` consecutive blocks form one unit
+of work (one Dask task), fixed independently of the executor, so the result does not depend on which
+worker runs which chunk. Masks and keys never come from these generators (they come from the protocol's
+keyed cryptographic streams).
 """
 
 from __future__ import annotations
@@ -16,12 +18,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from secagg_dp import zq
+from secagg_dp.errors import ParameterError
 
-__all__ = ["RoundSpec", "block_rng", "blocks_of", "BLOCK", "make_codec", "draw_noise", "run_blocks", "client_truth"]
+__all__ = [
+    "RoundSpec", "Block", "block_rng", "blocks_of", "chunks_of", "BLOCK", "CHUNK", "GENERATORS", "make_codec",
+    "draw_noise", "run_blocks", "client_truth",
+]
 
 # spawn-key purposes under (1, round, purpose[, client]) — documented in results.json "seeds"
 PURPOSE_CHECKIN, PURPOSE_DROPOUT, PURPOSE_ROTATION, PURPOSE_CRYPTO, PURPOSE_CLIENT = 0, 1, 2, 3, 4
-BLOCK = 64  # participants per randomness block (vectorised encode); independent of the executor
+BLOCK = 128  # participants per randomness block (one vectorised encode, ~1 MB arrays at d = 1024)
+CHUNK = 32  # consecutive blocks per unit of work (one Dask task, one partial sum); independent of the executor
+GENERATORS = ("aes-counter", "pcg64")
+
+#: One block: (index, participant ids, which of them are included in the sum — None: return every row).
+Block = tuple[int, np.ndarray, "np.ndarray | None"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,7 @@ class RoundSpec:
     learning_rate: float = 1.0
     model: np.ndarray | None = None
     unit: str = "client"  # logreg: "client" (clip the update, noise once) or "sample" (DP-SGD steps)
+    generator: str = "aes-counter"  # the block generator: "aes-counter" | "pcg64"
 
 
 @functools.lru_cache(maxsize=16)
@@ -54,14 +66,38 @@ def make_codec(dim: int, bits: int, clip: float, scale: float, rotation_seed: in
     return ZqCodec(dim, bits, clip, scale, rotation_seed=rotation_seed, beta=beta)
 
 
-def block_rng(root_seed: int, round_: int, block: int) -> np.random.Generator:
-    """The generator of one block of participants (rounding, noise, local sampling)."""
-    return np.random.default_rng(np.random.SeedSequence(root_seed, spawn_key=(1, round_, PURPOSE_CLIENT, block)))
+def block_rng(root_seed: int, round_: int, block: int, generator: str = "aes-counter") -> np.random.Generator:
+    """The generator of one block of participants (rounding, noise, local sampling).
+
+    Keyed by ``SeedSequence(root_seed, spawn_key=(1, round, 4, block))``: AES-CTR (randomgen ``AESCounter``
+    seeded from that sequence) for ``"aes-counter"``, numpy's PCG64 for ``"pcg64"``.
+    """
+    seq = np.random.SeedSequence(root_seed, spawn_key=(1, round_, PURPOSE_CLIENT, block))
+    if generator == "aes-counter":
+        from randomgen import AESCounter
+
+        return np.random.Generator(AESCounter(seq))
+    if generator == "pcg64":
+        return np.random.Generator(np.random.PCG64(seq))
+    raise ParameterError(f"Argument 'generator' must be one of {GENERATORS}, not {generator!r}.")
 
 
-def blocks_of(ids: list[int], size: int = BLOCK) -> list[tuple[int, list[int]]]:
-    """Split the sorted participant list into fixed blocks (index, ids): the unit of randomness and of work."""
-    return [(b, ids[i : i + size]) for b, i in enumerate(range(0, len(ids), size))]
+def blocks_of(ids, included: np.ndarray | None = None, size: int = BLOCK) -> list[Block]:  # noqa: ANN001
+    """Split the sorted participants into fixed blocks (index, ids, keep): the unit of randomness.
+
+    ``included`` (a boolean mask aligned with ``ids``) marks the clients whose vectors enter the sum; without
+    it every block returns all its rows.
+    """
+    arr = np.asarray(ids, dtype=np.int64)
+    return [
+        (b, arr[i : i + size], None if included is None else included[i : i + size])
+        for b, i in enumerate(range(0, len(arr), size))
+    ]
+
+
+def chunks_of(blocks: list[Block], size: int = CHUNK) -> list[list[Block]]:
+    """Consecutive groups of ``size`` blocks: the units of work, the same for every executor."""
+    return [blocks[i : i + size] for i in range(0, len(blocks), size)]
 
 
 def draw_noise(mechanism: str, sigma_int: float, size: int, rng: np.random.Generator) -> np.ndarray:
@@ -73,10 +109,10 @@ def draw_noise(mechanism: str, sigma_int: float, size: int, rng: np.random.Gener
     return sample_skellam(sigma_int**2, size, rng=rng)
 
 
-def _encode_mean(spec: RoundSpec, codec, ids: list[int], rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    from simulations.tasks.mean import client_vector
+def _encode_mean(spec: RoundSpec, codec, ids: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    from simulations.tasks.mean import client_vectors
 
-    x = np.stack([client_vector(spec.root_seed, cid, spec.dim, spec.clip) for cid in ids])
+    x = client_vectors(spec.root_seed, ids, spec.dim, spec.clip)
     noise = draw_noise(spec.mechanism, spec.sigma_int, len(ids) * codec.padded_dim, rng).reshape(len(ids), -1)
     return codec.encode(x, noise=noise, rng=rng), x
 
@@ -111,47 +147,51 @@ def _encode_logreg_client(spec: RoundSpec, codec, cid: int, rng: np.random.Gener
 
 
 def run_blocks(
-    spec: RoundSpec, blocks: list[tuple[int, list[int]]], included: frozenset[int] | None = None
-) -> tuple[list[int], np.ndarray, list[tuple[int, np.ndarray]] | None]:
+    spec: RoundSpec, blocks: list[Block]
+) -> tuple[np.ndarray | None, np.ndarray, np.ndarray | None]:
     """Encode (and noise) the participants of the given blocks.
 
-    With ``included`` (ideal aggregator) returns ``(ids, partial, truths)`` where ``partial`` is the exact
-    modular sum of the included clients' vectors and ``truths`` lists (block, plain float sum of the
-    included clients' mean-estimation data) to score the estimate (empty for logreg); without it returns
-    one uint64 row per client (input of the secure-aggregation protocol) and None.
+    Blocks with a ``keep`` mask (ideal aggregator) give ``(None, partial, truth)``: ``partial`` is the exact
+    modular sum of the kept clients' vectors and ``truth`` the plain float sum of their mean-estimation data,
+    summed in block order (None for logreg). Blocks without one give ``(ids, rows, None)``: one uint64 row
+    per client, the input of the secure-aggregation protocol.
     """
     codec = make_codec(spec.dim, spec.bits, spec.clip, spec.scale, spec.rotation_seed, spec.beta)
-    ids_out: list[int] = []
+    ids_out: list[np.ndarray] = []
     rows: list[np.ndarray] = []
     acc = np.zeros(codec.padded_dim, dtype=np.uint64)
-    truths: list[tuple[int, np.ndarray]] = []  # per block, so the caller can sum in a fixed order
-    for block, ids in blocks:
-        rng = block_rng(spec.root_seed, spec.round, block)
+    truth = np.zeros(spec.dim) if spec.task == "mean" else None
+    summing = bool(blocks) and blocks[0][2] is not None
+    for block, ids, keep in blocks:
+        rng = block_rng(spec.root_seed, spec.round, block, spec.generator)
         if spec.task == "mean":
             vecs, x = _encode_mean(spec, codec, ids, rng)
         else:
-            vecs, x = np.stack([_encode_logreg_client(spec, codec, cid, rng) for cid in ids]), None
-        ids_out.extend(ids)
-        if included is None:
+            vecs, x = np.stack([_encode_logreg_client(spec, codec, int(cid), rng) for cid in ids]), None
+        if not summing:
+            ids_out.append(ids)
             rows.append(vecs)
             continue
-        keep = np.fromiter((cid in included for cid in ids), dtype=bool, count=len(ids))
-        acc += vecs[keep].sum(axis=0, dtype=np.uint64)  # wraps mod 2^64; q divides 2^64, reduced below
+        if not keep.all():  # (a boolean-mask copy costs as much as the sum: skip it when nobody dropped)
+            vecs, x = vecs[keep], None if x is None else x[keep]
+        acc += vecs.sum(axis=0, dtype=np.uint64)  # wraps mod 2^64; q divides 2^64, reduced below
         if x is not None:
-            truths.append((block, x[keep].sum(axis=0)))
-    if included is not None:
-        return ids_out, acc & np.uint64((1 << spec.bits) - 1), truths
-    out = np.concatenate(rows) if rows else np.zeros((0, codec.padded_dim), dtype=np.uint64)
-    return ids_out, out, None
+            truth += x.sum(axis=0)
+    if summing:
+        return None, acc & np.uint64((1 << spec.bits) - 1), truth
+    if not rows:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, codec.padded_dim), dtype=np.uint64), None
+    return np.concatenate(ids_out), np.concatenate(rows), None
 
 
-def client_truth(spec: RoundSpec, ids: list[int]) -> np.ndarray | None:
-    """Plain sum of the mean-estimation data of ``ids`` (None for logreg)."""
+def client_truth(spec: RoundSpec, ids) -> np.ndarray | None:  # noqa: ANN001
+    """Plain sum of the mean-estimation data of ``ids`` (None for logreg), in blocks of ``BLOCK`` clients."""
     if spec.task != "mean":
         return None
-    from simulations.tasks.mean import client_vector
+    from simulations.tasks.mean import client_vectors
 
+    arr = np.asarray(ids, dtype=np.int64)
     total = np.zeros(spec.dim)
-    for cid in ids:
-        total += client_vector(spec.root_seed, cid, spec.dim, spec.clip)
+    for i in range(0, len(arr), BLOCK):
+        total += client_vectors(spec.root_seed, arr[i : i + BLOCK], spec.dim, spec.clip).sum(axis=0)
     return total

@@ -12,6 +12,7 @@ raise one :class:`~secagg_dp.errors.ConfigError` naming the key, before a single
     seed = 0                    # omit for a fresh random seed (recorded in results.json)
     executor = "inprocess"      # "inprocess" | "dask"
     scheduler = ""              # dask scheduler address; "" starts a LocalCluster
+    rng = "aes-counter"         # simulation generator (rounding, noise): "aes-counter" | "pcg64", keyed by the seed
 
     [population]
     clients = 100               # n
@@ -91,6 +92,7 @@ DEFAULTS: dict[str, Any] = {
     "seed": None,
     "executor": "inprocess",
     "scheduler": "",
+    "rng": "aes-counter",
     "population": {"clients": 100, "checkin": 0.5, "dropout": 0.0, "sampling": "checkin"},
     "secagg": {"bits": 20, "threshold_fraction": 0.5, "threshold": None, "neighbours": None, "security": "active"},
     "privacy": {
@@ -291,6 +293,7 @@ class SimConfig:
     privacy: PrivacyParams
     task: TaskParams
     study: StudyParams
+    rng: str = "aes-counter"  # the simulation generator of client blocks (see simulations.clients.block_rng)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -302,6 +305,7 @@ class SimConfig:
         _choice("executor", self.executor, ("inprocess", "dask"))
         if not isinstance(self.scheduler, str):
             raise _err("scheduler", "a string (address) or ''", self.scheduler)
+        _choice("rng", self.rng, ("aes-counter", "pcg64"))
         self._check_combination()
 
     def _check_combination(self) -> None:
@@ -387,6 +391,7 @@ def build_config(raw: dict[str, Any] | None = None, overrides: list[str] | None 
             privacy=PrivacyParams(**merged["privacy"]),
             task=TaskParams(**merged["task"]),
             study=StudyParams(**merged["study"]),
+            rng=merged["rng"],
         )
     except TypeError as exc:  # a dataclass got a key it does not know (cannot happen after _merge) or bad shape
         raise ConfigError(f"Invalid config: {exc}") from exc
@@ -466,7 +471,7 @@ def expand_study(cfg: SimConfig) -> list[tuple[str, dict[str, Any], SimConfig]]:
                 executor=doc["executor"], scheduler=doc["scheduler"],
                 population=Population(**doc["population"]), secagg=SecAggParams(**doc["secagg"]),
                 privacy=PrivacyParams(**doc["privacy"]), task=TaskParams(**doc["task"]),
-                study=StudyParams(grid={}, x=cfg.study.x, seeds=1),
+                study=StudyParams(grid={}, x=cfg.study.x, seeds=1), rng=doc["rng"],
             )
         except ConfigError as exc:
             raise ConfigError(f"Study variant {label}: {exc}") from exc

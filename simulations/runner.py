@@ -32,8 +32,10 @@ from simulations.clients import (
     PURPOSE_CRYPTO,
     PURPOSE_DROPOUT,
     PURPOSE_ROTATION,
+    BLOCK,
     RoundSpec,
     blocks_of,
+    chunks_of,
     make_codec,
     run_blocks,
     client_truth,
@@ -49,9 +51,11 @@ __all__ = ["Plan", "plan", "run_scenario", "RoundRecord", "RoundAggregate", "agg
 SIGMA_INT_MAX = SIGMA_MAX
 
 SEED_DERIVATION = (
-    "numpy SeedSequence(root, spawn_key=...): data (0, ...); round r check-in (1, r, 0), dropouts (1, r, 1), "
-    "public rotation seed (1, r, 2), protocol seed (1, r, 3), participant block b (1, r, 4, b)"
+    "numpy SeedSequence(root, spawn_key=...): data (0, ...) [mean: PCG64 of (0, 1), client i from draw i*2^70]; "
+    "round r check-in (1, r, 0), dropouts (1, r, 1) [PCG64], public rotation seed (1, r, 2), protocol seed "
+    "(1, r, 3), participant block b (1, r, 4, b) [config 'rng': AES-CTR (randomgen AESCounter) or PCG64]"
 )
+_DRAW_CHUNK = 1 << 20  # check-in coins drawn per call: bounded memory at n = 10^7 (same stream as one call)
 
 
 @dataclass(frozen=True)
@@ -167,13 +171,17 @@ def _round_int(root: int, r: int, purpose: int) -> int:
     return (int(words[0]) | (int(words[1]) << 32)) >> 1  # a 63-bit non-negative integer
 
 
-def select_participants(cfg: SimConfig, root: int, r: int) -> list[int]:
-    """Check-in by each client's own coin p, or fixed-size sampling without replacement (comparison)."""
+def select_participants(cfg: SimConfig, root: int, r: int) -> np.ndarray:
+    """Sorted int64 ids: check-in by each client's own coin p, or fixed-size sampling without replacement."""
     rng = _round_rng(root, r, PURPOSE_CHECKIN)
     n = cfg.population.clients
     if cfg.population.sampling == "fixed":
-        return sorted(int(i) for i in rng.choice(n, size=cfg.population.fixed_size, replace=False))
-    return [int(i) for i in np.flatnonzero(rng.random(n) < cfg.population.checkin)]
+        return np.sort(rng.choice(n, size=cfg.population.fixed_size, replace=False).astype(np.int64))
+    parts = [
+        lo + np.flatnonzero(rng.random(min(_DRAW_CHUNK, n - lo)) < cfg.population.checkin)
+        for lo in range(0, n, _DRAW_CHUNK)
+    ]
+    return np.concatenate(parts).astype(np.int64)
 
 
 def software_info() -> dict[str, str]:
@@ -223,7 +231,7 @@ def run_scenario(
         "schema": SCHEMA,
         "status": "running",
         "config": config_doc,
-        "seeds": {"root": root, "derivation": SEED_DERIVATION, "block_size": 64},
+        "seeds": {"root": root, "derivation": SEED_DERIVATION, "block_size": BLOCK, "rng": cfg.rng},
         "derived": p.as_dict(),
         "privacy": acct.describe(),
         "rounds": [],
@@ -297,14 +305,18 @@ def _summary(doc: dict[str, Any], seconds: float) -> dict[str, Any]:
 
 @dataclass
 class RoundAggregate:
-    ids: list[int]
-    dropouts: dict[str, set[int]]
-    included: frozenset[int]
+    ids: np.ndarray  # sorted int64 ids of the clients that checked in
+    drop_stages: np.ndarray  # per id: index in aggregators.STAGES of its first dropped stage, or NO_DROP
+    included: np.ndarray  # sorted ids whose masked input arrives (dropped at 'unmasking' or never)
     threshold: int
     spec: RoundSpec
     aggregate: np.ndarray | None  # None when the round aborted
     truth: np.ndarray | None
     seconds: dict[str, float]
+
+    def dropped_counts(self) -> dict[str, int]:
+        counts = np.bincount(self.drop_stages, minlength=len(aggregators.STAGES) + 1)
+        return {s: int(counts[i]) for i, s in enumerate(aggregators.STAGES)}
 
 
 def aggregate_round(cfg: SimConfig, p: Plan, root: int, r: int, model: Any, executor: Any, mode: str) -> RoundAggregate:
@@ -312,55 +324,55 @@ def aggregate_round(cfg: SimConfig, p: Plan, root: int, r: int, model: Any, exec
     t0 = time.perf_counter()
     secs: dict[str, float] = {}
     ids = select_participants(cfg, root, r)
-    dropouts = aggregators.draw_dropouts(ids, cfg.population.dropout, _round_rng(root, r, PURPOSE_DROPOUT))
-    included = aggregators.included_clients(ids, dropouts)
+    stages = aggregators.draw_drop_stages(len(ids), cfg.population.dropout, _round_rng(root, r, PURPOSE_DROPOUT))
+    keep = stages >= aggregators.INCLUDED_FROM
+    included = ids[keep]
     t = cfg.secagg.threshold_for(len(ids))
+    counts = np.bincount(stages, minlength=len(aggregators.STAGES) + 1)[: len(aggregators.STAGES)]
     secs["checkin"] = time.perf_counter() - t0
     spec = RoundSpec(
         task=cfg.task.name, round=r, root_seed=root, n_clients=cfg.population.clients, dim=p.dim,
         bits=cfg.secagg.bits, clip=cfg.privacy.clip, scale=p.scale, rotation_seed=_round_int(root, r, PURPOSE_ROTATION),
         beta=cfg.privacy.beta, mechanism=cfg.privacy.mechanism, sigma_int=p.sigma_int,
         local_steps=cfg.task.local_steps, sample_rate=cfg.task.sample_rate, learning_rate=cfg.task.learning_rate,
-        model=model, unit=cfg.privacy.unit,
+        model=model, unit=cfg.privacy.unit, generator=cfg.rng,
     )
     aggregate = truth = None
-    n_chunks = max(1, 4 * executor.parallelism) if executor.parallelism > 1 else 1
-    blocks = blocks_of(ids)
-    chunks = [c for c in (blocks[i::n_chunks] for i in range(n_chunks)) if c]
     t1 = time.perf_counter()
     if mode == "ideal":
-        if not aggregators.ideal_aborts(ids, dropouts, t):
-            parts = executor.map_chunks(run_blocks, spec, chunks, included=included)
-            aggregate = zq.sum_mod(np.stack([pt[1] for pt in parts]), cfg.secagg.bits)
-            if spec.task == "mean":  # summed in block order: independent of how blocks were distributed
-                truth = np.zeros(spec.dim)
-                for _, block_sum in sorted((b for pt in parts for b in pt[2]), key=lambda b: b[0]):
-                    truth += block_sum
+        if not aggregators.aborts_from_counts(len(ids), [int(c) for c in counts], t):
+            # every participant encodes (as in a real round); only the included rows enter the sum
+            parts = executor.map_chunks(run_blocks, spec, chunks_of(blocks_of(ids, keep)))
+            aggregate = np.zeros(p.padded_dim, dtype=np.uint64)
+            for pt in parts:  # in chunk order: the float truth is summed in the same order on every executor
+                aggregate = zq.add_mod(aggregate, pt[1], cfg.secagg.bits)
+                truth = pt[2] if truth is None else truth + pt[2]
         secs["clients"] = time.perf_counter() - t1
     else:
-        parts = executor.map_chunks(run_blocks, spec, chunks) if ids else []
+        parts = executor.map_chunks(run_blocks, spec, chunks_of(blocks_of(ids))) if len(ids) else []
         secs["clients"] = time.perf_counter() - t1
         t2 = time.perf_counter()
         if parts and len(ids) >= max(t, 2):
-            all_ids = [cid for pt in parts for cid in pt[0]]
+            all_ids = [int(c) for pt in parts for c in pt[0]]
             vectors = np.concatenate([pt[1] for pt in parts])
             try:
                 aggregate, survivors = aggregators.crypto_aggregate(
-                    all_ids, vectors, bits=cfg.secagg.bits, threshold=t, dropouts=dropouts,
+                    all_ids, vectors, bits=cfg.secagg.bits, threshold=t,
+                    dropouts=aggregators.dropout_sets(ids, stages),
                     neighbours=cfg.secagg.neighbours, seed=_round_int(root, r, PURPOSE_CRYPTO),
                     security=cfg.secagg.security,
                 )
             except ProtocolError:
                 aggregate = None
             else:
-                if survivors != included:
+                if survivors != frozenset(included.tolist()):
                     raise ProtocolError(
                         f"Round {r}: the protocol's survivors ({len(survivors)}) differ from the clients whose "
                         f"masked input should have arrived ({len(included)})."
                     )
-                truth = client_truth(spec, sorted(included))
+                truth = client_truth(spec, included)
         secs["secagg"] = time.perf_counter() - t2
-    return RoundAggregate(ids, dropouts, included, t, spec, aggregate, truth, secs)
+    return RoundAggregate(ids, stages, included, t, spec, aggregate, truth, secs)
 
 
 def _one_round(cfg, p: Plan, task, model, root: int, r: int, executor, acct) -> tuple[RoundRecord, Any]:
@@ -385,7 +397,7 @@ def _one_round(cfg, p: Plan, task, model, root: int, r: int, executor, acct) -> 
     secs["total"] = time.perf_counter() - t0
     rec = RoundRecord(
         round=r, checked_in=len(ra.ids), included=0 if aborted else len(ra.included), threshold=ra.threshold,
-        dropped={s: len(v) for s, v in ra.dropouts.items()}, aborted=aborted, epsilon=float(eps),
+        dropped=ra.dropped_counts(), aborted=aborted, epsilon=float(eps),
         order=None if order is None else float(order), metrics=metrics, seconds=secs,
     )
     return rec, model

@@ -1,0 +1,120 @@
+"""The batched simulator paths equal straightforward per-client references with the same stream layout."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from randomgen import AESCounter
+
+from secagg_dp.errors import ConfigError
+from secagg_dp.noise import sample_discrete_gaussian
+from simulations import aggregators, runner
+from simulations.clients import BLOCK, block_rng, make_codec
+from simulations.executors import InProcessExecutor
+from simulations.runner import aggregate_round, plan, select_participants
+from simulations.tasks.mean import client_vectors
+from tests.simulations.conftest import small_config
+
+
+def _reference_client_vector(root: int, cid: int, dim: int, clip: float) -> np.ndarray:
+    """Client data written out once, one client at a time, from the documented stream definition."""
+    mu = np.random.default_rng(np.random.SeedSequence(root, spawn_key=(0, 0))).standard_normal(dim)
+    mu /= np.linalg.norm(mu)
+    bg = np.random.PCG64(np.random.SeedSequence(root, spawn_key=(0, 1)))
+    bg.advance(cid * (1 << 70))
+    v = mu + np.random.Generator(bg).standard_normal(dim) * (1.0 / np.sqrt(dim))
+    return clip * v / np.sqrt(np.sum(v * v))
+
+
+def test_client_vectors_equal_per_client_reference_bit_for_bit():
+    ids = [0, 5, 3, 10**6, 7, 5]  # unsorted, repeated and a large id: each row depends on its id only
+    got = client_vectors(9, ids, 37, 2.5)
+    want = np.stack([_reference_client_vector(9, c, 37, 2.5) for c in ids])
+    assert np.array_equal(got, want)
+    assert np.allclose(np.linalg.norm(got, axis=1), 2.5)
+    assert not np.array_equal(got[0], got[1])
+    assert np.array_equal(client_vectors(9, [3], 37, 2.5)[0], got[2])  # independent of the batch
+
+
+def test_drop_stages_chunked_equal_one_call_per_client_reference(monkeypatch):
+    monkeypatch.setattr(aggregators, "_ROWS", 7)  # force several chunks, with a ragged last one
+    n, p = 53, 0.3
+    got = aggregators.draw_drop_stages(n, p, np.random.default_rng(4))
+    coins = np.random.default_rng(4).random((n, len(aggregators.STAGES))) < p  # the former single draw
+    want = []
+    for row in coins:  # the former per-client loop: first dropped stage wins
+        hits = [s for s, c in enumerate(row) if c]
+        want.append(hits[0] if hits else aggregators.NO_DROP)
+    assert got.tolist() == want
+    assert 0 < sum(w < aggregators.NO_DROP for w in want) < n  # both outcomes occur
+    sets = aggregators.draw_dropouts(list(range(100, 100 + n)), p, np.random.default_rng(4))
+    assert sets == {s: {100 + i for i, w in enumerate(want) if w == k} for k, s in enumerate(aggregators.STAGES)}
+
+
+def test_checkin_chunked_equals_one_call(monkeypatch):
+    cfg = small_config(population={"clients": 95, "checkin": 0.4})
+    monkeypatch.setattr(runner, "_DRAW_CHUNK", 10)
+    got = select_participants(cfg, 11, 3)
+    coins = runner._round_rng(11, 3, 0).random(95) < 0.4
+    assert got.tolist() == [i for i in range(95) if coins[i]]
+
+
+@pytest.mark.parametrize("generator", ["aes-counter", "pcg64"])
+def test_ideal_round_equals_per_block_reference(generator):
+    # dropout small enough for the active-mode threshold t > 2n/3 to survive the three dropout stages
+    cfg = small_config(
+        population={"clients": 700, "checkin": 0.8, "dropout": 0.05}, secagg={"bits": 40}, rng=generator,
+    )
+    root, r = 11, 2
+    p = plan(cfg, root)
+    ra = aggregate_round(cfg, p, root, r, None, InProcessExecutor(), "ideal")
+    assert len(ra.ids) > 2 * BLOCK  # several blocks, a ragged last one
+    codec = make_codec(p.dim, 40, cfg.privacy.clip, p.scale, ra.spec.rotation_seed, cfg.privacy.beta)
+    included = set(ra.included.tolist())
+    total, truth = 0 * np.zeros(p.padded_dim, dtype=object), np.zeros(p.dim)
+    for b, lo in enumerate(range(0, len(ra.ids), BLOCK)):
+        seq = np.random.SeedSequence(root, spawn_key=(1, r, 4, b))
+        rng = np.random.Generator(AESCounter(seq) if generator == "aes-counter" else np.random.PCG64(seq))
+        ids = ra.ids[lo : lo + BLOCK].tolist()
+        x = np.stack([_reference_client_vector(root, c, p.dim, cfg.privacy.clip) for c in ids])
+        noise = sample_discrete_gaussian(p.sigma_int, len(ids) * p.padded_dim, rng=rng).reshape(len(ids), -1)
+        rows = codec.encode(x, noise=noise, rng=rng)
+        for c, row, xi in zip(ids, rows, x):
+            if c in included:
+                total = total + np.array([int(v) for v in row], dtype=object)  # Python ints: no wrap
+                truth += xi
+    assert [int(v) for v in ra.aggregate] == [int(v) % (1 << 40) for v in total]
+    assert np.allclose(ra.truth, truth, rtol=0, atol=1e-9)
+    assert 0 < len(included) < len(ra.ids)
+
+
+def test_default_generator_is_aes_counter_and_pcg64_on_request():
+    assert isinstance(block_rng(1, 1, 0).bit_generator, AESCounter)
+    assert isinstance(block_rng(1, 1, 0, "pcg64").bit_generator, np.random.PCG64)
+    assert small_config().rng == "aes-counter"
+    with pytest.raises(ConfigError, match="'rng'.*'mt19937'"):
+        small_config(rng="mt19937")
+
+
+def test_generators_give_different_but_reproducible_rounds():
+    sums = {}
+    for generator in ("aes-counter", "pcg64"):
+        cfg = small_config(population={"clients": 40}, secagg={"bits": 30}, rng=generator)
+        p = plan(cfg, 5)
+        a = aggregate_round(cfg, p, 5, 1, None, InProcessExecutor(), "ideal").aggregate
+        b = aggregate_round(cfg, p, 5, 1, None, InProcessExecutor(), "ideal").aggregate
+        assert np.array_equal(a, b)
+        sums[generator] = a
+    assert not np.array_equal(sums["aes-counter"], sums["pcg64"])
+
+
+def test_cli_parser_imports_no_numerical_stack():
+    code = (
+        "import sys, simulations.cli as c; c.build_parser(); "
+        "print(sorted(m for m in ('numpy', 'scipy', 'galois', 'numba', 'randomgen') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
