@@ -79,7 +79,10 @@ def gaussian_rdp(orders: Any, sigma: Any, l2_sensitivity: float) -> np.ndarray:
     a = check_orders(orders)
     s = _check_positive("sigma", sigma)[..., None]
     d = check_real("l2_sensitivity", l2_sensitivity, lo=0.0)
-    out = a * d * d / (2.0 * s * s)
+    with np.errstate(over="ignore"):
+        # (Δ/σ)² rather than Δ²/(2σ²): σ² underflows to a subnormal or 0 for σ < 1e-154 (lost precision,
+        # then a division by 0); (Δ/σ)² overflows to +inf only when the true value exceeds 1.8e308.
+        out = a * (d / s) ** 2 / 2.0
     return out if out.ndim > 1 else out.reshape(a.shape)
 
 
@@ -170,11 +173,12 @@ def ddg_rdp(
     l1 = check_real("l1_sensitivity", l1_sensitivity, lo=0.0)
     t = np.asarray(ddg_tau(n if n.ndim else int(n), s) if tau is None else _check_positive("tau", tau, allow_zero=True))
     t = np.broadcast_to(t, n.shape)[..., None]
-    l2s = (l2 / (np.sqrt(n) * s))[..., None]
-    l1s = (l1 / (np.sqrt(n) * s))[..., None]
-    t1 = a * l2s * l2s / 2.0 + t * d
-    t2 = a / 2.0 * (l2s * l2s + 2.0 * l1s * t + t * t * d)
-    t3 = a / 2.0 * (l2s + math.sqrt(d) * t) ** 2
+    with np.errstate(over="ignore"):  # Δ/(√n σ) overflows to +inf only when ε really exceeds 1.8e308
+        l2s = (l2 / np.sqrt(n) / s)[..., None]
+        l1s = (l1 / np.sqrt(n) / s)[..., None]
+        t1 = a * l2s * l2s / 2.0 + t * d
+        t2 = a / 2.0 * (l2s * l2s + 2.0 * l1s * t + t * t * d)
+        t3 = a / 2.0 * (l2s + math.sqrt(d) * t) ** 2
     out = np.minimum(np.minimum(t1, t2), t3)
     return out if n.ndim else out.reshape(a.shape)
 
@@ -191,6 +195,9 @@ def skellam_rdp(orders: Any, variance: Any, l2_sensitivity: float, l1_sensitivit
     mu = _check_positive("variance", variance)[..., None]
     l2 = check_real("l2_sensitivity", l2_sensitivity, lo=0.0)
     l1 = check_real("l1_sensitivity", l1_sensitivity, lo=0.0)
-    extra = np.minimum(((2.0 * a - 1.0) * l2 * l2 + 6.0 * l1) / (4.0 * mu * mu), 3.0 * l1 / (2.0 * mu))
-    out = a * l2 * l2 / (2.0 * mu) + extra
+    with np.errstate(over="ignore", invalid="ignore"):
+        inv = 1.0 / mu  # inf only when μ is subnormal: then every term is +inf, an upper bound
+        extra = np.minimum(((2.0 * a - 1.0) * l2 * l2 + 6.0 * l1) * inv * inv / 4.0, 1.5 * l1 * inv)
+        out = a * l2 * l2 * inv / 2.0 + extra
+    out = np.where(np.isnan(out), np.inf, out)  # 0·inf only when a sensitivity is 0 and μ underflows
     return out if out.ndim > 1 else out.reshape(a.shape)

@@ -142,6 +142,12 @@ def _from_log_am1(orders: np.ndarray, log_am1: Callable[[np.ndarray], np.ndarray
     return k / (orders - 1.0)
 
 
+def _half_inv_square(z: np.ndarray) -> np.ndarray:
+    """1/(2z²) computed as (1/z)²/2: z² underflows for z < 1e-154; the result is +inf only on true overflow."""
+    with np.errstate(over="ignore"):
+        return (1.0 / z) ** 2 / 2.0
+
+
 def _thm9_second(e2: np.ndarray) -> np.ndarray:
     """log of the j = 2 factor of WBK19 Thm 9: min{4(e^{ε(2)} − 1), 2e^{ε(2)}}."""
     return np.minimum(_LOG4 + log_expm1(e2), _LOG2 + e2)
@@ -168,6 +174,7 @@ def wor_subsampled_log_am1(base_rdp_int: Any, rate: Any, orders: Any) -> np.ndar
     with np.errstate(invalid="ignore"):
         terms[:, 3:] = _LOG2 + _xlogy(j[3:], lg) + (j[3:] - 1.0) * tr[:, 3 : jmax + 1]
         terms[:, 2] = _xlogy(np.float64(2.0), lg[:, 0]) + _thm9_second(tr[:, 2])
+    terms[gr == 0.0] = -np.inf  # γ = 0 never touches the data, even when the base moment is infinite
     return log_binomial_sum(terms, a, 2).reshape(lead + (a.size,))
 
 
@@ -233,7 +240,7 @@ def poisson_subsampled_gaussian_log_am1(noise_multiplier: Any, rate: Any, orders
     zr, qr = _rows(lead, z, q)
     jmax = int(a.max())
     j = np.arange(jmax + 1, dtype=np.float64)
-    c = 1.0 / (2.0 * zr * zr)
+    c = _half_inv_square(zr)
     inner = np.clip(qr, 1e-300, 0.5)  # placeholder for q in {0, 1}; those rows are overwritten below
     qs = np.where((qr > 0.0) & (qr < 1.0), qr, inner)
     with np.errstate(divide="ignore"):
@@ -257,7 +264,7 @@ def poisson_subsampled_gaussian_rdp(noise_multiplier: Any, rate: Any, orders: An
     a = check_orders(orders)
     z = _check_noise("noise_multiplier", noise_multiplier)
     sub = _from_log_am1(a, lambda ints: poisson_subsampled_gaussian_log_am1(z, rate, ints))
-    return np.minimum(sub, a / (2.0 * z[..., None] ** 2))
+    return np.minimum(sub, a * _half_inv_square(z)[..., None])
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -394,18 +401,20 @@ def wor_subsampled_gaussian_log_am1(noise_multiplier: Any, rate: Any, orders: An
     zr, gr = _rows(lead, z, g)
     jmax = int(a.max())
     top = jmax + 1 + (jmax + 1) % 2
-    c = 1.0 / (2.0 * zr * zr)
+    c = _half_inv_square(zr)
     uniq, inv = np.unique(c, return_inverse=True)
     fd = _log_even_fd(uniq, top)[inv.ravel()]  # (rows, top/2 + 1), column m ↔ ℓ = 2m
     j = np.arange(jmax + 1)
     jf = j.astype(np.float64)
     with np.errstate(divide="ignore"):
         lg = np.log(gr)[:, None]
-    generic = _LOG2 + (jf - 1.0)[None, :] * jf[None, :] * c[:, None]
-    special = _LOG4 + 0.5 * (fd[:, j // 2] + fd[:, (j + 1) // 2])
-    terms = _xlogy(jf[None, :], lg) + np.minimum(generic, special)
-    terms[:, 2] = _xlogy(np.float64(2.0), lg[:, 0]) + _thm9_second(2.0 * c)
+    with np.errstate(invalid="ignore"):  # 0·inf at j < 2 when z underflows; those columns are reset below
+        generic = _LOG2 + (jf - 1.0)[None, :] * jf[None, :] * c[:, None]
+        special = _LOG4 + 0.5 * (fd[:, j // 2] + fd[:, (j + 1) // 2])
+        terms = _xlogy(jf[None, :], lg) + np.minimum(generic, special)
+        terms[:, 2] = _xlogy(np.float64(2.0), lg[:, 0]) + _thm9_second(2.0 * c)
     terms[:, :2] = -np.inf
+    terms[gr == 0.0] = -np.inf  # γ = 0 never touches the data
     return log_binomial_sum(terms, a, 2).reshape(lead + (a.size,))
 
 
@@ -418,4 +427,4 @@ def wor_subsampled_gaussian_rdp(noise_multiplier: Any, rate: Any, orders: Any) -
     a = check_orders(orders)
     z = _check_noise("noise_multiplier", noise_multiplier)
     sub = _from_log_am1(a, lambda ints: wor_subsampled_gaussian_log_am1(z, rate, ints))
-    return np.minimum(sub, a / (2.0 * z[..., None] ** 2))
+    return np.minimum(sub, a * _half_inv_square(z)[..., None])

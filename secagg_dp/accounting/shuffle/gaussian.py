@@ -175,8 +175,18 @@ def _log_excess_powering(L: int, n: int, c: float) -> np.ndarray:
     return log_expm1(result[0])  # type: ignore[index]  # n >= 1, so at least one bit was set
 
 
+def _half_inv_square(sigma: float) -> float:
+    """c = 1/(2σ²) as (1/σ)²/2: σ² underflows for σ < 1e-154; +inf only when c truly exceeds 1.8e308."""
+    with np.errstate(over="ignore"):
+        return float((1.0 / np.float64(sigma)) ** 2 / 2.0)
+
+
 def _log_excess(L: int, n: int, sigma: float) -> np.ndarray:
-    c = 1.0 / (2.0 * sigma * sigma)
+    c = _half_inv_square(sigma)
+    if math.isinf(c):  # no noise: the pair's outputs have different supports, every moment m ≥ 2 is +inf
+        out = np.full(L + 1, np.inf)
+        out[:2] = -np.inf
+        return out
     if n >= L:
         return _log_excess_recurrence(L, n, c)
     return _log_excess_powering(L, n, c)
@@ -216,7 +226,7 @@ def shuffle_gaussian_rdp_upper(orders: int | Sequence[int], *, sigma: float) -> 
     arr = np.atleast_1d(np.asarray(orders, dtype=np.float64))
     if not np.all(np.isfinite(arr)) or np.any(arr <= 1.0):
         raise ParameterError(f"Argument 'orders' must be finite orders > 1, not {orders!r}.")
-    return arr / (2.0 * sigma * sigma)
+    return arr * _half_inv_square(sigma)
 
 
 def _partitions(total: int, max_parts: int, largest: int | None = None) -> Iterator[list[int]]:
@@ -244,7 +254,9 @@ def shuffle_gaussian_rdp_partition(order: int, *, n: int, sigma: float) -> float
     lam = check_int("order", order, lo=2, hi=80)
     n = check_int("n", n, lo=1)
     sigma = check_real("sigma", sigma, lo=0.0, lo_open=True)
-    c = 1.0 / (2.0 * sigma * sigma)
+    c = _half_inv_square(sigma)
+    if math.isinf(c):
+        return math.inf
     lg = math.lgamma
     logs = []
     for parts in _partitions(lam, min(lam, n)):
