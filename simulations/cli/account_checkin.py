@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from simulations.cli._args import DELTA, MAX_CHECKIN_ORDER, POSITIVE, PROBABILITY, int_in, real_in
+
 __all__ = ["register_account"]
 
 
@@ -19,39 +21,41 @@ def register_account(subparsers: argparse._SubParsersAction) -> None:
             "seed-style mixture certificate and the window certificate side by side."
         ),
     )
-    p.add_argument("--n", type=int, required=True, help="number of clients N")
+    p.add_argument("--n", "--clients", dest="n", type=int_in(1), required=True,
+                   help="number of clients N (alias --clients)")
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--gamma", type=float, help="effective check-in rate gamma")
-    g.add_argument("--p", type=float, help="check-in probability p (use with --dropout)")
-    p.add_argument("--dropout", type=float, default=None, help="dropout probability p'; gamma = p (1 - p')")
-    p.add_argument("--sigma", type=float, required=True, help="per-client noise std relative to C = 1")
+    g.add_argument("--gamma", type=PROBABILITY, help="effective check-in rate gamma")
+    g.add_argument("--p", type=PROBABILITY, help="check-in probability p (use with --dropout)")
+    p.add_argument("--dropout", type=PROBABILITY, default=None, help="dropout probability p'; gamma = p (1 - p')")
+    p.add_argument("--sigma", type=POSITIVE, required=True, help="per-client noise std relative to C = 1")
     p.add_argument("--mechanism", choices=("gaussian", "ddg", "skellam"), default="gaussian",
                    help="noise: continuous Gaussian, distributed discrete Gaussian, Skellam")
-    p.add_argument("--rounds", type=int, required=True, help="number of rounds T")
-    p.add_argument("--delta", type=float, required=True, help="target delta")
+    p.add_argument("--rounds", type=int_in(1), required=True, help="number of rounds T")
+    p.add_argument("--delta", type=DELTA, required=True, help="target delta in (0, 1)")
     p.add_argument("--method", choices=("rdp", "window"), default="rdp",
                    help="certificate reported in JSON: full mixture (rdp) or window certificate")
     p.add_argument("--window-delta", choices=("conditioning", "coupling"), default="conditioning",
                    help="delta charged for check-in counts outside the window: T*P(out) (conditioning, default) "
                         "or (1+e^eps)*T*P(out) (coupling, the looser total-variation bound)")
-    p.add_argument("--local-steps", type=int, default=None,
+    p.add_argument("--local-steps", type=int_in(1), default=None,
                    help="local DP-SGD steps per round (sample-level, add-remove, seed 004 Thm 4.7)")
-    p.add_argument("--sample-rate", type=float, default=1.0, help="Poisson sampling rate q inside each client")
-    p.add_argument("--scale", type=float, default=256.0,
+    p.add_argument("--sample-rate", type=real_in(0.0, 1.0, lo_open=True), default=1.0, help="Poisson sampling rate q inside each client")
+    p.add_argument("--scale", type=POSITIVE, default=256.0,
                    help="ddg/skellam: grid points per unit of C (sensitivities 2*scale, noise sigma*scale)")
-    p.add_argument("--dim", type=int, default=1, help="ddg/skellam: vector dimension d")
-    p.add_argument("--max-order", type=int, default=256, help="largest integer RDP order (default 256)")
+    p.add_argument("--dim", type=int_in(1), default=1, help="ddg/skellam: vector dimension d")
+    p.add_argument("--max-order", type=int_in(2, MAX_CHECKIN_ORDER), default=256,
+                   help=f"largest integer RDP order, at most {MAX_CHECKIN_ORDER} (default 256)")
     p.add_argument("--amplification", choices=("auto", "thm9"), default="auto",
                    help="subsampling bound: auto = WBK19 Thm 27 for gaussian, Thm 9 for ddg/skellam (tightest); "
                         "thm9 = Thm 9 for every mechanism (the issue's known answer 2.204708 uses it)")
     p.add_argument("--baselines", action="store_true", help="also print the labelled seed baselines")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--rdp", action="store_true", help="with --json: add the composed RDP per order")
+    p.add_argument("--rdp", action="store_true",
+                   help='with --json: add the composed RDP curve {"orders": [...], "values": [...]}')
     p.set_defaults(handler=_handle)
 
 
 def _handle(args: argparse.Namespace) -> int:
-    import json
     import math
     import warnings
 
@@ -63,6 +67,7 @@ def _handle(args: argparse.Namespace) -> int:
     from secagg_dp.accounting.checkin.dropout import effective_checkin_rate
     from secagg_dp.accounting.checkin.local_steps import LocalStepsDDG, LocalStepsGaussian, LocalStepsSkellam
     from secagg_dp.errors import ParameterError
+    from simulations.cli._output import dumps, rdp_curve
 
     if args.gamma is not None:
         if args.dropout is not None:
@@ -72,8 +77,6 @@ def _handle(args: argparse.Namespace) -> int:
         if args.dropout is None:
             raise ParameterError("Argument '--p' needs '--dropout' (use --dropout 0 for none).")
         gamma = effective_checkin_rate(args.p, args.dropout)
-    if args.max_order < 2:
-        raise ParameterError(f"Argument '--max-order' must be an integer >= 2, not {args.max_order}.")
     orders = np.arange(2, args.max_order + 1)
     s, d = args.scale, args.dim
     local = args.local_steps is not None
@@ -83,7 +86,7 @@ def _handle(args: argparse.Namespace) -> int:
         if args.mechanism == "gaussian":
             mech = LocalStepsGaussian(args.sigma, args.local_steps, args.sample_rate)
         elif args.mechanism == "skellam":
-            mech = LocalStepsSkellam((args.sigma * s) ** 2, d2, d1, args.local_steps, args.sample_rate)
+            mech = LocalStepsSkellam(max((args.sigma * s) ** 2, 5e-324), d2, d1, args.local_steps, args.sample_rate)
         else:
             mech = LocalStepsDDG(args.sigma * s, d, d2, d1, args.local_steps, args.sample_rate)
         prov = SubsampledCheckin(mech, args.n, amplification="joint-convexity", neighbouring="add-remove")
@@ -95,7 +98,7 @@ def _handle(args: argparse.Namespace) -> int:
         if args.mechanism == "gaussian":
             mech = GaussianSum(args.sigma)
         elif args.mechanism == "skellam":
-            mech = SkellamSum((args.sigma * s) ** 2, d2, d1)
+            mech = SkellamSum(max((args.sigma * s) ** 2, 5e-324), d2, d1)  # underflow: a smaller variance, larger ε
         else:
             mech = DDGSum(args.sigma * s, d, d2, d1)
         prov = SubsampledCheckin(mech, args.n, amplification=args.amplification)
@@ -126,11 +129,15 @@ def _handle(args: argparse.Namespace) -> int:
                     "window_delta": args.window_delta})
         out["epsilon_rdp"] = seed_style.epsilon
         out["epsilon_window"] = window.epsilon if window else None
+        if window is None:
+            out["epsilon_window_reason"] = "no check-in window has T * P(K outside window) < delta"
+        if not math.isfinite(out["epsilon"]):
+            out["order"] = None
         if args.rdp:
-            out["rdp"] = {str(k): v for k, v in chosen.rdp.items()}
+            out["rdp"] = rdp_curve(chosen.rdp.keys(), chosen.rdp.values())
         if base:
             out["baselines"] = {k: {"epsilon": v["epsilon"], "method": v["method"]} for k, v in base.items()}
-        print(json.dumps(out))
+        print(dumps(out))
         return 0
     unit = "sample-level add-remove" if local else "client-level replace-one"
     print(f"distributed check-in: n={args.n} gamma={gamma:g} sigma={args.sigma:g} ({args.mechanism}, {unit}), "
