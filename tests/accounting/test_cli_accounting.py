@@ -27,7 +27,7 @@ def test_account_json_known_answer(capsys, mech, eps):
         assert key in obj
     assert obj["epsilon"] == pytest.approx(eps, abs=5e-9)
     assert obj["neighbouring"] == "add-remove" and obj["delta"] == 1e-5
-    assert set(obj["rdp"]) == {str(int(a)) for a in DEFAULT_ORDERS}
+    assert obj["rdp"]["orders"] == [int(a) for a in DEFAULT_ORDERS] and len(obj["rdp"]["values"]) == len(DEFAULT_ORDERS)
     assert obj["padded_dim"] == 65536
 
 
