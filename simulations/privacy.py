@@ -188,7 +188,7 @@ class SimAccountant:
             "rounds": self.rounds,
             "planned_epsilon": self.planned_epsilon,
             "certificate": self.certificate,
-            "per_round_rdp": {int(o): float(v) for o, v in zip(self.orders, self.round_rdp)},
+            "per_round_rdp": {"orders": [int(o) for o in self.orders], "values": [float(v) for v in self.round_rdp]},
         }
 
     def epsilon_after(self, rounds: int) -> tuple[float, int | None, dict[str, Any]]:
