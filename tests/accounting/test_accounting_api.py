@@ -11,7 +11,9 @@ MODULES = ["core.rdp", "core.events", "core.subsampling", "core.conversion", "co
            "core.logspace", "checkin.mixture", "checkin.tails", "checkin.bases", "checkin.dropout",
            "checkin.local_steps", "checkin.baselines", "shuffle.gaussian", "shuffle.shuffled_checkin", "shuffle.ldp"]
 CLI_MODULES = ["simulations.cli.account", "simulations.cli.account_checkin", "simulations.cli.account_shuffle"]
-DOC = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+_ROOT = Path(__file__).resolve().parents[2]
+# README.md plus the documentation pages under docs/ (the README becomes a front page for them)
+DOC = "\n".join(p.read_text() for p in [_ROOT / "README.md", *sorted((_ROOT / "docs").glob("**/*.md"))])
 
 
 def test_every_public_name_exists_has_docstring_and_is_documented():

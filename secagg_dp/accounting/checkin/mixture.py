@@ -132,7 +132,8 @@ class SubsampledCheckin:
         base_all = np.zeros((k_lo.size, jmax + 1))
         base_all[:, 2:] = self.mechanism.rdp_upper(k_lo, k_hi, js[2:])
         base = base_all[:, orders]
-        cap = log_expm1((orders[None, :] - 1.0) * base)
+        with np.errstate(over="ignore"):  # (λ − 1)·ε beyond 1.8e308 is +inf
+            cap = log_expm1((orders[None, :] - 1.0) * base)
         if self.amplification == "none":
             return cap
         q = k_hi / self.n if self.rate == "k/n" else np.full(k_lo.shape, float(self.gamma))
@@ -190,7 +191,7 @@ def _lse_rows(x: np.ndarray) -> np.ndarray:
         return np.full(x.shape[1:], -np.inf)
     m = np.max(x, axis=0)
     ms = np.where(np.isfinite(m), m, 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # only where m = +inf (masked below)
         out = ms + np.log(np.sum(np.exp(x - ms[None, :]), axis=0))
     return np.where(np.isfinite(m), out, m)  # +inf (an infinite moment) stays +inf, never -inf
 

@@ -38,7 +38,6 @@ __all__ = [
     "RdpAccountant",
     "PrivacyLedger",
     "LedgerError",
-    "LEDGER_FORMAT",
 ]
 
 _SUPPORTED: set[type] = {
@@ -118,7 +117,8 @@ class RdpAccountant:
         r = np.asarray(event.rdp(self._orders), dtype=np.float64)
         if r.shape != self._orders.shape or np.any(np.isnan(r)) or np.any(r < 0):
             raise ParameterError(f"Event {type(event).__name__} returned an invalid RDP curve.")
-        return c * r if c else np.zeros_like(r)
+        with np.errstate(over="ignore"):  # count·ε(α) beyond 1.8e308 is +inf
+            return c * r if c else np.zeros_like(r)
 
     def compose(self, event: PrivacyEvent, count: int = 1) -> RdpAccountant:
         self._rdp = self._rdp + self.event_rdp(event, count)

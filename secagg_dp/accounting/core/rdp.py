@@ -98,10 +98,11 @@ def discrete_gaussian_rdp(orders: Any, sigma: float, l2_sensitivity: float) -> n
 @functools.lru_cache(maxsize=16)
 def _tau_prefix(sigma: float, size: int) -> np.ndarray:
     """P[k] = Σ_{i=1}^{k−1} exp(−2π²σ²·i/(i+1)) for k = 0..size (float64 cumulative sum, not rounded up)."""
-    c = 2.0 * math.pi**2 * sigma * sigma
+    c = 2.0 * math.pi**2 * sigma * sigma  # +inf for sigma > 1e153: every term is then exactly 0
     i = np.arange(1, size, dtype=np.float64)
     out = np.zeros(size + 1)
-    out[2:] = np.cumsum(np.exp(-c * i / (i + 1.0)))
+    with np.errstate(over="ignore"):
+        out[2:] = np.cumsum(np.exp(-c * i / (i + 1.0)))
     out.setflags(write=False)
     return out
 
@@ -135,7 +136,8 @@ def ddg_tau(n_clients: Any, sigma: float) -> Any:
         nb = n[big]
         with np.errstate(divide="ignore"):
             first = np.exp(-c + np.log(nb - m_cut))
-            second = np.exp(math.log(c) - c * m_cut / (m_cut + 1.0) + np.log(np.log(nb / m_cut)))
+            # c may underflow to 0 (log c = -inf, term 0); c = +inf makes the term c·e^{-c·M/(M+1)} → 0
+            second = 0.0 if math.isinf(c) else np.exp(np.log(c) - c * m_cut / (m_cut + 1.0) + np.log(np.log(nb / m_cut)))
         total[big] += (first + second) * (1.0 + 4.0 * _U)
     tau = 10.0 * total * (1.0 + _U)
     # an underflowed τ > 0 is reported as the smallest positive float (still an upper bound)

@@ -138,7 +138,9 @@ def _from_log_am1(orders: np.ndarray, log_am1: Callable[[np.ndarray], np.ndarray
     table = np.zeros(lead + (int(ints.max()) + 1,))
     table[..., ints] = k_int  # K(1) = 0
     t = orders - lo
-    k = (1.0 - t) * table[..., lo.astype(np.int64)] + t * table[..., hi.astype(np.int64)]
+    k_lo, k_hi = table[..., lo.astype(np.int64)], table[..., hi.astype(np.int64)]
+    with np.errstate(invalid="ignore"):  # integer orders (t = 0) take K(lo) as is, even when K(hi) = +inf
+        k = np.where(t == 0.0, k_lo, (1.0 - t) * k_lo + t * k_hi)
     return k / (orders - 1.0)
 
 
@@ -146,6 +148,12 @@ def _half_inv_square(z: np.ndarray) -> np.ndarray:
     """1/(2z²) computed as (1/z)²/2: z² underflows for z < 1e-154; the result is +inf only on true overflow."""
     with np.errstate(over="ignore"):
         return (1.0 / z) ** 2 / 2.0
+
+
+def _gaussian_cap(a: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """α/(2z²), the unsubsampled Gaussian RDP (Mironov 2017, Prop. 7); +inf when it exceeds 1.8e308."""
+    with np.errstate(over="ignore"):
+        return a * _half_inv_square(z)[..., None]
 
 
 def _thm9_second(e2: np.ndarray) -> np.ndarray:
@@ -171,7 +179,7 @@ def wor_subsampled_log_am1(base_rdp_int: Any, rate: Any, orders: Any) -> np.ndar
         lg = np.log(gr)[:, None]
     j = np.arange(jmax + 1, dtype=np.float64)
     terms = np.full((tr.shape[0], jmax + 1), -np.inf)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):  # (j − 1)·ε(j) may overflow to +inf: a true +inf
         terms[:, 3:] = _LOG2 + _xlogy(j[3:], lg) + (j[3:] - 1.0) * tr[:, 3 : jmax + 1]
         terms[:, 2] = _xlogy(np.float64(2.0), lg[:, 0]) + _thm9_second(tr[:, 2])
     terms[gr == 0.0] = -np.inf  # γ = 0 never touches the data, even when the base moment is infinite
@@ -218,11 +226,12 @@ def poisson_subsampled_rdp(base_rdp_int: Any, rate: Any, orders: Any) -> np.ndar
         j = np.arange(2, alpha + 1, dtype=np.float64)
         coef = np.where(j == 2, 0.0, _LOG3)
         terms = coef + log_comb(alpha, j) + _xlogy(j, lg) + _xlogy(alpha - j, l1g)
-        with np.errstate(invalid="ignore"):
-            terms = terms + (j - 1.0) * t[..., 2 : alpha + 1]
+        with np.errstate(invalid="ignore", over="ignore"):  # weight 0 (γ = 1) times e^{+inf} counts as 0
+            terms = np.where(np.isneginf(terms), -np.inf, terms + (j - 1.0) * t[..., 2 : alpha + 1])
         return logsumexp(np.concatenate([head, terms], axis=-1), axis=-1)
 
-    sub = _assemble(a, lead, log_a)
+    # A ≥ 1, so log A ≥ 0: a value a rounding error below 0 (seen at sigma ~ 1e8) is reported as 0
+    sub = np.maximum(_assemble(a, lead, log_a), 0.0)
     return np.minimum(sub, _base_at(t, a))
 
 
@@ -243,12 +252,12 @@ def poisson_subsampled_gaussian_log_am1(noise_multiplier: Any, rate: Any, orders
     c = _half_inv_square(zr)
     inner = np.clip(qr, 1e-300, 0.5)  # placeholder for q in {0, 1}; those rows are overwritten below
     qs = np.where((qr > 0.0) & (qr < 1.0), qr, inner)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):  # c = +inf: j < 2 columns reset below
         logit = np.log(qs) - np.log1p(-qs)
         terms = j[None, :] * logit[:, None] + log_expm1(c[:, None] * (j * j - j)[None, :])
+        full = log_expm1(c[:, None] * (a * (a - 1.0))[None, :])
     terms[:, :2] = -np.inf
     out = log_binomial_sum(terms, a, 2) + a[None, :] * np.log1p(-qs)[:, None]
-    full = log_expm1(c[:, None] * (a * (a - 1.0))[None, :])
     out = np.where((qr == 1.0)[:, None], full, out)
     out = np.where((qr == 0.0)[:, None], -np.inf, out)
     return out.reshape(lead + (a.size,))
@@ -264,7 +273,7 @@ def poisson_subsampled_gaussian_rdp(noise_multiplier: Any, rate: Any, orders: An
     a = check_orders(orders)
     z = _check_noise("noise_multiplier", noise_multiplier)
     sub = _from_log_am1(a, lambda ints: poisson_subsampled_gaussian_log_am1(z, rate, ints))
-    return np.minimum(sub, a * _half_inv_square(z)[..., None])
+    return np.minimum(sub, _gaussian_cap(a, z))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -402,13 +411,15 @@ def wor_subsampled_gaussian_log_am1(noise_multiplier: Any, rate: Any, orders: An
     jmax = int(a.max())
     top = jmax + 1 + (jmax + 1) % 2
     c = _half_inv_square(zr)
-    uniq, inv = np.unique(c, return_inverse=True)
+    # the special term only: c below 1e-300 (z > 7e149, or underflowed to 0) is raised to 1e-300; the term
+    # is non-decreasing in c, so this keeps an upper bound and keeps log c and 6/c finite
+    uniq, inv = np.unique(np.maximum(c, 1e-300), return_inverse=True)
     fd = _log_even_fd(uniq, top)[inv.ravel()]  # (rows, top/2 + 1), column m ↔ ℓ = 2m
     j = np.arange(jmax + 1)
     jf = j.astype(np.float64)
     with np.errstate(divide="ignore"):
         lg = np.log(gr)[:, None]
-    with np.errstate(invalid="ignore"):  # 0·inf at j < 2 when z underflows; those columns are reset below
+    with np.errstate(invalid="ignore", over="ignore"):  # 0·inf at j < 2 (reset below); +inf is a true value
         generic = _LOG2 + (jf - 1.0)[None, :] * jf[None, :] * c[:, None]
         special = _LOG4 + 0.5 * (fd[:, j // 2] + fd[:, (j + 1) // 2])
         terms = _xlogy(jf[None, :], lg) + np.minimum(generic, special)
@@ -427,4 +438,4 @@ def wor_subsampled_gaussian_rdp(noise_multiplier: Any, rate: Any, orders: Any) -
     a = check_orders(orders)
     z = _check_noise("noise_multiplier", noise_multiplier)
     sub = _from_log_am1(a, lambda ints: wor_subsampled_gaussian_log_am1(z, rate, ints))
-    return np.minimum(sub, a * _half_inv_square(z)[..., None])
+    return np.minimum(sub, _gaussian_cap(a, z))
