@@ -13,6 +13,8 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
+from secagg_dp._validate import range_text
+
 __all__ = [
     "OneLineParser",
     "int_in",
@@ -47,12 +49,12 @@ def int_in(lo: int | None = None, hi: int | None = None) -> Callable[[str], int]
             try:
                 f = float(text)
             except ValueError:
-                raise argparse.ArgumentTypeError(f"must be an integer{_span(lo, hi)}, not {text!r}") from None
+                raise argparse.ArgumentTypeError(f"must be an integer{range_text(lo, hi)}, not {text!r}") from None
             if not (math.isfinite(f) and f.is_integer()):
-                raise argparse.ArgumentTypeError(f"must be an integer{_span(lo, hi)}, not {text!r}") from None
+                raise argparse.ArgumentTypeError(f"must be an integer{range_text(lo, hi)}, not {text!r}") from None
             value = int(f)
         if (lo is not None and value < lo) or (hi is not None and value > hi):
-            raise argparse.ArgumentTypeError(f"must be an integer{_span(lo, hi)}, not {value}")
+            raise argparse.ArgumentTypeError(f"must be an integer{range_text(lo, hi)}, not {value}")
         return value
 
     parse.__name__ = "integer"
@@ -80,16 +82,6 @@ def real_in(lo: float | None = None, hi: float | None = None, *, lo_open: bool =
 
     parse.__name__ = "real"
     return parse
-
-
-def _span(lo: int | None, hi: int | None) -> str:
-    if lo is None and hi is None:
-        return ""
-    if hi is None:
-        return f" >= {lo}"
-    if lo is None:
-        return f" <= {hi}"
-    return f" in [{lo}, {hi}]"
 
 
 #: δ of a certificate: 0 gives no finite ε for the Gaussian family and δ ≥ 1 says nothing.

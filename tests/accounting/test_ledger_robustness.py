@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
 
 import numpy as np
 import pytest
@@ -186,21 +184,10 @@ _CHILD_KILLED = textwrap.dedent(
 )
 
 
-def test_plain_copy_after_kill_9_holds_every_acknowledged_event(tmp_path):
+def test_plain_copy_after_kill_9_holds_every_acknowledged_event(tmp_path, run_until_killed):
     path = tmp_path / "crash.sqlite"
     _ledger_with_events(path, 0)
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD_KILLED, str(path)], stdout=subprocess.PIPE, text=True)
-    try:
-        acknowledged = -1
-        deadline = time.time() + 60
-        while acknowledged < 20 and time.time() < deadline:
-            line = proc.stdout.readline()
-            if line:
-                acknowledged = int(line.split()[0])
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        proc.stdout.close()
+    acknowledged = run_until_killed(_CHILD_KILLED, path, 20)
     assert acknowledged >= 20
     copy = tmp_path / "copy.sqlite"
     shutil.copyfile(path, copy)  # the main file only: no journal, no WAL
