@@ -150,9 +150,10 @@ _log_t = st.floats(0.0, 9.0)
 _SETTINGS = dict(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
 
-def _check(f: Callable[[float, int, int], float], n_max: int, ls: float, lk: float, ln: float, lt: float, lm: float) -> None:
-    s = 10.0**ls
-    more = min(s * 10.0**lk, 1e300)
+def _check(f: Callable[[float, int, int], float], n_max: int, ls: float, lk: float, ln: float, lt: float, lm: float,
+           s_max: float = 1e300) -> None:
+    s = min(10.0**ls, s_max)
+    more = min(s * 10.0**lk, s_max)
     n = max(1, min(n_max, int(round(10.0**ln))))
     t = max(1, int(round(10.0**lt)))
     t_more = min(10**9, t * max(1, int(round(10.0**lm))))
@@ -192,11 +193,14 @@ def test_vanishing_noise_is_never_a_small_epsilon(name, sigma):
 @pytest.mark.parametrize("name", list(CLI))
 def test_cli_entry_points_at_extremes(name):
     f, n_max = CLI[name]
+    # through the Z_q codec (62 bits) a noise above ~1e6 leaves no room for the signal: the CLI refuses it
+    # with a one-line error ("Scale too small to carry signal"), so the sweep stops there
+    s_max = 1e6 if name in ("account ddg", "account skellam") else 1e300
 
     @settings(max_examples=8, **_SETTINGS)
     @given(_log_sigma, _log_more, _log_n, _log_t, st.floats(0.0, 3.0))
     def run(ls, lk, ln, lt, lm):
-        _check(f, n_max, ls, lk, ln, lt, lm)
+        _check(f, n_max, ls, lk, ln, lt, lm, s_max)
 
     run()
 
