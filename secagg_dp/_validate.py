@@ -19,6 +19,7 @@ __all__ = [
     "check_real",
     "check_probability",
     "check_finite_array",
+    "range_text",
 ]
 
 
@@ -32,10 +33,10 @@ def check_int(name: str, value: Any, *, lo: int | None = None, hi: int | None = 
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         else:
-            raise ParameterError(f"Argument '{name}' must be an integer{_range(lo, hi)}, not {_fmt(value)}.")
+            raise ParameterError(f"Argument '{name}' must be an integer{range_text(lo, hi)}, not {_fmt(value)}.")
     value = int(value)
     if (lo is not None and value < lo) or (hi is not None and value > hi):
-        raise ParameterError(f"Argument '{name}' must be an integer{_range(lo, hi)}, not {value}.")
+        raise ParameterError(f"Argument '{name}' must be an integer{range_text(lo, hi)}, not {value}.")
     return value
 
 
@@ -87,7 +88,8 @@ def check_finite_array(name: str, x: Any, *, ndim: int | None = None, length: in
     return arr
 
 
-def _range(lo: int | None, hi: int | None) -> str:
+def range_text(lo: int | None, hi: int | None) -> str:
+    """' >= lo', ' <= hi', ' in [lo, hi]' or '' : the integer range of a message."""
     if lo is None and hi is None:
         return ""
     if hi is None:

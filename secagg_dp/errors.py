@@ -18,6 +18,7 @@ __all__ = [
     "AuthenticationError",
     "AbortError",
     "PrivacyBudgetExceeded",
+    "LedgerError",
     "RoundingError",
 ]
 
@@ -52,3 +53,7 @@ class AbortError(ProtocolError):
 
 class PrivacyBudgetExceeded(SecAggDPError):
     """An accounting event was refused because it would exceed the privacy budget."""
+
+
+class LedgerError(SecAggDPError):
+    """A privacy-ledger file is not a ledger, is damaged, or cannot be read or written safely."""

@@ -1,7 +1,9 @@
 """Scenario configuration: TOML schema, overrides and validation before any work starts.
 
 A scenario is a TOML file (``simulations/configs/*.toml``) with the sections below; every key is
-optional and has the default shown. Unknown sections or keys, wrong types and impossible combinations
+optional. A file loaded by :func:`load_config` takes every key it leaves out from the bundled
+``default.toml`` (the scenario ``secagg-dp simulate`` runs without arguments; an empty file runs exactly
+that, named after the file); :func:`build_config` alone starts from the values shown. Unknown sections or keys, wrong types and impossible combinations
 raise one :class:`~secagg_dp.errors.ConfigError` naming the key, before a single client runs.
 
 .. code-block:: toml
@@ -363,21 +365,41 @@ def _merge(base: dict[str, Any], raw: dict[str, Any], where: str = "") -> dict[s
     return out
 
 
-def build_config(raw: dict[str, Any] | None = None, overrides: list[str] | None = None) -> SimConfig:
-    """Validate ``raw`` (a parsed TOML document) plus ``key=value`` overrides into a :class:`SimConfig`."""
-    merged = _merge(DEFAULTS, raw or {})
-    merged = apply_overrides(merged, overrides or [])
+def build_config(
+    raw: dict[str, Any] | None = None,
+    overrides: list[str] | None = None,
+    *,
+    base: dict[str, Any] | None = None,
+) -> SimConfig:
+    """Validate layers into a :class:`SimConfig`: :data:`DEFAULTS`, then ``base``, ``raw`` (parsed TOML
+    documents), then the ``key=value`` overrides in order; a later layer wins.
+
+    Setting one of the exclusive keys ``secagg.threshold`` / ``secagg.threshold_fraction`` in a layer
+    clears the other one set by an earlier layer; setting ``task.name`` drops the task keys earlier layers
+    set (they belong to the other task). A task key that does not apply to the final task is an error
+    only when given at or after the layer that chose the task.
+    """
+    layers = [_flatten(_checked(base or {})), _flatten(_checked(raw or {}))]
+    layers.append({k: v for k, v in (parse_override(o) for o in overrides or [])})
+    merged = copy.deepcopy(DEFAULTS)
+    task_keys: set[str] = set()
+    for layer in layers:
+        if layer.get("secagg.threshold") is not None and "secagg.threshold_fraction" not in layer:
+            merged["secagg"]["threshold_fraction"] = None
+        if layer.get("secagg.threshold_fraction") is not None and "secagg.threshold" not in layer:
+            merged["secagg"]["threshold"] = None
+        if "task.name" in layer:
+            merged["task"] = copy.deepcopy(DEFAULTS["task"])
+            task_keys = set()
+        for key, val in layer.items():
+            _set(merged, key, val)
+            if key.startswith("task.") and key != "task.name":
+                task_keys.add(key.split(".", 1)[1])
     task = merged["task"]
     used = _TASK_KEYS.get(task.get("name"), set())
-    given = set((raw or {}).get("task", {})) | {o.split("=", 1)[0].split(".", 1)[1] for o in overrides or [] if o.startswith("task.")}
-    stray = sorted(given - used)
+    stray = sorted(task_keys - used)
     if task.get("name") in _TASK_KEYS and stray:
         raise ConfigError(f"Config key 'task.{stray[0]}' does not apply to task {task['name']!r} (its keys: {sorted(used)}).")
-    sec = merged["secagg"]
-    if sec["threshold"] is not None and "threshold_fraction" not in (raw or {}).get("secagg", {}) and not any(
-        o.startswith("secagg.threshold_fraction=") for o in overrides or []
-    ):
-        sec["threshold_fraction"] = None
     try:
         return SimConfig(
             name=merged["name"],
@@ -395,6 +417,23 @@ def build_config(raw: dict[str, Any] | None = None, overrides: list[str] | None 
         )
     except TypeError as exc:  # a dataclass got a key it does not know (cannot happen after _merge) or bad shape
         raise ConfigError(f"Invalid config: {exc}") from exc
+
+
+def _checked(raw: dict[str, Any]) -> dict[str, Any]:
+    """``raw`` after checking every key and table against :data:`DEFAULTS` (unknown keys are errors)."""
+    _merge(DEFAULTS, raw)
+    return raw
+
+
+def _flatten(doc: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{dotted key: value} of a (checked) config document; ``study.grid`` stays one value."""
+    out: dict[str, Any] = {}
+    for k, v in doc.items():
+        if isinstance(v, dict) and k != "grid":
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[prefix + k] = v
+    return out
 
 
 def parse_override(text: str) -> tuple[str, Any]:
@@ -429,19 +468,36 @@ def _set(doc: dict[str, Any], key: str, val: Any) -> None:
 
 
 def load_config(path: str | Path | None, overrides: list[str] | None = None) -> SimConfig:
-    """Load a TOML scenario (a path, or a bare name of a file in ``simulations/configs``)."""
-    raw: dict[str, Any] = {}
-    if path is not None:
-        p = Path(path)
-        if not p.exists() and (CONFIG_DIR / f"{path}.toml").exists():
-            p = CONFIG_DIR / f"{path}.toml"
-        if not p.exists():
-            raise ConfigError(f"Config file {str(path)!r} does not exist (bundled: {', '.join(list_bundled())}).")
-        try:
-            raw = tomllib.loads(p.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"Config file {str(p)!r} is not valid TOML: {exc}.") from exc
-    return build_config(raw, overrides)
+    """Load a TOML scenario (a path, or a bare name of a file in ``simulations/configs``).
+
+    Every key a file leaves out takes its value from the bundled ``default.toml`` (the documented scenario
+    ``secagg-dp simulate`` runs without arguments), so an empty file runs exactly that scenario; the
+    scenario's name defaults to the file's stem. ``None`` loads ``default.toml`` itself.
+    """
+    default_doc = _read_toml(CONFIG_DIR / "default.toml")
+    if path is None:
+        return build_config(default_doc, overrides)
+    p = Path(path)
+    if not p.exists() and (CONFIG_DIR / f"{path}.toml").exists():
+        p = CONFIG_DIR / f"{path}.toml"
+    if not p.exists():
+        raise ConfigError(f"Config file {str(path)!r} does not exist (bundled: {', '.join(list_bundled())}).")
+    if p.is_dir():
+        raise ConfigError(f"Config file {str(path)!r} is a directory, not a TOML file.")
+    raw = _read_toml(p)
+    if p.resolve() == (CONFIG_DIR / "default.toml").resolve():
+        return build_config(raw, overrides)
+    raw.setdefault("name", p.stem)
+    return build_config(raw, overrides, base=default_doc)
+
+
+def _read_toml(p: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"Config file {str(p)!r} is not valid TOML: {exc}.") from exc
+    except OSError as exc:
+        raise ConfigError(f"Config file {str(p)!r} cannot be read: {exc}.") from exc
 
 
 def list_bundled() -> list[str]:

@@ -205,7 +205,7 @@ class SimAccountant:
             "planned_epsilon": self.planned_epsilon,
             "certificate": self.certificate,
             "server": self.server_view(self.rounds),
-            "per_round_rdp": {int(o): float(v) for o, v in zip(self.orders, self.round_rdp)},
+            "per_round_rdp": {"orders": [int(o) for o in self.orders], "values": [float(v) for v in self.round_rdp]},
         }
 
     def epsilon_after(self, rounds: int) -> tuple[float, int | None, dict[str, Any]]:

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SCHEMA", "STUDY_SCHEMA", "write_atomic", "read_results", "check_results", "jsonable"]
+__all__ = ["SCHEMA", "STUDY_SCHEMA", "INFINITE_EPSILON", "write_atomic", "read_results", "check_results", "jsonable"]
 
 SCHEMA = "secagg-dp/simulate-results/1"
 STUDY_SCHEMA = "secagg-dp/simulate-study/1"
@@ -25,18 +25,47 @@ _RUN_KEYS = {"schema", "status", "config", "seeds", "derived", "privacy", "round
 _ROUND_KEYS = {"round", "checked_in", "included", "aborted", "epsilon", "order", "metrics", "seconds"}
 
 
-def jsonable(obj: Any) -> Any:
-    """Convert numpy scalars/arrays and non-finite floats into strict JSON values."""
+#: Reason attached to an infinite ε written as ``null`` (docs/cli-output.md, "Infinite values").
+INFINITE_EPSILON = "no finite epsilon at this delta: the noise is too small (or delta too small) for any bound"
+
+
+def jsonable(obj: Any, *, reasons: dict[str, str] | None = None) -> Any:
+    """Strict JSON values: numpy scalars/arrays as Python numbers and lists, non-finite numbers as ``null``.
+
+    JSON has no infinity. A non-finite number under key ``k`` of an object becomes ``null`` and the object
+    gains ``k_reason`` (from ``reasons``, else a default sentence) unless it already has one; inside a
+    list (e.g. an RDP curve's ``values``) ``null`` stands for +inf. NaN (an undefined metric, e.g. of a
+    round without survivors) is a bare ``null``.
+    """
     if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            v = v.item() if hasattr(v, "item") and getattr(v, "ndim", 1) == 0 else v
+            if isinstance(v, float) and math.isinf(v):
+                out[str(k)] = _finite_or_none(v)
+                if f"{k}_reason" not in obj:
+                    out[f"{k}_reason"] = (reasons or {}).get(str(k), _default_reason(str(k), v))
+            else:
+                out[str(k)] = jsonable(v, reasons=reasons)
+        return out
     if isinstance(obj, (list, tuple, set, frozenset)):
         items = sorted(obj) if isinstance(obj, (set, frozenset)) else obj
-        return [jsonable(v) for v in items]
+        return [jsonable(v, reasons=reasons) for v in items]
     if hasattr(obj, "tolist"):
-        return jsonable(obj.tolist())
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+        return jsonable(obj.tolist(), reasons=reasons)
+    if isinstance(obj, float):
+        return _finite_or_none(obj)
     return obj
+
+
+def _finite_or_none(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _default_reason(key: str, value: float) -> str:
+    if key.startswith("epsilon") and value > 0:
+        return INFINITE_EPSILON
+    return "+inf" if value > 0 else "-inf"
 
 
 def write_atomic(path: str | Path, doc: dict[str, Any]) -> None:

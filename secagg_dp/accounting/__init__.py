@@ -43,7 +43,13 @@ from secagg_dp.accounting.core.events import (
     sampled,
     sum_l2_sensitivity,
 )
-from secagg_dp.accounting.core.ledger import PrivacyLedger, RdpAccountant, UnsupportedEventError, register_event_type
+from secagg_dp.accounting.core.ledger import (
+    LedgerError,
+    PrivacyLedger,
+    RdpAccountant,
+    UnsupportedEventError,
+    register_event_type,
+)
 from secagg_dp.accounting.core.logspace import log1p_exp, log_binomial_sum, log_comb, log_expm1
 from secagg_dp.accounting.core.rdp import (
     DEFAULT_ORDERS,
@@ -192,6 +198,7 @@ __all__ = [
     "calibrate_gaussian_noise_multiplier",
     "RdpAccountant",
     "PrivacyLedger",
+    "LedgerError",
     "UnsupportedEventError",
     "register_event_type",
     # distributed check-in

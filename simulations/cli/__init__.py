@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from secagg_dp import __version__
 from secagg_dp.errors import SecAggDPError
+from simulations.cli._args import OneLineParser
 
 # (module, function, group): group None registers a top-level subcommand.
 _REGISTRY: tuple[tuple[str, str, str | None], ...] = (
@@ -29,7 +30,7 @@ _REGISTRY: tuple[tuple[str, str, str | None], ...] = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="secagg-dp",
         description="Secure aggregation with discrete DP noise: simulate, verify, account, calibrate.",
     )
@@ -50,7 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or a one-line usage error (2)
+        return exc.code if isinstance(exc.code, int) else 2
     try:
         return int(args.handler(args) or 0)
     except SecAggDPError as exc:

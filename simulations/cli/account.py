@@ -7,19 +7,22 @@ relation and method.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from typing import Any
 
+from simulations.cli._args import DELTA, POSITIVE, int_in, real_in
+from simulations.cli._output import INFINITE_EPSILON, dumps, rdp_curve
+
 __all__ = ["register_account", "register_calibrate"]
 
 _BETA_DEFAULT = math.exp(-0.5)
+_TINY = 5e-324  # the smallest positive double
 
 
 def _common(p: argparse.ArgumentParser, *, calibrate: bool) -> None:
-    p.add_argument("--rounds", type=int, default=1, metavar="T", help="number of rounds composed (default 1)")
-    p.add_argument("--delta", type=float, default=1e-5, metavar="D", help="target delta (default 1e-5)")
+    p.add_argument("--rounds", type=int_in(0), default=1, metavar="T", help="number of rounds composed (default 1)")
+    p.add_argument("--delta", type=DELTA, default=1e-5, metavar="D", help="target delta in (0, 1) (default 1e-5)")
     p.add_argument(
         "--neighbouring",
         choices=("replace-one", "add-remove"),
@@ -27,30 +30,32 @@ def _common(p: argparse.ArgumentParser, *, calibrate: bool) -> None:
         help="neighbouring relation; the accountant sets the sensitivity (C or 2C for a clipped sum) "
         "itself (default add-remove; Poisson sampling needs add-remove, without-replacement replace-one)",
     )
-    p.add_argument("--sample-rate", type=float, default=1.0, metavar="q", help="sampling rate q (default 1: no sampling)")
+    p.add_argument("--sample-rate", type=real_in(0.0, 1.0, lo_open=True), default=1.0, metavar="q", help="sampling rate q (default 1: no sampling)")
     p.add_argument(
         "--sampling",
         choices=("poisson", "without-replacement"),
         default="poisson",
         help="how records/clients are sampled when q < 1 (default poisson)",
     )
-    p.add_argument("--population", type=int, default=None, metavar="N", help="population N (sampling without replacement; q·N must be an integer)")
+    p.add_argument("--population", type=int_in(1), default=None, metavar="N", help="population N (sampling without replacement; q·N must be an integer)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     if calibrate:
-        p.add_argument("--epsilon", type=float, required=True, metavar="E", help="target epsilon")
+        p.add_argument("--epsilon", type=POSITIVE, required=True, metavar="E", help="target epsilon (> 0)")
     else:
-        p.add_argument("--rdp", action="store_true", help="add the RDP curve {order: value} (JSON) or print it")
+        p.add_argument("--rdp", action="store_true",
+                       help='add the composed RDP curve {"orders": [...], "values": [...]} (JSON) or print it')
 
 
 def _codec_flags(p: argparse.ArgumentParser, *, calibrate: bool) -> None:
-    p.add_argument("--clients", type=int, required=True, metavar="n", help="clients per round n")
-    p.add_argument("--dim", type=int, required=True, metavar="d", help="vector dimension (padded to a power of two as the codec pads it)")
-    p.add_argument("--bits", type=int, required=True, metavar="b", help="bits per coordinate of the modular sum")
-    p.add_argument("--clip", type=float, required=True, metavar="c", help="L2 clip norm of one client's vector")
+    p.add_argument("--clients", "--n", dest="clients", type=int_in(1), required=True, metavar="n",
+                   help="clients per round n (alias --n)")
+    p.add_argument("--dim", type=int_in(1), required=True, metavar="d", help="vector dimension (padded to a power of two as the codec pads it)")
+    p.add_argument("--bits", type=int_in(1, 62), required=True, metavar="b", help="bits per coordinate of the modular sum")
+    p.add_argument("--clip", type=POSITIVE, required=True, metavar="c", help="L2 clip norm of one client's vector")
     if not calibrate:
-        p.add_argument("--noise-multiplier", type=float, required=True, metavar="z", help="z: local noise std = z·c/sqrt(n)")
-    p.add_argument("--k-stddevs", type=float, default=4.0, metavar="k", help="k in the k-stddev scale rule (default 4)")
-    p.add_argument("--beta", type=float, default=_BETA_DEFAULT, metavar="β", help="conditional-rounding beta in [0,1) (default e^-1/2)")
+        p.add_argument("--noise-multiplier", type=POSITIVE, required=True, metavar="z", help="z: local noise std = z·c/sqrt(n)")
+    p.add_argument("--k-stddevs", type=POSITIVE, default=4.0, metavar="k", help="k in the k-stddev scale rule (default 4)")
+    p.add_argument("--beta", type=real_in(0.0, 1.0, hi_open=True), default=_BETA_DEFAULT, metavar="β", help="conditional-rounding beta in [0,1) (default e^-1/2)")
 
 
 def register_account(subparsers: Any) -> None:
@@ -61,7 +66,8 @@ def register_account(subparsers: Any) -> None:
         description="RDP certificate for T rounds of a clipped sum with Gaussian noise sigma = z*C. "
         "Under replace-one the accountant uses sensitivity 2C itself: never pre-halve z.",
     )
-    p.add_argument("--noise-multiplier", type=float, required=True, metavar="z", help="sigma / C, C the clip norm of one record")
+    p.add_argument("--noise-multiplier", "--sigma", dest="noise_multiplier", type=POSITIVE, required=True, metavar="z",
+                   help="sigma / C, C the clip norm of one record (alias --sigma)")
     _common(p, calibrate=False)
     p.set_defaults(handler=_account_gaussian)
     for mech, helptext in (
@@ -136,7 +142,9 @@ def _events_for(args: argparse.Namespace, z: float, mech: str) -> tuple[Any, dic
             extra["tau"] = ddg_tau(n, sigma_int)
             method = "distributed discrete Gaussian (Kairouz-Liu-Steinke 2021 Prop. 14)"
         else:
-            base = Skellam(n * sigma_int * sigma_int, l2, l1, nb)
+            # n·σ² may underflow to 0 for a vanishing σ; the smallest positive double is a lower bound on the
+            # variance, hence an upper bound on ε (non-increasing in the variance)
+            base = Skellam(max(n * sigma_int * sigma_int, _TINY), l2, l1, nb)
             extra["variance"] = base.variance
             method = "Skellam (Agarwal-Kairouz-Liu 2021)"
     ev = sampled(base, sample_rate=args.sample_rate, sampling=args.sampling, population=args.population)
@@ -178,7 +186,9 @@ def _evaluate(args: argparse.Namespace, z: float, mech: str, *, warn: bool) -> d
     msgs = [str(w.message) for w in caught if issubclass(w.category, LargestOrderWarning)]
     if msgs:
         out["warning"] = msgs[0]
-    out["_rdp"] = {_order_key(a): float(r) for a, r in zip(DEFAULT_ORDERS, rdp)}
+    out["_rdp"] = rdp_curve(DEFAULT_ORDERS, rdp)
+    if not math.isfinite(eps):
+        out["order"] = None
     return out
 
 
@@ -205,10 +215,6 @@ def _order_value(order: float) -> float | int | None:
     return int(order) if float(order).is_integer() else order
 
 
-def _order_key(a: float) -> str:
-    return str(int(a)) if float(a).is_integer() else repr(float(a))
-
-
 def _emit(args: argparse.Namespace, out: dict[str, Any], *, with_rdp: bool) -> int:
     rdp = out.pop("_rdp")
     if with_rdp:
@@ -216,32 +222,26 @@ def _emit(args: argparse.Namespace, out: dict[str, Any], *, with_rdp: bool) -> i
     if "warning" in out:
         print(f"secagg-dp: warning: {out['warning']}", file=sys.stderr)
     if args.json:
-        print(json.dumps(out, allow_nan=False, default=_json_default))
+        print(dumps(out))
         return 0
     lead = f"noise_multiplier = {out['noise_multiplier']:.6g}\n" if getattr(args, "epsilon", None) is not None and "target_epsilon" in out else ""
+    eps = out["epsilon"]
+    eps_text = f"{eps:.10g}" if math.isfinite(eps) else f"inf ({INFINITE_EPSILON})"
     print(
-        f"{lead}epsilon = {out['epsilon']:.10g} at delta = {out['delta']:g} (order {out['order']}, "
+        f"{lead}epsilon = {eps_text} at delta = {out['delta']:g} (order {'-' if out['order'] is None else out['order']}, "
         f"{out['neighbouring']}, {out['rounds']} round(s))\nmethod: {out['method']}"
     )
     srv = out["server"]
     print(f"observer analyst (sees the released aggregate): epsilon = {out['epsilon']:.10g}\n"
           f"observer server (sees {srv['sees']}): epsilon = {srv['epsilon']:.10g} (order {srv['order']})")
     if with_rdp:
-        for k, v in rdp.items():
-            print(f"  rdp[{k}] = {v:.10g}")
+        for a, v in zip(rdp["orders"], rdp["values"]):
+            print(f"  rdp[{a}] = {math.inf if v is None else v:.10g}")
     return 0
-
-
-def _json_default(x: Any) -> Any:
-    if isinstance(x, float) and math.isinf(x):
-        return "inf"
-    return float(x)
 
 
 def _account(args: argparse.Namespace, mech: str) -> int:
     out = _evaluate(args, args.noise_multiplier, mech, warn=True)
-    if math.isinf(out["epsilon"]):
-        out["epsilon"] = "inf"
     return _emit(args, out, with_rdp=args.rdp)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from simulations.cli._args import DELTA, MAX_CHECKIN_ORDER, POSITIVE, PROBABILITY, int_in, real_in
+
 __all__ = ["register_account", "register_calibrate"]
 
 
@@ -23,21 +25,22 @@ def register_account(subparsers: argparse._SubParsersAction) -> None:
             "one line each."
         ),
     )
-    p.add_argument("--n", type=int, required=True, help="number of clients N")
+    p.add_argument("--n", "--clients", dest="n", type=int_in(1), required=True,
+                   help="number of clients N (alias --clients)")
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--gamma", type=float, help="effective check-in rate gamma")
-    g.add_argument("--p", type=float, help="check-in probability p (use with --dropout)")
-    p.add_argument("--dropout", type=float, default=None,
+    g.add_argument("--gamma", type=PROBABILITY, help="effective check-in rate gamma")
+    g.add_argument("--p", type=PROBABILITY, help="check-in probability p (use with --dropout)")
+    p.add_argument("--dropout", type=PROBABILITY, default=None,
                    help="dropout probability p' per stage; gamma = p (1 - p')^N with N = --dropout-stages")
-    p.add_argument("--dropout-stages", type=int, default=3, metavar="N",
+    p.add_argument("--dropout-stages", type=int_in(1), default=3, metavar="N",
                    help="dropout chances before the masked input is received: 3 (default) = our protocol "
                         "(advertise_keys, share_keys, masked_input), gamma = p (1 - p')^3; 1 = the single-dropout "
                         "model gamma = p (1 - p') of the self check-in draft")
-    p.add_argument("--sigma", type=float, required=True, help="per-client noise std relative to C = 1")
+    p.add_argument("--sigma", type=POSITIVE, required=True, help="per-client noise std relative to C = 1")
     p.add_argument("--mechanism", choices=("gaussian", "ddg", "skellam"), default="gaussian",
                    help="noise: continuous Gaussian, distributed discrete Gaussian, Skellam")
-    p.add_argument("--rounds", type=int, required=True, help="number of rounds T")
-    p.add_argument("--delta", type=float, required=True, help="target delta")
+    p.add_argument("--rounds", type=int_in(1), required=True, help="number of rounds T")
+    p.add_argument("--delta", type=DELTA, required=True, help="target delta in (0, 1)")
     p.add_argument("--method", choices=("pld", "rdp", "window"), default=None,
                    help="certificate reported in JSON: privacy loss distribution (pld; default for the Gaussian "
                         "without local steps, unless --rdp asks for an RDP curve), full mixture (rdp, the default "
@@ -48,27 +51,28 @@ def register_account(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--window-delta", choices=("conditioning", "coupling"), default="conditioning",
                    help="delta charged for check-in counts outside the window: T*P(out) (conditioning, default) "
                         "or (1+e^eps)*T*P(out) (coupling, the looser total-variation bound)")
-    p.add_argument("--local-steps", type=int, default=None,
+    p.add_argument("--local-steps", type=int_in(1), default=None,
                    help="local DP-SGD steps per round, sample-level (add-remove): S = 1 uses the k clients' joint "
                         "noise, S >= 2 only the client's own per-step noise (sound under adaptive local steps); "
                         "the joint-noise bound of Heikkilä 2024 is printed as a comparison, not a certificate. "
                         "Client-level DP-FedAvg (clip the whole update, noise once) is the command without this flag")
-    p.add_argument("--sample-rate", type=float, default=1.0, help="Poisson sampling rate q inside each client")
-    p.add_argument("--scale", type=float, default=256.0,
+    p.add_argument("--sample-rate", type=real_in(0.0, 1.0, lo_open=True), default=1.0, help="Poisson sampling rate q inside each client")
+    p.add_argument("--scale", type=POSITIVE, default=256.0,
                    help="ddg/skellam: grid points per unit of C (sensitivities 2*scale, noise sigma*scale)")
-    p.add_argument("--dim", type=int, default=1, help="ddg/skellam: vector dimension d")
-    p.add_argument("--max-order", type=int, default=256, help="largest integer RDP order (default 256)")
+    p.add_argument("--dim", type=int_in(1), default=1, help="ddg/skellam: vector dimension d")
+    p.add_argument("--max-order", type=int_in(2, MAX_CHECKIN_ORDER), default=256,
+                   help=f"largest integer RDP order, at most {MAX_CHECKIN_ORDER} (default 256)")
     p.add_argument("--amplification", choices=("auto", "thm9"), default="auto",
                    help="subsampling bound: auto = WBK19 Thm 27 for gaussian, Thm 9 for ddg/skellam (tightest); "
                         "thm9 = Thm 9 for every mechanism")
     p.add_argument("--baselines", action="store_true", help="also print the labelled baselines (strong composition, Chernoff shortcut)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--rdp", action="store_true", help="with --json: add the composed RDP per order")
+    p.add_argument("--rdp", action="store_true",
+                   help='with --json: add the composed RDP curve {"orders": [...], "values": [...]}')
     p.set_defaults(handler=_handle)
 
 
 def _handle(args: argparse.Namespace) -> int:
-    import json
     import math
     import warnings
 
@@ -87,6 +91,7 @@ def _handle(args: argparse.Namespace) -> int:
     )
     from secagg_dp.accounting.checkin.observers import server_certificate, server_ex_post_certificate
     from secagg_dp.errors import ParameterError
+    from simulations.cli._output import dumps, rdp_curve
 
     if args.gamma is not None:
         if args.dropout is not None:
@@ -96,8 +101,6 @@ def _handle(args: argparse.Namespace) -> int:
         if args.dropout is None:
             raise ParameterError("Argument '--p' needs '--dropout' (use --dropout 0 for none).")
         gamma = effective_checkin_rate(args.p, args.dropout, args.dropout_stages)
-    if args.max_order < 2:
-        raise ParameterError(f"Argument '--max-order' must be an integer >= 2, not {args.max_order}.")
     orders = np.arange(2, args.max_order + 1)
     s, d = args.scale, args.dim
     local = args.local_steps is not None
@@ -107,7 +110,7 @@ def _handle(args: argparse.Namespace) -> int:
         if args.mechanism == "gaussian":
             mech = LocalStepsGaussian(args.sigma, args.local_steps, args.sample_rate)
         elif args.mechanism == "skellam":
-            mech = LocalStepsSkellam((args.sigma * s) ** 2, d2, d1, args.local_steps, args.sample_rate)
+            mech = LocalStepsSkellam(max((args.sigma * s) ** 2, 5e-324), d2, d1, args.local_steps, args.sample_rate)
         else:
             mech = LocalStepsDDG(args.sigma * s, d, d2, d1, args.local_steps, args.sample_rate)
         prov = SubsampledCheckin(mech, args.n, amplification="joint-convexity", neighbouring="add-remove")
@@ -119,7 +122,7 @@ def _handle(args: argparse.Namespace) -> int:
         if args.mechanism == "gaussian":
             mech = GaussianSum(args.sigma)
         elif args.mechanism == "skellam":
-            mech = SkellamSum((args.sigma * s) ** 2, d2, d1)
+            mech = SkellamSum(max((args.sigma * s) ** 2, 5e-324), d2, d1)  # underflow: a smaller variance, larger ε
         else:
             mech = DDGSum(args.sigma * s, d, d2, d1)
         prov = SubsampledCheckin(mech, args.n, amplification=args.amplification)
@@ -132,12 +135,17 @@ def _handle(args: argparse.Namespace) -> int:
         )
     if method == "pld" and args.rdp:
         raise ParameterError("Argument '--rdp' needs '--method rdp' or 'window' (pld has no RDP curve).")
-    pld = pld_server = None
+    pld = pld_server = pld_note = None
     if method == "pld":
         from secagg_dp.accounting.checkin.pld import checkin_pld
 
-        pld = checkin_pld(args.n, gamma, args.sigma, args.rounds, args.delta, observer="analyst")
-        pld_server = checkin_pld(args.n, gamma, args.sigma, args.rounds, args.delta, observer="server")
+        try:
+            pld = checkin_pld(args.n, gamma, args.sigma, args.rounds, args.delta, observer="analyst")
+            pld_server = checkin_pld(args.n, gamma, args.sigma, args.rounds, args.delta, observer="server")
+        except ParameterError as exc:  # outside the PLD grid's range: the default falls back to RDP
+            if args.method == "pld":
+                raise
+            method, pld, pld_server, pld_note = "rdp", None, None, f"pld unavailable, rdp used: {exc}"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         seed_style = checkin_epsilon(prov, args.n, gamma, args.rounds, args.delta, orders, method="rdp")
@@ -190,13 +198,19 @@ def _handle(args: argparse.Namespace) -> int:
         analyst = args.observer == "analyst"  # the rdp/window paths here certify the analyst view only
         out["epsilon_rdp"] = seed_style.epsilon if analyst else None
         out["epsilon_window"] = window.epsilon if window and analyst else None
+        if analyst and window is None:
+            out["epsilon_window_reason"] = "no check-in window has T * P(K outside window) < delta"
         if pld:
             out["epsilon_pld"] = pld.epsilon
+        if pld_note:
+            out["method_note"] = pld_note
+        if not math.isfinite(out["epsilon"]):
+            out["order"] = None
         if args.rdp:
-            out["rdp"] = {str(k): v for k, v in chosen.rdp.items()}
+            out["rdp"] = rdp_curve(chosen.rdp.keys(), chosen.rdp.values())
         if base:
             out["baselines"] = {k: {"epsilon": v["epsilon"], "method": v["method"]} for k, v in base.items()}
-        print(json.dumps(out))
+        print(dumps(out))
         return 0
     unit = "sample-level add-remove" if local else "client-level replace-one"
     print(f"distributed check-in: n={args.n} gamma={gamma:g} sigma={args.sigma:g} ({args.mechanism}, {unit}), "
@@ -207,6 +221,8 @@ def _handle(args: argparse.Namespace) -> int:
                                            "thm9": "WBK19 Thm 9"}[args.amplification]
     print(f"  {'seed-style mixture (rdp)':<34}{seed_style.epsilon:>12.6g}{seed_style.order:>7}  "
           f"rate k/n ({amp}), k=0 term kept")
+    if pld_note:
+        print(f"  note: {pld_note}")
     if pld:
         print(f"  {'privacy loss distribution (pld)':<34}{pld.epsilon:>12.6g}{'':>7}  analyst view, "
               f"optimistic {pld.epsilon_optimistic:.6g}, delta_tail={pld.delta_tail:.3g}")
@@ -257,11 +273,11 @@ def register_calibrate(subparsers: argparse._SubParsersAction) -> None:
         description="Smallest per-client noise std sigma (C = 1, replace-one) whose PLD certificate of T rounds "
                     "of Gaussian distributed check-in is <= --epsilon; bracketed bisection to 0.1%, rounded up.",
     )
-    p.add_argument("--n", type=int, required=True, help="number of clients N")
-    p.add_argument("--gamma", type=float, required=True, help="effective check-in rate gamma")
-    p.add_argument("--rounds", type=int, required=True, help="number of rounds T")
-    p.add_argument("--delta", type=float, required=True, help="target delta")
-    p.add_argument("--epsilon", type=float, required=True, help="target epsilon")
+    p.add_argument("--n", type=int_in(1), required=True, help="number of clients N")
+    p.add_argument("--gamma", type=PROBABILITY, required=True, help="effective check-in rate gamma")
+    p.add_argument("--rounds", type=int_in(1), required=True, help="number of rounds T")
+    p.add_argument("--delta", type=DELTA, required=True, help="target delta in (0, 1)")
+    p.add_argument("--epsilon", type=POSITIVE, required=True, help="target epsilon")
     p.add_argument("--method", choices=("pld",), default="pld", help="accountant (pld, the tightest certified)")
     p.add_argument("--observer", choices=("analyst", "server"), default="analyst", help="who is observed")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -269,15 +285,14 @@ def register_calibrate(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _handle_calibrate(args: argparse.Namespace) -> int:
-    import json
-
     from secagg_dp.accounting.checkin.pld import calibrate_checkin_pld
+    from simulations.cli._output import dumps
 
     sigma, cert = calibrate_checkin_pld(args.n, args.gamma, args.rounds, args.delta, args.epsilon,
                                         observer=args.observer)
     out = {"sigma": sigma, "target_epsilon": args.epsilon, "n": args.n, "gamma": args.gamma, **cert.as_dict()}
     if args.json:
-        print(json.dumps(out))
+        print(dumps(out))
         return 0
     print(f"distributed check-in (gaussian, client-level replace-one, {cert.observer} view): n={args.n} "
           f"gamma={args.gamma:g} T={args.rounds} delta={args.delta:g}")

@@ -8,8 +8,10 @@ JSON keys: ``epsilon``, ``delta``, ``order``, ``method``, ``neighbouring``, ``bo
 from __future__ import annotations
 
 import argparse
-import json
 import math
+
+from simulations.cli._args import DELTA, MAX_SHUFFLE_ORDER, POSITIVE, int_in, real_in
+from simulations.cli._output import INFINITE_EPSILON, dumps, rdp_curve
 
 __all__ = ["register_account"]
 
@@ -20,12 +22,14 @@ _CAVEAT_LOWER = "LOWER bound (seed 001 Thm 3: one neighbouring pair); not a priv
 
 
 def _common(p: argparse.ArgumentParser, default_order: int) -> None:
-    p.add_argument("--n", type=int, required=True, help="number of users")
-    p.add_argument("--rounds", type=int, required=True, help="number of compositions T")
-    p.add_argument("--delta", type=float, required=True, help="target delta")
-    p.add_argument("--max-order", type=int, default=default_order, help="largest integer RDP order")
+    p.add_argument("--n", "--clients", dest="n", type=int_in(1), required=True, help="number of users (alias --clients)")
+    p.add_argument("--rounds", type=int_in(1), required=True, help="number of compositions T")
+    p.add_argument("--delta", type=DELTA, required=True, help="target delta in (0, 1)")
+    p.add_argument("--max-order", type=int_in(2, MAX_SHUFFLE_ORDER), default=default_order,
+                   help=f"largest integer RDP order, at most {MAX_SHUFFLE_ORDER} (default {default_order})")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--rdp", action="store_true", help="include the per-round RDP curve")
+    p.add_argument("--rdp", action="store_true",
+                   help='include the per-round RDP curve {"orders": [...], "values": [...]}')
 
 
 def register_account(subparsers) -> None:
@@ -35,7 +39,7 @@ def register_account(subparsers) -> None:
         help="shuffle Gaussian RDP (Liew-Takahashi 2022 Thm 1): a LOWER bound; --bound upper gives Corollary 1",
     )
     _common(p, 256)
-    p.add_argument("--sigma", type=float, required=True, help="per-report Gaussian noise (sensitivity 1)")
+    p.add_argument("--sigma", type=POSITIVE, required=True, help="per-report Gaussian noise (sensitivity 1)")
     p.add_argument("--bound", choices=("lower", "upper"), default="lower")
     p.add_argument("--conversion", choices=("cks", "mironov"), default="cks",
                    help="RDP->DP: Canonne-Kamath-Steinke 2020 Prop. 12 (default) or Mironov 2017 Prop. 3")
@@ -46,10 +50,10 @@ def register_account(subparsers) -> None:
         help="shuffled check-in: Gaussian (--sigma) or eps0-LDP (--eps0 [--delta0]) randomizers",
     )
     _common(q, 64)
-    q.add_argument("--gamma", type=float, required=True, help="check-in rate")
-    q.add_argument("--sigma", type=float, help="Gaussian randomizer noise (sensitivity 1)")
-    q.add_argument("--eps0", type=float, help="LDP epsilon of the randomizer")
-    q.add_argument("--delta0", type=float, default=0.0, help="LDP delta of the randomizer")
+    q.add_argument("--gamma", type=real_in(0.0, 1.0, lo_open=True), required=True, help="check-in rate in (0, 1]")
+    q.add_argument("--sigma", type=POSITIVE, help="Gaussian randomizer noise (sensitivity 1)")
+    q.add_argument("--eps0", type=POSITIVE, help="LDP epsilon of the randomizer")
+    q.add_argument("--delta0", type=real_in(0.0, 1.0, hi_open=True), default=0.0, help="LDP delta of the randomizer")
     q.add_argument("--method", choices=_GAUSS_METHODS + _LDP_METHODS, default=None)
     q.set_defaults(handler=_handle_checkin)
 
@@ -80,12 +84,18 @@ def _server_view(args, orders) -> dict:
 def _emit(args, out: dict, orders, rdp) -> int:
     out = {"observer": "analyst", **out, "server": _server_view(args, orders)}
     if args.rdp:
-        out["rdp"] = {"orders": [int(o) for o in orders], "values": [float(v) for v in rdp]}
+        out["rdp"] = rdp_curve(orders, rdp)
+    if out["epsilon"] is not None and not math.isfinite(out["epsilon"]):
+        out["order"] = None
+    elif out["order"] is not None and float(out["order"]).is_integer():
+        out["order"] = int(out["order"])
     if args.json:
-        print(json.dumps(out))
+        print(dumps(out))
     else:
         tag = "certificate" if out["certificate"] else "NOT a certificate"
-        print(f"epsilon={out['epsilon']:.6g} delta={out['delta']:g} order={out['order']} "
+        eps = out["epsilon"]
+        eps_text = "inf (" + INFINITE_EPSILON + ")" if eps is None or not math.isfinite(eps) else f"{eps:.6g}"
+        print(f"epsilon={eps_text} delta={out['delta']:g} order={out['order']} "
               f"bound={out['bound']} ({tag}) method={out['method']} neighbouring={out['neighbouring']}")
         for c in out["caveats"]:
             print(f"  note: {c}")
@@ -110,21 +120,11 @@ def _convert(orders, rdp, rounds, delta, conversion="cks"):
     return eps, order, notes
 
 
-def _validate_common(args) -> None:
-    from secagg_dp._validate import check_int, check_real
-
-    check_int("n", args.n, lo=1)
-    check_int("rounds", args.rounds, lo=1)
-    check_int("max-order", args.max_order, lo=2, hi=16384)
-    check_real("delta", args.delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
-
-
 def _handle_gaussian(args) -> int:
     import numpy as np
 
     from secagg_dp.accounting.shuffle.gaussian import shuffle_gaussian_rdp, shuffle_gaussian_rdp_upper
 
-    _validate_common(args)
     orders = np.arange(2, args.max_order + 1)
     if args.bound == "lower":
         rdp = shuffle_gaussian_rdp(orders, n=args.n, sigma=args.sigma)
@@ -143,7 +143,6 @@ def _handle_checkin(args) -> int:
 
     from secagg_dp.errors import ParameterError
 
-    _validate_common(args)
     if (args.sigma is None) == (args.eps0 is None):
         raise ParameterError("Give exactly one of '--sigma' (Gaussian) or '--eps0' (LDP randomizer).")
     orders = np.arange(2, args.max_order + 1)
@@ -203,7 +202,7 @@ def _handle_checkin(args) -> int:
     else:
         res = ls.approach_epsilon(args.eps0, args.delta0, n=args.n, gamma=args.gamma, rounds=args.rounds,
                                   delta=args.delta, approach=int(method[-1]), max_order=args.max_order)
-    out = {"epsilon": res.epsilon if math.isfinite(res.epsilon) else None, "delta": res.delta,
+    out = {"epsilon": res.epsilon, "delta": res.delta,
            "order": res.order if math.isfinite(res.order) else None, "method": res.method,
            "neighbouring": "replace-one", "bound": "upper", "certificate": math.isfinite(res.epsilon),
            "caveats": ["delta carried as delta-approximate RDP instead of seed 001 Lemma 1 (unsound for delta > 0)"]}

@@ -11,7 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+from pathlib import Path
+
+from secagg_dp.errors import ConfigError
+from simulations.cli._args import int_in
 
 __all__ = ["register", "handle"]
 
@@ -27,10 +32,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=(
-            "overrides: dotted config keys as key=value (TOML values), e.g.\n"
-            "  population.clients=200 population.checkin=0.3 population.dropout=0.1\n"
-            "  mode=crypto secagg.bits=16 privacy.mechanism=skellam privacy.noise_multiplier=2\n"
-            "  task.name=logreg task.local_steps=4 rounds=20 seed=7\n"
+            "overrides: dotted config keys as key=value (TOML values); a key a --config file leaves out takes\n"
+            "the value of the bundled default scenario. Setting secagg.threshold clears threshold_fraction\n"
+            "(and back); setting task.name drops the other task's keys.\n"
+            "examples:\n"
+            "  secagg-dp simulate --no-plots rounds=1\n"
+            "  secagg-dp simulate --no-plots mode=ideal population.clients=200 population.checkin=0.3 population.dropout=0.1\n"
+            "  secagg-dp simulate --no-plots mode=ideal secagg.bits=24 privacy.mechanism=skellam privacy.noise_multiplier=2 rounds=2\n"
+            "  secagg-dp simulate --no-plots mode=ideal task.name=logreg task.local_steps=4 rounds=2 seed=7\n"
+            "  secagg-dp simulate --no-plots mode=ideal secagg.threshold=5 privacy.epsilon_budget=4\n"
             "bundled configs: default, dropouts, sampling, local_steps, bits (simulations/configs/)."
         ),
     )
@@ -40,13 +50,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--set", dest="set_", action="append", default=[], metavar="KEY=VALUE", help="one override (repeatable)")
     p.add_argument("--executor", choices=("inprocess", "dask"), help="where client work runs (overrides the config)")
     p.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler address (default: start a LocalCluster)")
-    p.add_argument("--seed", type=int, help="root seed (overrides the config)")
+    p.add_argument("--seed", type=int_in(0, 2**63 - 1), help="root seed (overrides the config)")
     p.add_argument("--json", action="store_true", help="print the results document as JSON")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     prog = p.add_mutually_exclusive_group()
     prog.add_argument("--progress", dest="progress", action="store_true", default=None, help="always show a progress bar")
     prog.add_argument("--no-progress", dest="progress", action="store_false", help="never show a progress bar")
     p.set_defaults(handler=handle)
+
+
+#: A per-round wrap-around probability bound above this is printed with the summary.
+_WRAP_NOTE = 1e-6
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -60,7 +74,10 @@ def handle(args: argparse.Namespace) -> int:
         overrides.append(f'scheduler="{args.scheduler}"')
     if args.seed is not None:
         overrides.append(f"seed={args.seed}")
-    cfg = load_config(args.config or "default", overrides)  # one ConfigError before any work
+    cfg = load_config(args.config, overrides)  # one ConfigError before any work
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"Argument '--out' must be a folder (new or existing), not the existing file {str(out)!r}.")
     progress = args.progress
     if progress is None:  # long runs only: a rough count of client-rounds
         n_variants = 1
@@ -68,17 +85,88 @@ def handle(args: argparse.Namespace) -> int:
             n_variants *= len(values)
         work = n_variants * cfg.rounds * cfg.population.expected_checkins * (20 if cfg.mode == "crypto" else 1)
         progress = work > 2000 and sys.stderr.isatty()
+    _check_extras(cfg, plots=not args.no_plots, progress=progress)
+    if cfg.executor == "dask" and cfg.scheduler:
+        _check_scheduler(cfg.scheduler)
     try:
-        doc = run(cfg, args.out, progress=progress, plots=not args.no_plots)
+        doc = run(cfg, out, progress=progress, plots=not args.no_plots)
     except KeyboardInterrupt:
-        print(f"secagg-dp: interrupted; partial results in {args.out}/results.json", file=sys.stderr)
+        print(f"secagg-dp: interrupted; partial results in {out / 'results.json'}", file=sys.stderr)
         return 130
     if args.json:
         from simulations.results import jsonable
 
-        print(json.dumps(jsonable(doc), indent=2))
+        print(json.dumps(jsonable(doc), indent=2, allow_nan=False))
     else:
         print(format_table(summary_rows(doc)))
         print("\n" + "\n".join(observer_lines(doc)))
-        print(f"\nresults: {args.out}/results.json")
+        print()
+        print(summary_text(doc, out))
     return 0
+
+
+def summary_text(doc: dict, out: Path) -> str:
+    """The lines under the table: what ε certifies, stops, wrap-around risk, and where every file is."""
+    runs = doc["runs"] if "runs" in doc else [{"label": doc["config"]["name"], "out": "", "results": doc}]
+    lines = []
+    for r in runs:
+        res = r["results"]
+        priv = res["privacy"]
+        tag = f"[{r['label']}] " if len(runs) > 1 else ""
+        observer = priv.get("observer", "analyst")
+        unit = "sample-level" if priv.get("unit") == "sample" else "client-level"
+        eps = res["summary"].get("epsilon")
+        eps_text = "inf" if eps is None or eps == math.inf else f"{eps:.6g}"
+        lines.append(f"{tag}certified ε ({observer} view, {unit}, {priv.get('neighbouring')}) at δ = "
+                     f"{priv.get('delta'):g}: {eps_text}  (method: {priv.get('method')}, {priv.get('accountant')})")
+        done = res["summary"].get("rounds_completed", 0)
+        if res.get("status") == "budget_exhausted":
+            lines.append(f"{tag}stopped: budget exhausted after {done} rounds "
+                         f"(epsilon_budget = {priv.get('ledger', {}).get('epsilon_budget')})")
+        wrap = res.get("derived", {}).get("wrap_probability_bound")
+        if wrap is not None and wrap > _WRAP_NOTE:
+            lines.append(f"{tag}wrap-around: P(some coordinate of a round's sum wraps mod q) <= {wrap:.3g} per "
+                         "round; raise secagg.bits or privacy.k_stddevs to lower it")
+    lines.append(f"results: {out / 'results.json'}")
+    plots = list(doc.get("plots", [])) + [f"{r['out']}/{p}" for r in runs if r["out"] for p in r["results"].get("plots", [])]
+    if plots:
+        lines.append("plots: " + ", ".join(str(out / p) for p in plots))
+    ledgers = [out / r["out"] / "ledger.sqlite" if r["out"] else out / "ledger.sqlite" for r in runs]
+    lines.append("ledger: " + ", ".join(str(p) for p in ledgers if p.exists()))
+    return "\n".join(lines)
+
+
+def _check_extras(cfg, *, plots: bool, progress: bool) -> None:  # noqa: ANN001
+    """Refuse before any work when an optional module the run will import is missing."""
+    import importlib.util
+
+    need = []
+    if plots:
+        need.append(("matplotlib", "plots (or pass --no-plots)"))
+    if progress:
+        need.append(("tqdm", "the progress bar (or pass --no-progress)"))
+    if cfg.task.name == "logreg" or any("logreg" in map(str, v) for v in cfg.study.grid.values()):
+        need.append(("sklearn", "task 'logreg' (its digits data set)"))
+    for module, why in need:
+        if importlib.util.find_spec(module) is None:
+            raise ConfigError(f"'{module}' is needed for {why}: install the simulation extra, "
+                              "pip install 'secagg-dp[sim]'.")
+
+
+def _check_scheduler(address: str, timeout: float = 5.0) -> None:
+    """Refuse an unreachable Dask scheduler in seconds instead of after Dask's 30 s of retries."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host or port is None:
+        raise ConfigError(f"Argument '--scheduler' must look like tcp://host:port, not {address!r}.")
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"Argument '--scheduler': no Dask scheduler reachable at {address!r} ({exc}).") from None

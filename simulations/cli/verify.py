@@ -4,14 +4,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+
+from simulations.cli._args import int_in
+
+#: Cap on --trials: one trial of every check takes several seconds, so 100 trials already take minutes.
+MAX_TRIALS = 100
 
 __all__ = ["register"]
 
 
 def _handler(args: argparse.Namespace) -> int:
-    from simulations.verify import format_table, run_checks
+    from simulations.verify import CHECKS, format_table, run_checks
 
-    rows = run_checks(seed=args.seed, trials=args.trials)
+    rows = []
+    for i, check in enumerate(CHECKS, 1):
+        if args.trials > 2:  # long runs report progress on stderr
+            print(f"secagg-dp: verify: check {i}/{len(CHECKS)} ({check.__name__})", file=sys.stderr, flush=True)
+        rows.extend(run_checks([check], seed=args.seed, trials=args.trials))
     failed = sum(1 for r in rows if not r[2])
     if args.json:
         print(json.dumps({
@@ -25,25 +35,12 @@ def _handler(args: argparse.Namespace) -> int:
     return 0 if failed == 0 else 1
 
 
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, not {value}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, not {value}")
-    return value
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``verify`` subcommand."""
     help_text = "randomized end-to-end checks: clip, encode, noise, modular sum, decode vs the plain sum"
     p = subparsers.add_parser("verify", help=help_text, description=help_text)
-    p.add_argument("--seed", type=_non_negative_int, default=0, help="seed of the check generators (default 0)")
-    p.add_argument("--trials", type=_positive_int, default=2, help="random repetitions per check (default 2)")
+    p.add_argument("--seed", type=int_in(0), default=0, help="seed of the check generators (default 0)")
+    p.add_argument("--trials", type=int_in(1, MAX_TRIALS), default=2,
+                   help=f"random repetitions per check, at most {MAX_TRIALS} (default 2; each trial takes seconds)")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of a table")
     p.set_defaults(handler=_handler)

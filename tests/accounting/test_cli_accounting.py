@@ -28,7 +28,8 @@ def test_account_json_known_answer(capsys, mech, eps):
         assert key in obj
     assert obj["epsilon"] == pytest.approx(eps, abs=5e-9)
     assert obj["neighbouring"] == "add-remove" and obj["delta"] == 1e-5
-    assert set(obj["rdp"]) == {str(int(a)) if a.is_integer() else repr(float(a)) for a in DEFAULT_ORDERS}
+    assert obj["rdp"]["orders"] == [int(a) if a.is_integer() else float(a) for a in DEFAULT_ORDERS]
+    assert len(obj["rdp"]["values"]) == len(DEFAULT_ORDERS)
     assert obj["padded_dim"] == 65536
 
 

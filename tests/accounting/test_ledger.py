@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sqlite3
-import subprocess
-import sys
 import textwrap
-import time
 
 import numpy as np
 import pytest
@@ -170,20 +166,9 @@ _CHILD = textwrap.dedent(
 )
 
 
-def test_crash_between_events_never_undercounts(tmp_path):
+def test_crash_between_events_never_undercounts(tmp_path, run_until_killed):
     path = tmp_path / "crash.sqlite"
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(path)], stdout=subprocess.PIPE, text=True)
-    try:
-        acknowledged = -1
-        deadline = time.time() + 60
-        while acknowledged < 5 and time.time() < deadline:
-            line = proc.stdout.readline()
-            if line:
-                acknowledged = int(line.split()[0])
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        proc.stdout.close()
+    acknowledged = run_until_killed(_CHILD, path, 5)
     assert acknowledged >= 5
     ev = PoissonSampled(0.01, Gaussian(1.0, 1.0, "add-remove"))
     with PrivacyLedger("add-remove", path=path) as led:

@@ -146,7 +146,9 @@ def test_ledger_rdp_is_rounds_times_the_per_round_mixture(tmp_path):
     cfg = small_config(rounds=3, population={"clients": 400, "checkin": 0.5},
                        privacy={"method": "window", "noise_multiplier": 4.0}, task={"dim": 8})
     doc = run_scenario(cfg, tmp_path)
-    per_round = np.array([doc["privacy"]["per_round_rdp"][int(o)] for o in ORDERS])
+    curve = doc["privacy"]["per_round_rdp"]
+    assert curve["orders"] == [int(o) for o in ORDERS]
+    per_round = np.array(curve["values"])
     with _reopen(tmp_path / "ledger.sqlite") as led:
         assert np.allclose(led.rdp, 3 * per_round, rtol=1e-12, atol=0)
         rdp_eps = led.epsilon(cfg.privacy.delta)[0]

@@ -21,6 +21,8 @@ from secagg_dp.accounting.core.rdp import ddg_rdp, ddg_tau, gaussian_rdp, skella
 
 __all__ = ["GaussianSum", "SkellamSum", "DDGSum"]
 
+_MAX_VARIANCE = 1.7e308
+
 
 @dataclass(frozen=True)
 class GaussianSum:
@@ -66,7 +68,8 @@ class SkellamSum:
         check_real("l1_sensitivity", self.l1_sensitivity, lo=0.0, lo_open=True)
 
     def rdp_upper(self, k_lo: np.ndarray, k_hi: np.ndarray, orders: np.ndarray) -> np.ndarray:
-        mu = np.atleast_1d(np.asarray(k_lo, dtype=np.float64)) * self.variance
+        with np.errstate(over="ignore"):  # k·v beyond 1.7e308 is clamped down: a smaller μ, a larger ε
+            mu = np.minimum(np.atleast_1d(np.asarray(k_lo, dtype=np.float64)) * self.variance, _MAX_VARIANCE)
         return skellam_rdp(orders, mu, self.l2_sensitivity, self.l1_sensitivity)
 
 

@@ -134,7 +134,8 @@ class SubsampledCheckin:
         base_all = np.zeros((k_lo.size, jmax + 1))
         base_all[:, 2:] = self.mechanism.rdp_upper(k_lo, k_hi, js[2:])
         base = base_all[:, orders]
-        cap = log_expm1((orders[None, :] - 1.0) * base)
+        with np.errstate(over="ignore"):  # (λ − 1)·ε beyond 1.8e308 is +inf
+            cap = log_expm1((orders[None, :] - 1.0) * base)
         if self.amplification == "none":
             return cap
         q = k_hi / self.n if self.rate == "k/n" else np.full(k_lo.shape, float(self.gamma))
@@ -195,9 +196,16 @@ def _lse_rows(x: np.ndarray) -> np.ndarray:
         return np.full(x.shape[1:], -np.inf)
     m = np.max(x, axis=0)
     ms = np.where(np.isfinite(m), m, 0.0)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # only where m = +inf (masked below)
         out = ms + np.log(np.sum(np.exp(x - ms[None, :]), axis=0))
-    return np.where(np.isfinite(m), out, -np.inf)
+    return np.where(np.isfinite(m), out, m)  # +inf (an infinite moment) stays +inf, never -inf
+
+
+def _add_log(log_w: np.ndarray, log_v: np.ndarray) -> np.ndarray:
+    """log(w·v) with w = 0 (log −inf) times an infinite v counted as 0: a k of probability 0 adds nothing."""
+    with np.errstate(invalid="ignore"):
+        out = log_w + log_v
+    return np.where(np.isneginf(log_w), -np.inf, out)
 
 
 def _geometric_blocks(lo: int, hi: int, toward_hi: bool) -> list[tuple[int, int]]:
@@ -262,7 +270,7 @@ def checkin_mixture(
         if c_lo > c_hi:  # core outside range: start from the nearest end
             c_lo = c_hi = lo1 if mu < lo1 else hi
     ks = np.arange(c_lo, c_hi + 1, dtype=np.float64)
-    exact = log_binom_pmf(n, ks, gamma)[:, None] + provider.log_expm1_upper(ks, ks, orders)
+    exact = _add_log(log_binom_pmf(n, ks, gamma)[:, None], provider.log_expm1_upper(ks, ks, orders))
     log_exact = _lse_rows(exact)
     blocks = _geometric_blocks(lo1, c_lo - 1, toward_hi=True) + _geometric_blocks(c_hi + 1, hi, toward_hi=False)
     done_vals: list[np.ndarray] = []  # final block rows
@@ -275,7 +283,7 @@ def checkin_mixture(
             break
         a = np.array([p[0] for p in pending], dtype=np.float64)
         b = np.array([p[1] for p in pending], dtype=np.float64)
-        vals = log_binom_tail_ub(n, a, b, gamma)[:, None] + provider.log_expm1_upper(a, b, orders)
+        vals = _add_log(log_binom_tail_ub(n, a, b, gamma)[:, None], provider.log_expm1_upper(a, b, orders))
         pending_vals = vals
         kept = [v for v in done_vals]
         total = _lse_rows(np.concatenate([log_exact[None, :]] + [v for v in kept] + [vals], axis=0))

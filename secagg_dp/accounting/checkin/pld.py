@@ -261,6 +261,10 @@ def _check(n: int, gamma: float, sigma: float, observer: str) -> tuple[int, floa
     return n, gamma, sigma, observer
 
 
+_MAX_PLD_ROUNDS = 10**6
+_MAX_GRID_TOP = 1e3  # largest privacy loss the grid covers; beyond it the noise is negligible anyway
+
+
 def checkin_pld(
     n: int,
     gamma: float,
@@ -284,21 +288,41 @@ def checkin_pld(
     delta = check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     tail_fraction = check_real("tail_fraction", tail_fraction, lo=0.0, hi=0.5, lo_open=True)
     block_rel = check_real("block_rel", block_rel, lo=0.0)
+    if rounds > _MAX_PLD_ROUNDS:
+        raise ParameterError(
+            f"Argument 'rounds' must be at most {_MAX_PLD_ROUNDS} for the PLD accountant (the composed loss grid "
+            f"grows with T), not {rounds}. To fix, use the RDP accountant (method 'rdp')."
+        )
     budget = tail_fraction * delta / (2.0 * rounds)
-    c = _components(n, gamma, sigma, observer, budget, block_rel)
-    top = max(_grid_top(c, budget), 1e-6)
+    with np.errstate(all="ignore"):
+        c = _components(n, gamma, sigma, observer, budget, block_rel)
+        top = _grid_top(c, budget)
+    if not (math.isfinite(top) and top <= _MAX_GRID_TOP):
+        raise ParameterError(
+            f"Argument 'sigma' = {sigma!r} puts the privacy loss out of the PLD grid's range (top {top:.3g}; "
+            f"supported up to {_MAX_GRID_TOP:g}): the noise is too small for a discretised PLD. To fix, use "
+            "the RDP accountant (method 'rdp'), which gives a finite (or infinite) certificate here."
+        )
+    top = max(top, 1e-6)
     trunc = min(1e-15, 1e-3 * delta)
-    if discretization is not None:
-        h = check_real("discretization", discretization, lo=0.0, lo_open=True)
-        eps_hi, eps_lo = _discretised(c, top, h, rounds, delta, trunc)
-    else:  # default grid, refined (at most 4 halvings) while the slack exceeds 5% of the certificate
-        h = top / _GRID_POINTS
-        eps_hi, eps_lo = _discretised(c, top, h, rounds, delta, trunc)
-        for _ in range(4):
-            if eps_hi - eps_lo <= 0.05 * eps_hi or 4.0 * top / h + 3 > _MAX_POINTS:
-                break
-            h /= 2.0
+    # extreme noise levels overflow inside the loss formulas; the result is checked for validity below
+    with np.errstate(all="ignore"):
+        if discretization is not None:
+            h = check_real("discretization", discretization, lo=0.0, lo_open=True)
             eps_hi, eps_lo = _discretised(c, top, h, rounds, delta, trunc)
+        else:  # default grid, refined (at most 4 halvings) while the slack exceeds 5% of the certificate
+            h = top / _GRID_POINTS
+            eps_hi, eps_lo = _discretised(c, top, h, rounds, delta, trunc)
+            for _ in range(4):
+                if eps_hi - eps_lo <= 0.05 * eps_hi or 4.0 * top / h + 3 > _MAX_POINTS:
+                    break
+                h /= 2.0
+                eps_hi, eps_lo = _discretised(c, top, h, rounds, delta, trunc)
+    if not (math.isfinite(eps_hi) or eps_hi == math.inf) or math.isnan(eps_lo) or eps_hi < 0:
+        raise ParameterError(
+            f"The PLD computation is numerically unusable at sigma={sigma!r}, n={n}, gamma={gamma!r} "
+            f"(got {eps_hi!r}). To fix, use the RDP accountant (method 'rdp')."
+        )
     return PLDCertificate(
         epsilon=eps_hi,
         epsilon_optimistic=eps_lo,

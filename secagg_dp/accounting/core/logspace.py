@@ -47,7 +47,8 @@ _NEGLIGIBLE = -40.0  # a chunk whose upper bound is below e^-40 of the running s
 def log_binomial_sum(t: np.ndarray, orders: np.ndarray, j0: int) -> np.ndarray:
     """Return L[r, i] = log Σ_{j=j0}^{orders[i]} C(orders[i], j)·exp(t[r, j]) (``-inf`` if empty).
 
-    ``t`` has shape (R, J+1) with J ≥ max(orders); entries may be ``-inf``. The sum is split into chunks of
+    ``t`` has shape (R, J+1) with J ≥ max(orders); entries may be ``-inf`` or ``+inf`` (then every sum
+    including that term is ``+inf``), never NaN. The sum is split into chunks of
     32 consecutive j; inside a chunk the rows are rescaled by their maximum and the binomial weights by
     theirs (which vary by at most e^178 within a chunk), so a BLAS product loses only terms below e^-745 of
     the chunk maximum (relative loss < 1e-70). Orders falling inside a chunk use a masked product; rows
@@ -61,6 +62,16 @@ def log_binomial_sum(t: np.ndarray, orders: np.ndarray, j0: int) -> np.ndarray:
     jmax = int(orders.max())
     if width < jmax + 1:
         raise ValueError("t must have a column for every j up to max(orders)")
+    if np.any(np.isnan(t[:, j0 : jmax + 1])):
+        raise ValueError("t must not contain NaN")
+    posinf = np.isposinf(t[:, : jmax + 1])
+    posinf[:, :j0] = False
+    if np.any(posinf):
+        # a +inf term makes every sum that includes it +inf (binomial weights are > 0); computed apart so
+        # an infinite moment is never mistaken for an empty one
+        first = np.where(np.any(posinf, axis=1), np.argmax(posinf, axis=1), jmax + 1)
+        finite = log_binomial_sum(np.where(posinf, -np.inf, t[:, : jmax + 1]), orders, j0)
+        return np.where(orders[None, :] >= first[:, None], np.inf, finite)
     lfact = gammaln(np.arange(jmax + 2, dtype=np.float64) + 1.0)  # lfact[m] = log(m!)
     perm = np.argsort(orders, kind="stable")
     lam = orders[perm]

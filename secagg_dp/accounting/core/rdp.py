@@ -83,7 +83,10 @@ def gaussian_rdp(orders: Any, sigma: Any, l2_sensitivity: float) -> np.ndarray:
     a = check_orders(orders)
     s = _check_positive("sigma", sigma)[..., None]
     d = check_real("l2_sensitivity", l2_sensitivity, lo=0.0)
-    out = a * d * d / (2.0 * s * s)
+    with np.errstate(over="ignore"):
+        # (Δ/σ)² rather than Δ²/(2σ²): σ² underflows to a subnormal or 0 for σ < 1e-154 (lost precision,
+        # then a division by 0); (Δ/σ)² overflows to +inf only when the true value exceeds 1.8e308.
+        out = a * (d / s) ** 2 / 2.0
     return out if out.ndim > 1 else out.reshape(a.shape)
 
 
@@ -99,10 +102,11 @@ def discrete_gaussian_rdp(orders: Any, sigma: float, l2_sensitivity: float) -> n
 @functools.lru_cache(maxsize=16)
 def _tau_prefix(sigma: float, size: int) -> np.ndarray:
     """P[k] = Σ_{i=1}^{k−1} exp(−2π²σ²·i/(i+1)) for k = 0..size (float64 cumulative sum, not rounded up)."""
-    c = 2.0 * math.pi**2 * sigma * sigma
+    c = 2.0 * math.pi**2 * sigma * sigma  # +inf for sigma > 1e153: every term is then exactly 0
     i = np.arange(1, size, dtype=np.float64)
     out = np.zeros(size + 1)
-    out[2:] = np.cumsum(np.exp(-c * i / (i + 1.0)))
+    with np.errstate(over="ignore"):
+        out[2:] = np.cumsum(np.exp(-c * i / (i + 1.0)))
     out.setflags(write=False)
     return out
 
@@ -136,7 +140,8 @@ def ddg_tau(n_clients: Any, sigma: float) -> Any:
         nb = n[big]
         with np.errstate(divide="ignore"):
             first = np.exp(-c + np.log(nb - m_cut))
-            second = np.exp(math.log(c) - c * m_cut / (m_cut + 1.0) + np.log(np.log(nb / m_cut)))
+            # c may underflow to 0 (log c = -inf, term 0); c = +inf makes the term c·e^{-c·M/(M+1)} → 0
+            second = 0.0 if math.isinf(c) else np.exp(np.log(c) - c * m_cut / (m_cut + 1.0) + np.log(np.log(nb / m_cut)))
         total[big] += (first + second) * (1.0 + 4.0 * _U)
     tau = 10.0 * total * (1.0 + _U)
     # an underflowed τ > 0 is reported as the smallest positive float (still an upper bound)
@@ -178,11 +183,12 @@ def ddg_rdp(
     l1 = check_real("l1_sensitivity", l1_sensitivity, lo=0.0)
     t = np.asarray(ddg_tau(n if n.ndim else int(n), s) if tau is None else _check_positive("tau", tau, allow_zero=True))
     t = np.broadcast_to(t, n.shape)[..., None]
-    l2s = (l2 / (np.sqrt(n) * s))[..., None]
-    l1s = (l1 / (np.sqrt(n) * s))[..., None]
-    t1 = a * l2s * l2s / 2.0 + t * d
-    t2 = a / 2.0 * (l2s * l2s + 2.0 * l1s * t + t * t * d)
-    t3 = a / 2.0 * (l2s + math.sqrt(d) * t) ** 2
+    with np.errstate(over="ignore"):  # Δ/(√n σ) overflows to +inf only when ε really exceeds 1.8e308
+        l2s = (l2 / np.sqrt(n) / s)[..., None]
+        l1s = (l1 / np.sqrt(n) / s)[..., None]
+        t1 = a * l2s * l2s / 2.0 + t * d
+        t2 = a / 2.0 * (l2s * l2s + 2.0 * l1s * t + t * t * d)
+        t3 = a / 2.0 * (l2s + math.sqrt(d) * t) ** 2
     out = np.minimum(np.minimum(t1, t2), t3)
     return out if n.ndim else out.reshape(a.shape)
 
@@ -203,8 +209,11 @@ def skellam_rdp(orders: Any, variance: Any, l2_sensitivity: float, l1_sensitivit
     mu = _check_positive("variance", variance)[..., None]
     l2 = check_real("l2_sensitivity", l2_sensitivity, lo=0.0)
     l1 = check_real("l1_sensitivity", l1_sensitivity, lo=0.0)
-    extra = np.minimum(((2.0 * a - 1.0) * l2 * l2 + 6.0 * l1) / (4.0 * mu * mu), 3.0 * l1 / (2.0 * mu))
-    out = a * l2 * l2 / (2.0 * mu) + extra
+    with np.errstate(over="ignore", invalid="ignore"):
+        inv = 1.0 / mu  # inf only when μ is subnormal: then every term is +inf, an upper bound
+        extra = np.minimum(((2.0 * a - 1.0) * l2 * l2 + 6.0 * l1) * inv * inv / 4.0, 1.5 * l1 * inv)
+        out = a * l2 * l2 * inv / 2.0 + extra
+    out = np.where(np.isnan(out), np.inf, out)  # 0·inf only when a sensitivity is 0 and μ underflows
     return out if out.ndim > 1 else out.reshape(a.shape)
 
 
@@ -223,5 +232,7 @@ def _fractional_by_interpolation(orders: np.ndarray, at_integers: Any) -> np.nda
     table = np.zeros(lead + (int(ints.max()) + 1,))
     table[..., ints.astype(np.int64)] = (ints - 1.0) * vals  # K(1) = 0
     t = orders - lo
-    k = (1.0 - t) * table[..., lo.astype(np.int64)] + t * table[..., hi.astype(np.int64)]
+    k_lo, k_hi = table[..., lo.astype(np.int64)], table[..., hi.astype(np.int64)]
+    with np.errstate(invalid="ignore"):  # 0 * inf at integer orders (t = 0) is replaced just below
+        k = np.where(t == 0.0, k_lo, (1.0 - t) * k_lo + t * k_hi)
     return k / (orders - 1.0)

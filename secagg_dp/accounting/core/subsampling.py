@@ -139,8 +139,22 @@ def _from_log_am1(orders: np.ndarray, log_am1: Callable[[np.ndarray], np.ndarray
     table = np.zeros(lead + (int(ints.max()) + 1,))
     table[..., ints] = k_int  # K(1) = 0
     t = orders - lo
-    k = (1.0 - t) * table[..., lo.astype(np.int64)] + t * table[..., hi.astype(np.int64)]
+    k_lo, k_hi = table[..., lo.astype(np.int64)], table[..., hi.astype(np.int64)]
+    with np.errstate(invalid="ignore"):  # integer orders (t = 0) take K(lo) as is, even when K(hi) = +inf
+        k = np.where(t == 0.0, k_lo, (1.0 - t) * k_lo + t * k_hi)
     return k / (orders - 1.0)
+
+
+def _half_inv_square(z: np.ndarray) -> np.ndarray:
+    """1/(2z²) computed as (1/z)²/2: z² underflows for z < 1e-154; the result is +inf only on true overflow."""
+    with np.errstate(over="ignore"):
+        return (1.0 / z) ** 2 / 2.0
+
+
+def _gaussian_cap(a: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """α/(2z²), the unsubsampled Gaussian RDP (Mironov 2017, Prop. 7); +inf when it exceeds 1.8e308."""
+    with np.errstate(over="ignore"):
+        return a * _half_inv_square(z)[..., None]
 
 
 def _thm9_second(e2: np.ndarray) -> np.ndarray:
@@ -166,9 +180,10 @@ def wor_subsampled_log_am1(base_rdp_int: Any, rate: Any, orders: Any) -> np.ndar
         lg = np.log(gr)[:, None]
     j = np.arange(jmax + 1, dtype=np.float64)
     terms = np.full((tr.shape[0], jmax + 1), -np.inf)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):  # (j − 1)·ε(j) may overflow to +inf: a true +inf
         terms[:, 3:] = _LOG2 + _xlogy(j[3:], lg) + (j[3:] - 1.0) * tr[:, 3 : jmax + 1]
         terms[:, 2] = _xlogy(np.float64(2.0), lg[:, 0]) + _thm9_second(tr[:, 2])
+    terms[gr == 0.0] = -np.inf  # γ = 0 never touches the data, even when the base moment is infinite
     return log_binomial_sum(terms, a, 2).reshape(lead + (a.size,))
 
 
@@ -212,11 +227,12 @@ def poisson_subsampled_rdp(base_rdp_int: Any, rate: Any, orders: Any) -> np.ndar
         j = np.arange(2, alpha + 1, dtype=np.float64)
         coef = np.where(j == 2, 0.0, _LOG3)
         terms = coef + log_comb(alpha, j) + _xlogy(j, lg) + _xlogy(alpha - j, l1g)
-        with np.errstate(invalid="ignore"):
-            terms = terms + (j - 1.0) * t[..., 2 : alpha + 1]
+        with np.errstate(invalid="ignore", over="ignore"):  # weight 0 (γ = 1) times e^{+inf} counts as 0
+            terms = np.where(np.isneginf(terms), -np.inf, terms + (j - 1.0) * t[..., 2 : alpha + 1])
         return logsumexp(np.concatenate([head, terms], axis=-1), axis=-1)
 
-    sub = _assemble(a, lead, log_a)
+    # A ≥ 1, so log A ≥ 0: a value a rounding error below 0 (seen at sigma ~ 1e8) is reported as 0
+    sub = np.maximum(_assemble(a, lead, log_a), 0.0)
     return np.minimum(sub, _base_at(t, a))
 
 
@@ -234,15 +250,15 @@ def poisson_subsampled_gaussian_log_am1(noise_multiplier: Any, rate: Any, orders
     zr, qr = _rows(lead, z, q)
     jmax = int(a.max())
     j = np.arange(jmax + 1, dtype=np.float64)
-    c = 1.0 / (2.0 * zr * zr)
+    c = _half_inv_square(zr)
     inner = np.clip(qr, 1e-300, 0.5)  # placeholder for q in {0, 1}; those rows are overwritten below
     qs = np.where((qr > 0.0) & (qr < 1.0), qr, inner)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):  # c = +inf: j < 2 columns reset below
         logit = np.log(qs) - np.log1p(-qs)
         terms = j[None, :] * logit[:, None] + log_expm1(c[:, None] * (j * j - j)[None, :])
+        full = log_expm1(c[:, None] * (a * (a - 1.0))[None, :])
     terms[:, :2] = -np.inf
     out = log_binomial_sum(terms, a, 2) + a[None, :] * np.log1p(-qs)[:, None]
-    full = log_expm1(c[:, None] * (a * (a - 1.0))[None, :])
     out = np.where((qr == 1.0)[:, None], full, out)
     out = np.where((qr == 0.0)[:, None], -np.inf, out)
     return out.reshape(lead + (a.size,))
@@ -267,8 +283,12 @@ def poisson_subsampled_gaussian_rdp(noise_multiplier: Any, rate: Any, orders: An
     if np.any(frac):
         zr, qr = _rows(lead, z, q)
         rows = [_poisson_gaussian_log_a_frac(float(zi), float(qi), a[frac]) for zi, qi in zip(zr, qr)]
-        out[..., frac] = np.asarray(rows).reshape(lead + (int(frac.sum()),)) / (a[frac] - 1.0)
-    return np.minimum(out, a / (2.0 * z[..., None] ** 2))
+        log_a = np.asarray(rows).reshape(lead + (int(frac.sum()),))
+        # log A below 1e-8 carries float64 rounding of the sum (~1e-16 absolute) that may exceed its size;
+        # there the cumulant interpolation between integer orders (exact log(A - 1), an upper bound) is used
+        interp = _from_log_am1(a[frac], lambda ints: poisson_subsampled_gaussian_log_am1(z, q, ints))
+        out[..., frac] = np.where(log_a < 1e-8, interp, log_a / (a[frac] - 1.0))
+    return np.minimum(out, _gaussian_cap(a, z))
 
 
 _FRAC_BLOCK = 2048
@@ -288,13 +308,13 @@ def _poisson_gaussian_log_a_frac(z: float, q: float, orders: np.ndarray) -> np.n
     alternating with non-increasing magnitude, so the remainder has the sign of the first omitted term
     and at most its size: adding that term when positive keeps an upper bound.
     """
+    c = float(_half_inv_square(np.asarray(z)))
     if q == 0.0:
         return np.zeros(orders.size)
-    if q == 1.0:
-        return orders * (orders - 1.0) / (2.0 * z * z)
+    if q == 1.0 or c > 1e200:  # no subsampling, or z < 7e-101 (c·i² would overflow in the series):
+        return np.full(orders.size, np.inf)  # the caller's cap α/(2z²), the unsubsampled value, is the bound
     lq, l1q = math.log(q), math.log1p(-q)
     z0 = z * z * (l1q - lq) + 0.5
-    c = 1.0 / (2.0 * z * z)
 
     def log_terms(alpha: float, i: np.ndarray) -> np.ndarray:
         j = alpha - i
@@ -467,18 +487,22 @@ def wor_subsampled_gaussian_log_am1(noise_multiplier: Any, rate: Any, orders: An
     zr, gr = _rows(lead, z, g)
     jmax = int(a.max())
     top = jmax + 1 + (jmax + 1) % 2
-    c = 1.0 / (2.0 * zr * zr)
-    uniq, inv = np.unique(c, return_inverse=True)
+    c = _half_inv_square(zr)
+    # the special term only: c below 1e-300 (z > 7e149, or underflowed to 0) is raised to 1e-300; the term
+    # is non-decreasing in c, so this keeps an upper bound and keeps log c and 6/c finite
+    uniq, inv = np.unique(np.maximum(c, 1e-300), return_inverse=True)
     fd = _log_even_fd(uniq, top)[inv.ravel()]  # (rows, top/2 + 1), column m ↔ ℓ = 2m
     j = np.arange(jmax + 1)
     jf = j.astype(np.float64)
     with np.errstate(divide="ignore"):
         lg = np.log(gr)[:, None]
-    generic = _LOG2 + (jf - 1.0)[None, :] * jf[None, :] * c[:, None]
-    special = _LOG4 + 0.5 * (fd[:, j // 2] + fd[:, (j + 1) // 2])
-    terms = _xlogy(jf[None, :], lg) + np.minimum(generic, special)
-    terms[:, 2] = _xlogy(np.float64(2.0), lg[:, 0]) + _thm9_second(2.0 * c)
+    with np.errstate(invalid="ignore", over="ignore"):  # 0·inf at j < 2 (reset below); +inf is a true value
+        generic = _LOG2 + (jf - 1.0)[None, :] * jf[None, :] * c[:, None]
+        special = _LOG4 + 0.5 * (fd[:, j // 2] + fd[:, (j + 1) // 2])
+        terms = _xlogy(jf[None, :], lg) + np.minimum(generic, special)
+        terms[:, 2] = _xlogy(np.float64(2.0), lg[:, 0]) + _thm9_second(2.0 * c)
     terms[:, :2] = -np.inf
+    terms[gr == 0.0] = -np.inf  # γ = 0 never touches the data
     return log_binomial_sum(terms, a, 2).reshape(lead + (a.size,))
 
 
@@ -491,7 +515,7 @@ def wor_subsampled_gaussian_rdp(noise_multiplier: Any, rate: Any, orders: Any) -
     a = check_orders(orders)
     z = _check_noise("noise_multiplier", noise_multiplier)
     sub = _from_log_am1(a, lambda ints: wor_subsampled_gaussian_log_am1(z, rate, ints))
-    return np.minimum(sub, a / (2.0 * z[..., None] ** 2))
+    return np.minimum(sub, _gaussian_cap(a, z))
 
 
 def revealed_participation_rdp(base_rdp: Any, rate: float, orders: Any) -> np.ndarray:

@@ -105,7 +105,8 @@ def _log_excess_recurrence(L: int, n: int, c: float) -> np.ndarray:
     """log E_m for m = 0..L by Miller's recurrence; requires n ≥ L so that all terms are non-negative."""
     kk = np.arange(L + 1, dtype=np.float64)
     lb = _log_binom_matrix(L)
-    log_w = c * kk * (kk - 1.0)
+    with np.errstate(over="ignore"):
+        log_w = c * kk * (kk - 1.0)
     log_wm1 = log_expm1(log_w)
     # log C_{m,k} for all 1 ≤ k ≤ m ≤ L at once (row m, column k); −inf above the diagonal.
     m_col = kk[:, None]
@@ -120,9 +121,13 @@ def _log_excess_recurrence(L: int, n: int, c: float) -> np.ndarray:
     log_c[(k_row > m_col) | (k_row < 1) | (m_col < 1)] = -np.inf
     le = np.full(L + 1, -np.inf)
     for m in range(2, L + 1):  # E_0 = E_1 = 0
-        t = log_c[m, 1 : m + 1] + np.logaddexp(log_wm1[1 : m + 1], log_w[1 : m + 1] + le[m - 1 :: -1][:m])
+        prev = le[m - 1 :: -1][:m]
+        with np.errstate(invalid="ignore"):  # w = +inf times E = 0 is 0, not NaN
+            wprev = np.where(np.isneginf(prev), -np.inf, log_w[1 : m + 1] + prev)
+        t = log_c[m, 1 : m + 1] + np.logaddexp(log_wm1[1 : m + 1], wprev)
         top = t.max()
-        le[m] = top + math.log(np.exp(t - top).sum())
+        # every term -inf: c·k(k−1) underflowed to 0 (σ > ~1e150), E_m = 0 to double precision
+        le[m] = top + math.log(np.exp(t - top).sum()) if np.isfinite(top) else top
     return le
 
 
@@ -175,8 +180,18 @@ def _log_excess_powering(L: int, n: int, c: float) -> np.ndarray:
     return log_expm1(result[0])  # type: ignore[index]  # n >= 1, so at least one bit was set
 
 
+def _half_inv_square(sigma: float) -> float:
+    """c = 1/(2σ²) as (1/σ)²/2: σ² underflows for σ < 1e-154; +inf only when c truly exceeds 1.8e308."""
+    with np.errstate(over="ignore"):
+        return float((1.0 / np.float64(sigma)) ** 2 / 2.0)
+
+
 def _log_excess(L: int, n: int, sigma: float) -> np.ndarray:
-    c = 1.0 / (2.0 * sigma * sigma)
+    c = _half_inv_square(sigma)
+    if math.isinf(c):  # no noise: the pair's outputs have different supports, every moment m ≥ 2 is +inf
+        out = np.full(L + 1, np.inf)
+        out[:2] = -np.inf
+        return out
     if n >= L:
         return _log_excess_recurrence(L, n, c)
     return _log_excess_powering(L, n, c)
@@ -216,7 +231,8 @@ def shuffle_gaussian_rdp_upper(orders: int | Sequence[int], *, sigma: float) -> 
     arr = np.atleast_1d(np.asarray(orders, dtype=np.float64))
     if not np.all(np.isfinite(arr)) or np.any(arr <= 1.0):
         raise ParameterError(f"Argument 'orders' must be finite orders > 1, not {orders!r}.")
-    return arr / (2.0 * sigma * sigma)
+    with np.errstate(over="ignore"):  # +inf only when λ/(2σ²) exceeds 1.8e308
+        return arr * _half_inv_square(sigma)
 
 
 def _partitions(total: int, max_parts: int, largest: int | None = None) -> Iterator[list[int]]:
@@ -244,7 +260,9 @@ def shuffle_gaussian_rdp_partition(order: int, *, n: int, sigma: float) -> float
     lam = check_int("order", order, lo=2, hi=80)
     n = check_int("n", n, lo=1)
     sigma = check_real("sigma", sigma, lo=0.0, lo_open=True)
-    c = 1.0 / (2.0 * sigma * sigma)
+    c = _half_inv_square(sigma)
+    if math.isinf(c):
+        return math.inf
     lg = math.lgamma
     logs = []
     for parts in _partitions(lam, min(lam, n)):

@@ -70,14 +70,16 @@ class LDPResult:
 def fmt_shuffle(eps0, delta0, n, delta1):
     """LHT22 Eq. 8–9 (FMT21 Thm 3.8), vectorised over ``n``; (ε0, δ0) outside the validity range."""
     n = np.asarray(n, dtype=np.float64)
-    e0 = float(eps0)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    e0 = np.float64(eps0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        # numpy exp: e^{ε0} overflows to inf for ε0 > 709, where the theorem's validity range fails anyway
+        # (ε0 ≤ log(n / (16 log(2/δ1))) needs n > e^{709}); such rows fall back to (ε0, δ0) below.
         valid = (n > 0) & (e0 <= np.log(n / (16.0 * math.log(2.0 / delta1))))
         amp = np.log1p(
-            (math.expm1(e0) / (math.exp(e0) + 1.0))
-            * (8.0 * math.sqrt(math.exp(e0) * math.log(4.0 / delta1)) / np.sqrt(n) + 8.0 * math.exp(e0) / n)
+            (np.tanh(e0 / 2.0))
+            * (8.0 * np.sqrt(np.exp(e0) * math.log(4.0 / delta1)) / np.sqrt(n) + 8.0 * np.exp(e0) / n)
         )
-    d = delta1 + (math.exp(e0) + 1.0) * (1.0 + math.exp(-e0) / 2.0) * n * delta0
+        d = delta1 + (np.exp(e0) + 1.0) * (1.0 + np.exp(-e0) / 2.0) * n * delta0
     use = valid & (amp < e0)
     return np.where(use, amp, e0), np.where(use, d, delta0)
 
@@ -85,7 +87,9 @@ def fmt_shuffle(eps0, delta0, n, delta1):
 def subsample_dp(eps, delta, rate):
     """Balle et al. 2018 Thm 9 (LHT22 Eq. 10): without replacement at ``rate``, replace-one."""
     rate = np.asarray(rate, dtype=np.float64)
-    return np.log1p(rate * np.expm1(eps)), rate * np.asarray(delta)
+    with np.errstate(divide="ignore"):  # log(1 + r(e^ε − 1)) = log((1 − r) + r e^ε), no overflow at large ε
+        eps_sub = np.logaddexp(np.log1p(-rate), np.log(rate) + eps)
+    return eps_sub, rate * np.asarray(delta)
 
 
 def _check_common(eps0, delta0, n, gamma, delta):
@@ -186,6 +190,10 @@ def approach_epsilon(
     return LDPResult(res[0], delta, res[1], f"approach {approach} (seed 001 Sec. 3.3)")
 
 
+#: (e^{2ε0} − 1)² overflows float64 beyond ε0 ≈ 177; the closed forms below are refused above this.
+_SEED000_EPS0_MAX = 150.0
+
+
 def seed000_upper_log_moment(eps0: float, *, n: int, gamma: float, orders, big_delta: float) -> np.ndarray:
     """log of the SCI22 Thm 2 (Eq. 7) bound on E[(M(D)/M(D'))^λ] for ε0-LDP randomizers, fixed Δ.
 
@@ -230,7 +238,7 @@ def seed000_upper_log_moment(eps0: float, *, n: int, gamma: float, orders, big_d
 
 def seed000_upper_rdp(eps0: float, *, n: int, gamma: float, orders, deltas=None) -> np.ndarray:
     """SCI22 Thm 2 upper bound on the shuffled check-in RDP (ε0-LDP), minimised over Δ ∈ (0, 1)."""
-    eps0 = check_real("eps0", eps0, lo=0.0, lo_open=True)
+    eps0 = check_real("eps0", eps0, lo=0.0, hi=_SEED000_EPS0_MAX, lo_open=True)
     n = check_int("n", n, lo=1)
     gamma = check_probability("gamma", gamma, allow_zero=False)
     lam = np.asarray(orders, dtype=np.float64)
@@ -243,7 +251,7 @@ def seed000_upper_rdp(eps0: float, *, n: int, gamma: float, orders, deltas=None)
 
 def seed000_lower_rdp(eps0: float, *, n: int, gamma: float, orders, deltas=None) -> np.ndarray:
     """SCI22 Thm 3 (Eq. 8) LOWER bound (binary randomized response), maximised over Δ ∈ (0, 1]."""
-    eps0 = check_real("eps0", eps0, lo=0.0, lo_open=True)
+    eps0 = check_real("eps0", eps0, lo=0.0, hi=_SEED000_EPS0_MAX, lo_open=True)
     n = check_int("n", n, lo=1)
     gamma = check_probability("gamma", gamma, allow_zero=False)
     lam = np.asarray(orders, dtype=np.float64)

@@ -122,7 +122,8 @@ def shuffled_checkin_gaussian_rdp_windowed(
     L = int(arr.max())
     lam = np.arange(2, L + 1)
     jj = np.arange(L + 1, dtype=np.float64)
-    gauss_row = jj / (2.0 * sigma * sigma)
+    with np.errstate(over="ignore", invalid="ignore"):  # (1/σ)²: σ² would underflow for σ < 1e-154
+        gauss_row = np.where(jj >= 2, jj * ((1.0 / np.float64(sigma)) ** 2 / 2.0), 0.0)  # j < 2 unused
     lo, hi, _ = binomial_window(n, gamma, tail)
     ks = np.arange(max(lo, 1), hi + 1)
     if base == "gaussian-upper":

@@ -1,0 +1,97 @@
+"""Argument types and the parser class shared by every ``secagg-dp`` command.
+
+Each type validates at parse time, so a bad value becomes ``secagg-dp CMD: error: argument --flag: must be
+..., not X`` (exit 2) before any work starts. :class:`OneLineParser` prints that as one line on stderr
+(the usage is one ``--help`` away) instead of argparse's usage block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+
+__all__ = [
+    "OneLineParser",
+    "int_in",
+    "real_in",
+    "DELTA",
+    "PROBABILITY",
+    "POSITIVE",
+    "NON_NEGATIVE",
+    "MAX_CHECKIN_ORDER",
+    "MAX_SHUFFLE_ORDER",
+]
+
+#: Caps on unbounded work: the check-in mixture at 1024 orders already takes tens of seconds.
+MAX_CHECKIN_ORDER = 1024
+MAX_SHUFFLE_ORDER = 4096
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line on stderr and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def int_in(lo: int | None = None, hi: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer in [lo, hi] (``1e6`` is accepted when it is an integer)."""
+
+    def parse(text: str) -> int:
+        from secagg_dp._validate import range_text  # lazily: it imports numpy, which --help must not load
+
+        try:
+            value = int(text)
+        except ValueError:
+            try:
+                f = float(text)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"must be an integer{range_text(lo, hi)}, not {text!r}") from None
+            if not (math.isfinite(f) and f.is_integer()):
+                raise argparse.ArgumentTypeError(f"must be an integer{range_text(lo, hi)}, not {text!r}") from None
+            value = int(f)
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            raise argparse.ArgumentTypeError(f"must be an integer{range_text(lo, hi)}, not {value}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def real_in(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
+            hi_open: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite real number in the given (open or closed) interval."""
+    left, right = "(" if lo_open or lo is None else "[", ")" if hi_open or hi is None else "]"
+    span = f" in {left}{'-inf' if lo is None else f'{lo:g}'}, {'inf' if hi is None else f'{hi:g}'}{right}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a real number{span}, not {text!r}") from None
+        bad = not math.isfinite(value) or (
+            (lo is not None and (value < lo or (lo_open and value == lo)))
+            or (hi is not None and (value > hi or (hi_open and value == hi)))
+        )
+        if bad:
+            raise argparse.ArgumentTypeError(f"must be a finite real number{span}, not {text}")
+        return value
+
+    parse.__name__ = "real"
+    return parse
+
+
+#: δ of a certificate: 0 gives no finite ε for the Gaussian family and δ ≥ 1 says nothing.
+DELTA = real_in(0.0, 1.0, lo_open=True, hi_open=True)
+PROBABILITY = real_in(0.0, 1.0)
+POSITIVE = real_in(0.0, None, lo_open=True)
+NON_NEGATIVE = real_in(0.0, None)
+
+
+def stderr_note(text: str) -> None:
+    """A progress or warning line on stderr (never mixed into JSON on stdout)."""
+    print(f"secagg-dp: {text}", file=sys.stderr, flush=True)

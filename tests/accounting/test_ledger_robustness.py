@@ -1,0 +1,268 @@
+"""The ledger never under-counts: concurrent writers, damaged or foreign files, copies after a crash."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from secagg_dp.accounting import DEFAULT_ORDERS, Gaussian, LedgerError, PrivacyLedger, RdpAccountant
+from secagg_dp.errors import PrivacyBudgetExceeded, SecAggDPError
+
+EV = Gaussian(20.0, 1.0, "add-remove")
+DELTA = 1e-5
+
+
+def _budget_for(spends: int) -> float:
+    """ε after ``spends`` events, from the in-memory accountant (no file involved)."""
+    return RdpAccountant("add-remove").compose(EV, spends).get_epsilon(DELTA)
+
+
+def _ledger_with_events(path, n: int = 3) -> None:
+    with PrivacyLedger("add-remove", path=path) as led:
+        for _ in range(n):
+            led.spend(EV)
+
+
+def _sql(path, *statements: str) -> None:
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        for st in statements:
+            conn.execute(st)
+    finally:
+        conn.close()
+
+
+# -- damaged or foreign files: each must be refused with LedgerError, never opened as "little spent" ---------
+
+def _zero_bytes(path):
+    path.write_bytes(b"")
+
+
+def _json_file(path):
+    path.write_text(json.dumps({"events": []}))
+
+
+def _dropped_events(path):
+    _ledger_with_events(path)
+    _sql(path, "DROP TABLE events")
+
+
+def _deleted_meta(key):
+    def damage(path):
+        _ledger_with_events(path)
+        _sql(path, f"DELETE FROM meta WHERE key = '{key}'")
+    damage.__name__ = f"deleted_meta_{key}"
+    return damage
+
+
+def _deleted_event(path):
+    _ledger_with_events(path)
+    _sql(path, "DELETE FROM events WHERE seq = 2")
+
+
+def _deleted_last_event_and_counter(path):
+    _ledger_with_events(path)
+    _sql(path, "DELETE FROM events WHERE seq = 3", "UPDATE meta SET value = '2' WHERE key = 'events'")
+
+
+def _short_rdp_row(path):
+    _ledger_with_events(path)
+    _sql(path, "UPDATE events SET rdp = '[0.1, 0.2]' WHERE seq = 1")
+
+
+def _negative_rdp(path):
+    _ledger_with_events(path)
+    row = json.dumps([-1.0] * len(DEFAULT_ORDERS))
+    _sql(path, f"UPDATE events SET rdp = '{row}' WHERE seq = 1")
+
+
+def _nan_rdp(path):
+    _ledger_with_events(path)
+    row = json.dumps([float("nan")] * len(DEFAULT_ORDERS))
+    _sql(path, f"UPDATE events SET rdp = '{row}' WHERE seq = 1")
+
+
+def _garbage_event_json(path):
+    _ledger_with_events(path)
+    _sql(path, "UPDATE events SET event = '{not json' WHERE seq = 1")
+
+
+def _negative_count(path):
+    _ledger_with_events(path)
+    _sql(path, "UPDATE events SET count = -1 WHERE seq = 1")
+
+
+def _other_database(path):
+    _sql(path, "CREATE TABLE t (x INTEGER)")
+
+
+def _empty_database(path):
+    _sql(path, "PRAGMA user_version = 1")
+
+
+def _truncated(path):
+    _ledger_with_events(path, 50)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+DAMAGES = [_zero_bytes, _json_file, _dropped_events, _deleted_meta("format"), _deleted_meta("events"),
+           _deleted_meta("orders"), _deleted_meta("neighbouring"), _deleted_event, _deleted_last_event_and_counter,
+           _short_rdp_row, _negative_rdp, _nan_rdp, _garbage_event_json, _negative_count, _other_database,
+           _empty_database, _truncated]
+
+
+@pytest.mark.parametrize("damage", DAMAGES, ids=lambda f: f.__name__.strip("_"))
+def test_damaged_or_foreign_file_is_refused(tmp_path, damage):
+    path = tmp_path / "ledger.sqlite"
+    damage(path)
+    before = path.read_bytes()
+    with pytest.raises(LedgerError) as info:
+        PrivacyLedger("add-remove", path=path)
+    assert isinstance(info.value, SecAggDPError) and "ledger.sqlite" in str(info.value)
+    assert path.read_bytes() == before  # refusing never repairs or rewrites the file
+
+
+def test_intact_ledger_reopens_with_every_event(tmp_path):
+    path = tmp_path / "ledger.sqlite"
+    _ledger_with_events(path, 4)
+    with PrivacyLedger("add-remove", path=path) as led:
+        assert len(led.entries) == 4
+        assert np.allclose(led.rdp, 4 * EV.rdp(DEFAULT_ORDERS), rtol=1e-15, atol=0)
+
+
+def test_legacy_ledger_without_format_row_is_read_and_upgraded(tmp_path):
+    # the layout written before the 'format' and 'events' meta rows existed
+    path = tmp_path / "old.sqlite"
+    orders = json.dumps([float(x) for x in DEFAULT_ORDERS])
+    row = json.dumps([float(x) for x in EV.rdp(DEFAULT_ORDERS)])
+    _sql(path, "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+         "CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, event TEXT NOT NULL, count INTEGER NOT NULL, "
+         "rdp TEXT NOT NULL)",
+         "INSERT INTO meta VALUES ('neighbouring', 'add-remove')", f"INSERT INTO meta VALUES ('orders', '{orders}')",
+         f"INSERT INTO events (event, count, rdp) VALUES ('{{}}', 1, '{row}')")
+    with PrivacyLedger("add-remove", path=path) as led:
+        assert len(led.entries) == 1
+    _sql(path, "DELETE FROM events")  # now the upgraded counter says 1: a deletion is detected
+    with pytest.raises(LedgerError, match="deleted"):
+        PrivacyLedger("add-remove", path=path)
+
+
+def test_copy_of_a_wal_ledger_without_its_wal_file_is_refused(tmp_path):
+    # An older ledger in WAL mode whose content still sits in the -wal file (a kill -9 before any
+    # checkpoint): the main file alone holds no tables; it must not open as an empty ledger.
+    path = tmp_path / "wal.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute("INSERT INTO meta VALUES ('neighbouring', 'add-remove')")
+    copy = tmp_path / "copy.sqlite"
+    shutil.copyfile(path, copy)  # main file only
+    conn.close()
+    with pytest.raises(LedgerError):
+        PrivacyLedger("add-remove", path=copy)
+
+
+_CHILD_KILLED = textwrap.dedent(
+    """
+    import sys
+    from secagg_dp.accounting import PrivacyLedger, Gaussian
+    led = PrivacyLedger("add-remove", path=sys.argv[1])
+    ev = Gaussian(20.0, 1.0, "add-remove")
+    for i in range(100000):
+        led.spend(ev, 1)
+        print(i, flush=True)
+    """
+)
+
+
+def test_plain_copy_after_kill_9_holds_every_acknowledged_event(tmp_path, run_until_killed):
+    path = tmp_path / "crash.sqlite"
+    _ledger_with_events(path, 0)
+    acknowledged = run_until_killed(_CHILD_KILLED, path, 20)
+    assert acknowledged >= 20
+    copy = tmp_path / "copy.sqlite"
+    shutil.copyfile(path, copy)  # the main file only: no journal, no WAL
+    with PrivacyLedger("add-remove", path=copy) as led:
+        assert len(led.entries) >= acknowledged + 1
+
+
+def test_backup_is_a_complete_ledger(tmp_path):
+    path = tmp_path / "a.sqlite"
+    with PrivacyLedger("add-remove", path=path) as led:
+        led.spend(EV, 3)
+        led.backup(tmp_path / "b.sqlite")
+    with PrivacyLedger("add-remove", path=tmp_path / "b.sqlite") as copy:
+        assert copy.entries == [(EV.describe(), 3)]
+
+
+# -- concurrent writers ------------------------------------------------------------------------------------
+
+def test_two_handles_in_one_process_share_the_budget(tmp_path):
+    path = tmp_path / "shared.sqlite"
+    budget = _budget_for(40)
+    a = PrivacyLedger("add-remove", path=path, epsilon_budget=budget, delta=DELTA)
+    b = PrivacyLedger("add-remove", path=path, epsilon_budget=budget, delta=DELTA)
+    accepted = 0
+    for _ in range(60):
+        for led in (a, b):
+            try:
+                led.spend(EV)
+                accepted += 1
+            except PrivacyBudgetExceeded:
+                pass
+    eps_a, eps_b = a.epsilon()[0], b.epsilon()[0]
+    a.close()
+    b.close()
+    with PrivacyLedger("add-remove", path=path) as led:
+        assert len(led.entries) == accepted
+        final = led.epsilon(DELTA)[0]
+    assert final <= budget and eps_a == eps_b == final
+    assert 39 <= accepted <= 40  # the budget was chosen as epsilon after exactly 40 events
+
+
+_CHILD_SPENDER = textwrap.dedent(
+    """
+    import sys
+    from secagg_dp.accounting import PrivacyLedger, Gaussian
+    from secagg_dp.errors import PrivacyBudgetExceeded
+    led = PrivacyLedger("add-remove", path=sys.argv[1], epsilon_budget=float(sys.argv[2]), delta=1e-5)
+    ev = Gaussian(20.0, 1.0, "add-remove")
+    accepted = 0
+    for _ in range(100):
+        try:
+            led.spend(ev)
+            accepted += 1
+        except PrivacyBudgetExceeded:
+            pass
+    led.close()
+    print(accepted)
+    """
+)
+
+
+def test_processes_sharing_a_ledger_never_exceed_the_budget(tmp_path):
+    # 3 processes x 100 spends against a budget that admits 150 events: before the one-transaction
+    # check-and-insert, two processes together accepted 1.47x the budget.
+    path = tmp_path / "procs.sqlite"
+    _ledger_with_events(path, 0)  # create it before the writers start
+    budget = _budget_for(150)
+    procs = [subprocess.Popen([sys.executable, "-c", _CHILD_SPENDER, str(path), repr(budget)],
+                              stdout=subprocess.PIPE, text=True) for _ in range(3)]
+    accepted = []
+    for p in procs:
+        out, _ = p.communicate(timeout=120)
+        assert p.returncode == 0
+        accepted.append(int(out.strip()))
+    with PrivacyLedger("add-remove", path=path) as led:
+        assert len(led.entries) == sum(accepted)  # every accepted spend is recorded
+        assert led.epsilon(DELTA)[0] <= budget
+    assert 149 <= sum(accepted) <= 150
