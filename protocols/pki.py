@@ -22,6 +22,7 @@ from secagg_dp.errors import AuthenticationError, ParameterError
 __all__ = ["KeyRegistry", "create_identities", "advertise_statement", "survivor_statement"]
 
 _MAX_ID = 0xFFFFFFFD
+_MEMO_MAX = 1 << 18  # remembered successful verifications (about 200 bytes each) before the memo is reset
 
 
 class KeyRegistry:
@@ -30,6 +31,7 @@ class KeyRegistry:
     def __init__(self, keys: Mapping[int, bytes] | None = None) -> None:
         self._keys: dict[int, bytes] = {}
         self._loaded: dict[int, object] = {}  # parsed keys, filled on first verification
+        self._verified: set[tuple[int, bytes, bytes, bytes]] = set()  # (client, label, body, signature) that passed
         for cid, pk in dict(keys or {}).items():
             self.register(cid, pk)
 
@@ -60,11 +62,25 @@ class KeyRegistry:
             raise AuthenticationError("signer is not registered") from None
 
     def verify(self, client: int, label: bytes, body: bytes, signature: bytes) -> None:
-        """Check ``client``'s signature; any failure (unknown client, bad signature) raises AuthenticationError."""
+        """Check ``client``'s signature; any failure (unknown client, bad signature) raises AuthenticationError.
+
+        A successful check is remembered by its exact bytes (client, label, body, signature): Ed25519
+        verification is a deterministic function of those bytes and of the registered key, which cannot be
+        re-bound, so asking again gives the same answer. This matters where one process plays many parties
+        (the simulation, where each roster entry is checked by k clients and each survivor-set signature by
+        many): each distinct signature costs one verification. Failures are never remembered.
+        """
+        memo = (client, label, body, signature)
+        if type(body) is bytes and type(signature) is bytes and type(label) is bytes and memo in self._verified:
+            return
         key = self._loaded.get(client)
         if key is None:
             key = self._loaded[client] = signing.load_public_key(self.public_key(client))
         signing.verify(key, label, body, signature)
+        if type(body) is bytes and type(signature) is bytes and type(label) is bytes:
+            if len(self._verified) >= _MEMO_MAX:
+                self._verified.clear()
+            self._verified.add(memo)
 
     @property
     def keys(self) -> Mapping[int, bytes]:

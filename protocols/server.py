@@ -359,13 +359,15 @@ class SecAggServer:
             for s in self._holders[v] & sigs.keys():
                 cover[s].add(v)
         need = {v: self.threshold for v in owners}
+        unmet = len(need)  # owners with need > 0, kept up to date instead of rescanning ``need``
         chosen = []
         for s in sorted(cover, key=lambda s: (-len(cover[s]), s)):
             if any(need[v] > 0 for v in cover[s]):
                 chosen.append(s)
                 for v in cover[s]:
                     need[v] -= 1
-            if not any(n > 0 for n in need.values()):
+                    unmet -= need[v] == 0
+            if not unmet:
                 break
         return tuple(sorted(chosen))
 
