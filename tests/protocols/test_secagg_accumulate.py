@@ -7,7 +7,9 @@ import pytest
 
 from protocols import messages as m
 from protocols import run_secagg_round
+from protocols.pki import survivor_statement
 from protocols.stages import ServerStage
+from secagg_dp.crypto import signing
 from secagg_dp.crypto.prg import word_dtype
 from secagg_dp.errors import ProtocolError
 
@@ -145,3 +147,36 @@ def test_server_drops_per_client_vectors_and_boxes():
     assert server._acc.nbytes == 4 * DIM  # one packed vector, whatever the number of clients
     _finish(server, clients)
     assert server._acc is None and server._responses == {}
+
+
+def test_roster_bytes_decode_to_one_shared_read_only_message():
+    server, clients, _, _ = make_round(3, 7, IDS)
+    deliver_all(server, clients, [(m.BROADCAST, server.open_round())])
+    [(_, roster)] = server.advance()
+    a, b = m.decode(roster), m.decode(bytes(bytearray(roster)))  # equal bytes, another object
+    assert a is b and not a.enc_pks.flags.writeable and not a.signatures.flags.writeable
+    for _ in range(2):  # a malformed roster is refused every time (failures are not remembered)
+        with pytest.raises(ProtocolError):
+            m.decode(roster[:-1])
+
+
+def test_secaggplus_client_refuses_a_valid_signature_from_a_survivor_holding_none_of_its_secrets():
+    ids = tuple(range(1, 21))
+    server, clients, _, identities = make_round(3, 4, ids, neighbours=4)
+    deliver_all(server, clients, [(m.BROADCAST, server.open_round())])
+    for _ in range(3):  # roster, bundles, survivor lists
+        deliver_all(server, clients, server.advance())
+    requests = dict(server.advance())
+    u = 1
+    req = m.decode(requests[u])
+    far = sorted(set(ids) - set(server._holders[u]).union(*(server._holders[v] for v in server._holders[u])))
+    assert far  # on a ring of 20 with k = 4, most clients hold no share of any secret client 1 holds
+    w = far[0]
+    sig = identities[w].sign(signing.LABEL_SURVIVOR_SET, survivor_statement(server.round_id, ids))
+    signers = tuple(sorted(req.signers + (w,)))
+    rows = {v: s.tobytes() for v, s in zip(req.signers, req.signatures)} | {w: sig}
+    forged = m.UnmaskRequest(req.round_id, m.SERVER, u, req.survivors, req.dropped, signers,
+                             np.frombuffer(b"".join(rows[v] for v in signers), np.uint8).reshape(-1, m.SIG_LEN).copy())
+    with pytest.raises(ProtocolError, match="holds no share"):
+        clients[u].receive(forged.to_bytes())
+    assert clients[u].receive(requests[u]) is not None  # the server's own request is still answered
