@@ -92,12 +92,13 @@ def neighbourhoods_for(
         return {int(u): everyone - {int(u)} for u in clients}
     order, pos = _ring(tuple(ids), bytes(graph_seed))
     offsets = np.asarray([d for j in range(1, k // 2 + 1) for d in (j, -j)] + ([n // 2, -(n // 2)] if k % 2 else []))
-    out = {}
-    for u in clients:
-        if int(u) not in pos:
-            raise ParameterError(f"Argument 'clients' must be a subset of 'ids'; {u} is not in it.")
-        out[int(u)] = frozenset(order[(pos[int(u)] + offsets) % n].tolist()) - {int(u)}
-    return out
+    us = [int(u) for u in clients]
+    missing = [u for u in us if u not in pos]
+    if missing:
+        raise ParameterError(f"Argument 'clients' must be a subset of 'ids'; {missing[0]} is not in it.")
+    at = np.asarray([pos[u] for u in us], dtype=np.int64)
+    rows = order[(at[:, None] + offsets[None, :]) % n].tolist()  # one gather for all clients
+    return {u: frozenset(row) - {u} for u, row in zip(us, rows)}
 
 
 def roster_graph_seed(round_id: bytes, ids: Sequence[int], enc_pks: np.ndarray, mask_pks: np.ndarray) -> bytes:

@@ -14,6 +14,8 @@ import struct
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 
+import numpy as np
+
 from secagg_dp._validate import check_int
 from secagg_dp.crypto import signing
 from secagg_dp.crypto.randomness import RandomSource
@@ -103,6 +105,8 @@ def advertise_statement(round_id: bytes, client: int, enc_pk: bytes, mask_pk: by
 
 def survivor_statement(round_id: bytes, survivors: Iterable[int]) -> bytes:
     """The body signed in the consistency round: round id and SHA-256 of the sorted survivor ids (uint32)."""
-    ids = sorted(int(v) for v in survivors)
-    digest = hashlib.sha256(struct.pack(f">{len(ids)}I", *ids)).digest()
-    return bytes(round_id) + struct.pack(">I", len(ids)) + digest
+    ids = np.sort(np.asarray(tuple(survivors), dtype=np.int64).reshape(-1))  # no Python loop: n = 10^4 ids per client
+    if ids.size and (ids[0] < 0 or ids[-1] > 0xFFFFFFFF):
+        raise ParameterError("Argument 'survivors' must hold client ids in [0, 2^32 - 1].")
+    digest = hashlib.sha256(ids.astype(">u4").tobytes()).digest()
+    return bytes(round_id) + struct.pack(">I", ids.size) + digest

@@ -356,8 +356,9 @@ class SecAggServer:
             return tuple(sorted(sigs)[: self.threshold])
         cover = defaultdict(set)
         for v in owners:
-            for s in self._holders[v] & sigs.keys():
-                cover[s].add(v)
+            for s in self._holders[v]:  # not ``& sigs.keys()``, which walks all n signers for every owner
+                if s in sigs:
+                    cover[s].add(v)
         need = {v: self.threshold for v in owners}
         unmet = len(need)  # owners with need > 0, kept up to date instead of rescanning ``need``
         chosen = []

@@ -56,3 +56,15 @@ def test_remembered_verifications_never_accept_what_a_fresh_check_would_refuse()
             with pytest.raises(AuthenticationError):
                 reg.verify(*args)
     assert (5, signing.LABEL_SURVIVOR_SET, body, sig) in reg._verified and len(reg._verified) == 1
+
+
+@pytest.mark.parametrize("ids", [(), (7,), (5, 3, 8), tuple(range(0, 3000, 7)), (0, 0xFFFFFFFF)])
+def test_survivor_statement_matches_its_definition(ids):
+    # Oracle: the definition written out with struct and hashlib (round id, count, SHA-256 of sorted uint32s).
+    import hashlib
+    import struct
+
+    s = sorted(ids)
+    want = b"r" * 16 + struct.pack(">I", len(s)) + hashlib.sha256(struct.pack(f">{len(s)}I", *s)).digest()
+    assert survivor_statement(b"r" * 16, ids) == want
+    assert survivor_statement(b"r" * 16, list(reversed(ids))) == want
