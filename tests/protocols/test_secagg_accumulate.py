@@ -7,6 +7,8 @@ import pytest
 
 from protocols import messages as m
 from protocols import run_secagg_round
+from protocols.round import drive_round
+from protocols.transport import Envelope, FaultInjector, InProcessTransport
 from protocols.pki import survivor_statement
 from protocols.stages import ServerStage
 from secagg_dp.crypto import signing
@@ -180,3 +182,29 @@ def test_secaggplus_client_refuses_a_valid_signature_from_a_survivor_holding_non
     with pytest.raises(ProtocolError, match="holds no share"):
         clients[u].receive(forged.to_bytes())
     assert clients[u].receive(requests[u]) is not None  # the server's own request is still answered
+
+
+@pytest.mark.parametrize("security,neighbours", [("active", None), ("semi-honest", 8)])
+def test_delayed_and_replayed_masked_inputs_through_the_transport_leave_the_sum_exact(security, neighbours):
+    # Client 6's masked input is held back a stage: it arrives after the server closed U3 (and, in active
+    # mode, sent the survivor lists without 6). Client 3's is recorded and injected a second time.
+    server, clients, inputs, _ = make_round(4, 7, IDS, neighbours=neighbours, security=security)
+    first = InProcessTransport(rng=np.random.default_rng(1), faults=FaultInjector().delay(m.Kind.MASKED_INPUT, sender=6))
+    recorded = {}
+    real_receive = clients[3].receive
+
+    def record(data):
+        out = real_receive(data)
+        if out is not None and m.peek_kind(out) is m.Kind.MASKED_INPUT:
+            recorded["y3"] = out
+            first.faults.inject("masked_input:up", Envelope(3, m.SERVER, out))  # replay on 3's own channel
+        return out
+
+    clients[3].receive = record
+    res = drive_round(server, clients, first)
+    assert "y3" in recorded
+    assert any("duplicate MaskedInput from client 3" in r for r in res.reports)
+    assert any("refuses a MASKED_INPUT" in r for r in res.reports)  # 6's late input
+    survivors = [c for c in IDS if c != 6]
+    assert res.survivors == frozenset(survivors) and res.dropped == frozenset({6})
+    assert res.aggregate.tolist() == exact_sum(inputs, survivors)
