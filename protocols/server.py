@@ -354,22 +354,23 @@ class SecAggServer:
         covering the most owners go first (greedy set multicover); any t on the full graph."""
         if self.k is None:
             return tuple(sorted(sigs)[: self.threshold])
-        cover = defaultdict(set)
+        cover = defaultdict(list)
         for v in owners:
             for s in self._holders[v]:  # not ``& sigs.keys()``, which walks all n signers for every owner
                 if s in sigs:
-                    cover[s].add(v)
-        need = {v: self.threshold for v in owners}
-        unmet = len(need)  # owners with need > 0, kept up to date instead of rescanning ``need``
+                    cover[s].append(v)
+        need = dict.fromkeys(owners, self.threshold)
+        unmet = set(owners)  # owners with need > 0, kept up to date instead of rescanning ``need``
         chosen = []
         for s in sorted(cover, key=lambda s: (-len(cover[s]), s)):
-            if any(need[v] > 0 for v in cover[s]):
+            if not unmet.isdisjoint(cover[s]):
                 chosen.append(s)
                 for v in cover[s]:
                     need[v] -= 1
-                    unmet -= need[v] == 0
-            if not unmet:
-                break
+                    if need[v] == 0:
+                        unmet.discard(v)
+                if not unmet:
+                    break
         return tuple(sorted(chosen))
 
     # -- unmasking -----------------------------------------------------------------------------------------
