@@ -7,14 +7,22 @@
 (e) SecAgg+ n = 1000, d = 10^4, 10% dropout after masking, (k, t) from secaggplus_parameters (5% corrupt)
 (f) active vs semi-honest in the same run, same (n, k, t, d, dropouts): the extra cost per round of the
     signatures and the consistency round, at n = 100 full graph and n = 1000 SecAgg+ (k, t from the rule)
+(g) --scale: one active SecAgg+ round (run_secagg_round alone) at n = 10^3 and 10^4, d = 10^3, 10% dropout
+    after masking, (k, t) from secaggplus_parameters (10% dropout, 5% corrupt); each n in a fresh process
+    for its peak RSS. Baselines from the same run: the n = 10^3 round scaled linearly, and the 2k
+    X25519 key agreements per client (channel keys and pairwise masks) timed as bare library calls.
 
-Run: python benchmarks/bench_secagg.py [--quick]
+Run: python benchmarks/bench_secagg.py [--quick | --scale]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -112,10 +120,67 @@ def mode_cost(label, n, d, t, k, repeat=2):
           f"    active: consistency round {cons:.2f} s, share_keys incl. roster signature checks {keys:.2f} s")
 
 
+def scale_one(n: int, d: int = 10**3) -> dict:
+    """(g), one n, in this process: time exactly run_secagg_round; peak RSS of the process afterwards."""
+    k, t = secaggplus_parameters(n, dropout_fraction=0.1, corrupt_fraction=0.05)
+    rng = np.random.default_rng(1)
+    inputs = {i: rng.integers(0, 1 << 32, size=d, dtype=np.uint64) for i in range(n)}
+    gone = set(range(0, n, 10))
+    shamir.field()  # one-time galois JIT, excluded
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB; libraries + inputs
+    t0 = time.perf_counter()
+    res = run_secagg_round(inputs, modulus_bits=32, threshold=t, neighbours=k, dropouts={"masked_input": gone},
+                           seed=1, round_id=bytes(16))
+    secs = time.perf_counter() - t0
+    expect = np.zeros(d, dtype=np.uint64)
+    for c in res.survivors:
+        expect += inputs[c]
+    assert np.array_equal(res.aggregate, expect & np.uint64(0xFFFFFFFF))
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+    return {"n": n, "d": d, "k": k, "t": t, "seconds": secs, "rss": rss, "rss_before": rss0, "inputs_bytes": n * d * 8,
+            "timings": dict(res.timings)}
+
+
+def x25519_seconds(count: int = 4000) -> float:
+    """Seconds per bare X25519 exchange (cryptography, public key parsed each time as the protocol does)."""
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+
+    sk = X25519PrivateKey.generate()
+    pk = X25519PrivateKey.generate().public_key().public_bytes_raw()
+    return best(lambda: [sk.exchange(X25519PublicKey.from_public_bytes(pk)) for _ in range(count)], repeat=3) / count
+
+
+def bench_scale(ns=(10**3, 10**4)):
+    out = {}
+    for n in ns:
+        proc = subprocess.run([sys.executable, __file__, "--scale-one", str(n)], capture_output=True, text=True,
+                              check=True)
+        out[n] = json.loads(proc.stdout.strip().splitlines()[-1])
+    per_x = x25519_seconds()
+    base = out[ns[0]]
+    for n, r in out.items():
+        floor = 2 * r["k"] * n * per_x
+        lin = base["seconds"] * n / base["n"]
+        print(f"(g) SecAgg+ active n={n:,} d={r['d']:,} (k, t)=({r['k']}, {r['t']}): {r['seconds']:.1f} s per round, "
+              f"peak RSS {r['rss'] / 2**20:,.0f} MiB ({r['rss_before'] / 2**20:,.0f} MiB before the round: libraries + "
+              f"inputs of {r['inputs_bytes'] / 2**20:,.0f} MiB)\n"
+              f"    vs n={base['n']:,} scaled linearly {lin:.1f} s: ratio {r['seconds'] / lin:.2f}; "
+              f"vs 2kn bare X25519 exchanges {floor:.1f} s ({per_x * 1e6:.0f} us each): ratio {r['seconds'] / floor:.2f}\n"
+              "    " + ", ".join(f"{s}={v:.1f}s" for s, v in r["timings"].items()))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="skip (e); (f) at n = 1000 with d = 10^3")
+    ap.add_argument("--scale", action="store_true", help="only (g): one round at n = 10^3 and 10^4, d = 10^3")
+    ap.add_argument("--scale-one", type=int, metavar="N", help=argparse.SUPPRESS)  # child process of --scale
     args = ap.parse_args(argv)
+    if args.scale_one:
+        print(json.dumps(scale_one(args.scale_one)))
+        return
+    if args.scale:
+        bench_scale()
+        return
     shamir.field()  # one-time galois table construction / JIT, excluded from timings
     run_secagg_round({i: np.zeros(4, np.uint64) for i in range(4)}, modulus_bits=32, threshold=3, seed=0)  # warm-up
     bench_a()

@@ -249,6 +249,12 @@ class SecAggClient:
             raise ProtocolError(f"client {self.id}: {len(alive)} survivors < threshold {self._t}; refusing to sign")
         statement = survivor_statement(self.round_id, msg.survivors)
         sig = self._identity.sign(signing.LABEL_SURVIVOR_SET, statement)
+        if self._k is not None and self._k < len(self._roster_ids) - 1:
+            # SecAgg+: only survivors among the holders of the secrets we hold shares of (us and the
+            # neighbours whose boxes we hold) can matter later; keeping all of U3 would cost O(n) per client.
+            known = sorted(set(self._boxes) | {self.id})
+            nb = neighbourhoods_for(self._roster_ids, self._k, self._graph_seed, known)
+            alive &= frozenset(known).union(*nb.values())
         self._survivors, self._statement = alive, statement
         self.stage = ClientStage.SURVIVORS_SIGNED
         return m.SurvivorSignature(self.round_id, self.id, m.SERVER, sig).to_bytes()
@@ -259,7 +265,10 @@ class SecAggClient:
         signers = set()
         for v, sig in zip(msg.signers, msg.signatures):
             if v not in self._survivors:
-                raise ProtocolError(f"client {self.id}: signature from {v}, who is not in the survivor set")
+                raise ProtocolError(
+                    f"client {self.id}: signature from {v}, who is not in the survivor set or holds no share of a "
+                    "secret we hold a share of"
+                )
             try:
                 self._registry.verify(v, signing.LABEL_SURVIVOR_SET, self._statement, sig.tobytes())
             except AuthenticationError:

@@ -8,6 +8,7 @@ a few nodes get degree k + 1). Each client masks with, and Shamir-shares to, its
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Sequence
@@ -32,10 +33,23 @@ __all__ = [
 
 
 def ring_order(ids: Sequence[int], graph_seed: bytes) -> np.ndarray:
-    """The clients sorted by a 128-bit pseudorandom key each (uniform order up to 2^-64 collisions)."""
+    """The clients sorted by a 128-bit pseudorandom key each (uniform order up to 2^-64 collisions).
+
+    Returns a read-only array. A pure function of (ids, graph_seed), remembered for the last few rosters:
+    where one process plays every client of a round (the simulation), each would otherwise sort the whole
+    roster again, O(n^2 log n) in all.
+    """
+    return _ring(tuple(ids), bytes(graph_seed))[0]
+
+
+@functools.lru_cache(maxsize=4)
+def _ring(ids: tuple[int, ...], graph_seed: bytes) -> tuple[np.ndarray, dict[int, int]]:
+    """(ring order, client id -> position on the ring), both shared by every caller: never mutate them."""
     ids_arr = np.asarray(sorted(ids), dtype=np.int64)
     keys = np.frombuffer(keystream(graph_seed, 16 * ids_arr.size), dtype="<u8").reshape(-1, 2)
-    return ids_arr[np.lexsort((keys[:, 1], keys[:, 0]))] if ids_arr.size else ids_arr
+    order = ids_arr[np.lexsort((keys[:, 1], keys[:, 0]))] if ids_arr.size else ids_arr
+    order.flags.writeable = False
+    return order, dict(zip(order.tolist(), range(order.size)))
 
 
 def neighbourhoods(ids: Sequence[int], k: int | None, graph_seed: bytes) -> dict[int, frozenset[int]]:
@@ -59,14 +73,13 @@ def neighbours_of(ids: Sequence[int], k: int | None, graph_seed: bytes, client: 
     n = len(ids)
     if k is None or k >= n - 1:
         return frozenset(ids) - {client}
-    order = ring_order(ids, graph_seed)
-    (hit,) = np.nonzero(order == client)
-    if hit.size != 1:
+    order, pos = _ring(tuple(ids), bytes(graph_seed))
+    if client not in pos:
         raise ParameterError(f"Argument 'client' must be one of 'ids', not {client}.")
     offsets = [d for j in range(1, k // 2 + 1) for d in (j, -j)]
     if k % 2:
         offsets += [n // 2, -(n // 2)]
-    return frozenset(int(v) for v in order[(int(hit[0]) + np.asarray(offsets)) % n]) - {client}
+    return frozenset(int(v) for v in order[(pos[client] + np.asarray(offsets)) % n]) - {client}
 
 
 def neighbourhoods_for(
@@ -77,15 +90,15 @@ def neighbourhoods_for(
     if k is None or k >= n - 1:
         everyone = frozenset(ids)
         return {int(u): everyone - {int(u)} for u in clients}
-    order = ring_order(ids, graph_seed)
-    pos = dict(zip(order.tolist(), range(n)))
+    order, pos = _ring(tuple(ids), bytes(graph_seed))
     offsets = np.asarray([d for j in range(1, k // 2 + 1) for d in (j, -j)] + ([n // 2, -(n // 2)] if k % 2 else []))
-    out = {}
-    for u in clients:
-        if int(u) not in pos:
-            raise ParameterError(f"Argument 'clients' must be a subset of 'ids'; {u} is not in it.")
-        out[int(u)] = frozenset(order[(pos[int(u)] + offsets) % n].tolist()) - {int(u)}
-    return out
+    us = [int(u) for u in clients]
+    missing = [u for u in us if u not in pos]
+    if missing:
+        raise ParameterError(f"Argument 'clients' must be a subset of 'ids'; {missing[0]} is not in it.")
+    at = np.asarray([pos[u] for u in us], dtype=np.int64)
+    rows = order[(at[:, None] + offsets[None, :]) % n].tolist()  # one gather for all clients
+    return {u: frozenset(row) - {u} for u, row in zip(us, rows)}
 
 
 def roster_graph_seed(round_id: bytes, ids: Sequence[int], enc_pks: np.ndarray, mask_pks: np.ndarray) -> bytes:

@@ -9,6 +9,7 @@ Version 2 adds Ed25519 signatures (advertised keys, survivor set) and the consis
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 
@@ -376,6 +377,8 @@ def decode(data: bytes) -> Message:
     """Parse one serialised message; any malformation raises ProtocolError."""
     data = bytes(data)
     kind, rid, sender, recipient = parse_header(data)
+    if kind is Kind.KEY_ROSTER:
+        return _decode_roster(data)
     r = Reader(data, HEADER_LEN)
     h = (rid, sender, recipient)
     if kind is Kind.ROUND_OPEN:
@@ -383,11 +386,6 @@ def decode(data: bytes) -> Message:
         msg: Message = RoundOpen(*h, p, bits, dim, t, k, sec)
     elif kind is Kind.ADVERTISE_KEYS:
         msg = AdvertiseKeys(*h, r.take(KEY_LEN), r.take(KEY_LEN), r.take(SIG_LEN))
-    elif kind is Kind.KEY_ROSTER:
-        seed = r.take(32)
-        n = r.u32()
-        arr = np.frombuffer(r.take(n * _ROSTER_DT.itemsize), dtype=_ROSTER_DT)
-        msg = KeyRoster(*h, seed, tuple(arr["id"].tolist()), np.array(arr["enc"]), np.array(arr["mask"]), np.array(arr["sig"]))
     elif kind is Kind.SHARE_KEYS:
         com = r.take(32)
         msg = ShareKeys(*h, com, *r.boxes())
@@ -411,5 +409,22 @@ def decode(data: bytes) -> Message:
         ko = r.ids()
         ks = r.shares(len(ko))
         msg = UnmaskResponse(*h, so, ss, ko, ks, r.ids())
+    r.done()
+    return msg
+
+
+@functools.lru_cache(maxsize=2)
+def _decode_roster(data: bytes) -> KeyRoster:
+    """Parse a KeyRoster. The roster is a broadcast, so every client is handed the same bytes; parsing is a
+    pure function of them and the result is immutable (frozen, read-only arrays), so the last rosters
+    parsed are shared. Where one process plays all n clients (the simulation) this keeps one O(n) roster
+    instead of n copies; a malformed roster raises every time (exceptions are not cached)."""
+    _, rid, sender, recipient = parse_header(data)
+    r = Reader(data, HEADER_LEN)
+    seed = r.take(32)
+    n = r.u32()
+    arr = np.frombuffer(r.take(n * _ROSTER_DT.itemsize), dtype=_ROSTER_DT)
+    msg = KeyRoster(rid, sender, recipient, seed, tuple(arr["id"].tolist()), np.array(arr["enc"]),
+                    np.array(arr["mask"]), np.array(arr["sig"]))
     r.done()
     return msg

@@ -110,7 +110,9 @@ class SecAggServer:
         self.outcome: RoundOutcome | None = None
         self._keys: dict[int, tuple[bytes, bytes]] = {}
         self._shares: dict[int, m.ShareKeys] = {}
-        self._masked: dict[int, np.ndarray] = {}
+        self._commitments: dict[int, bytes] = {}
+        self._masked: set[int] = set()  # U3 so far; their inputs live only in the running sum
+        self._acc: np.ndarray | None = None
         self._sigs: dict[int, bytes] = {}
         self._responses: dict[int, m.UnmaskResponse] = {}
         self._u1 = self._u2 = self._u3 = frozenset()
@@ -164,7 +166,7 @@ class SecAggServer:
         elif kind is m.Kind.MASKED_INPUT:
             if msg.bits != self.bits or msg.y.size != self.dim:
                 raise ProtocolError(f"client {u} sent a masked input of the wrong shape or modulus")
-            self._masked[u] = msg.y
+            self._accumulate(u, msg.y)
         elif kind is m.Kind.SURVIVOR_SIGNATURE:
             try:
                 self.registry.verify(u, signing.LABEL_SURVIVOR_SET, self._statement, msg.signature)
@@ -176,6 +178,18 @@ class SecAggServer:
             if not (set(msg.self_owners) <= alive and set(msg.key_owners) <= gone and set(msg.failed) <= alive | gone):
                 raise ProtocolError(f"client {u} sent shares for clients it was not asked about")
             self._responses[u] = msg
+
+    def _accumulate(self, u: int, y: np.ndarray) -> None:
+        """Add a fully checked y_u to the running sum and record u in U3, in one step.
+
+        The sum is kept in ``word_dtype(bits)`` (uint32 for bits <= 32), wrapping mod 2^w; since 2^bits
+        divides 2^w the truncating cast and the wrap-around are exact mod 2^bits. Memory: one vector of d
+        words, whatever the number of clients.
+        """
+        if self._acc is None:
+            self._acc = masking.new_accumulator(np.zeros(self.dim, dtype=np.uint64), self.bits)
+        np.add(self._acc, y.astype(self._acc.dtype, copy=False), out=self._acc)
+        self._masked.add(u)
 
     def _on_advertise(self, u: int, msg: m.AdvertiseKeys) -> None:
         if is_low_order(msg.enc_pk) or is_low_order(msg.mask_pk):
@@ -249,6 +263,9 @@ class SecAggServer:
     def _abort(self, why: str) -> AbortError:
         self.stage = ServerStage.ABORTED
         self._masked.clear()
+        self._acc = None
+        self._shares.clear()
+        self._responses.clear()
         return AbortError(f"round aborted: {why}")
 
     def _need(self, name: str, clients) -> None:
@@ -294,6 +311,9 @@ class SecAggServer:
                 if v in inbox:
                     inbox[v][0].append(u)
                     inbox[v][1].append(box)
+        # The boxes are forwarded below; only each commitment to b_u is needed later.
+        self._commitments = {u: msg.commitment for u, msg in self._shares.items()}
+        self._shares.clear()  # ShareKeys are refused from now on by stage, so no "already sent" record is needed
         return [
             (v, m.ShareBundle(self.round_id, m.SERVER, v, tuple(s), tuple(b)).to_bytes())
             for v, (s, b) in sorted(inbox.items())
@@ -334,19 +354,23 @@ class SecAggServer:
         covering the most owners go first (greedy set multicover); any t on the full graph."""
         if self.k is None:
             return tuple(sorted(sigs)[: self.threshold])
-        cover = defaultdict(set)
+        cover = defaultdict(list)
         for v in owners:
-            for s in self._holders[v] & sigs.keys():
-                cover[s].add(v)
-        need = {v: self.threshold for v in owners}
+            for s in self._holders[v]:  # not ``& sigs.keys()``, which walks all n signers for every owner
+                if s in sigs:
+                    cover[s].append(v)
+        need = dict.fromkeys(owners, self.threshold)
+        unmet = set(owners)  # owners with need > 0, kept up to date instead of rescanning ``need``
         chosen = []
         for s in sorted(cover, key=lambda s: (-len(cover[s]), s)):
-            if any(need[v] > 0 for v in cover[s]):
+            if not unmet.isdisjoint(cover[s]):
                 chosen.append(s)
                 for v in cover[s]:
                     need[v] -= 1
-            if not any(n > 0 for n in need.values()):
-                break
+                    if need[v] == 0:
+                        unmet.discard(v)
+                if not unmet:
+                    break
         return tuple(sorted(chosen))
 
     # -- unmasking -----------------------------------------------------------------------------------------
@@ -372,7 +396,7 @@ class SecAggServer:
 
         b_seeds = self._reconstruct_all(
             {u: self_sh[u] for u in self._u3},
-            lambda u, s: masking.self_mask_commitment(s, round_id=self.round_id, owner=u) == self._shares[u].commitment,
+            lambda u, s: masking.self_mask_commitment(s, round_id=self.round_id, owner=u) == self._commitments[u],
         )
         sk = self._reconstruct_all(
             {v: key_sh[v] for v in need_keys},
@@ -380,9 +404,8 @@ class SecAggServer:
         )
         self.reconstructions = len(b_seeds) + len(sk)
 
-        total = masking.new_accumulator(np.zeros(self.dim, dtype=np.uint64), self.bits)
-        for u in sorted(self._u3):
-            total += self._masked[u].astype(total.dtype)  # wraps mod 2^w; q divides 2^w
+        total, self._acc = self._acc, None  # sum of y_u over U3, accumulated on arrival (_accumulate)
+        self._responses.clear()
         for u in sorted(self._u3):
             accumulate_mask(total, b_seeds[u], self.bits, sign=-1)
         for v in need_keys:

@@ -29,6 +29,8 @@ def _fmt(value: Any) -> str:
 
 def check_int(name: str, value: Any, *, lo: int | None = None, hi: int | None = None) -> int:
     """Return ``value`` as ``int`` if it is an integer (bools refused) in ``[lo, hi]``."""
+    if type(value) is int and (lo is None or value >= lo) and (hi is None or value <= hi):
+        return value  # fast path (exact int, so not a bool): the abstract-class check below is slow in hot loops
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         if isinstance(value, float) and value.is_integer():
             value = int(value)

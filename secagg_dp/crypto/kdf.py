@@ -60,7 +60,7 @@ def derive(ikm: bytes, *, info: bytes, length: int = 32, salt: bytes | None = No
     """HKDF-SHA256(salt, ikm, info) truncated to ``length`` bytes (RFC 5869)."""
     if not isinstance(ikm, (bytes, bytearray)) or len(ikm) < 16:
         raise ParameterError("Argument 'ikm' must be at least 16 bytes of key material.")
-    if not isinstance(info, (bytes, bytearray)) or not any(bytes(info).startswith(lab) for lab in LABELS):
+    if not isinstance(info, (bytes, bytearray)) or not info.startswith(LABELS):
         raise ParameterError("Argument 'info' must start with a registered purpose label (see kdf.LABELS).")
     length = check_int("length", length, lo=1, hi=255 * 32)
     return HKDF(algorithm=hashes.SHA256(), length=length, salt=salt, info=bytes(info)).derive(bytes(ikm))

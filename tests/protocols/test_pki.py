@@ -35,3 +35,36 @@ def test_statements_bind_round_and_set():
         b"s" * 16, 5, b"\x01" * 32, b"\x02" * 32)
     assert survivor_statement(b"r" * 16, [1, 2, 3]) == survivor_statement(b"r" * 16, [3, 1, 2])  # a set
     assert survivor_statement(b"r" * 16, [1, 2, 3]) != survivor_statement(b"r" * 16, [1, 2])
+
+
+def test_remembered_verifications_never_accept_what_a_fresh_check_would_refuse():
+    reg, ids = create_identities([3, 5], lambda c: SeededRandom(bytes([c + 40]) * 32))
+    body = survivor_statement(b"r" * 16, [3, 5])
+    sig = ids[5].sign(signing.LABEL_SURVIVOR_SET, body)
+    for _ in range(2):  # the second call is answered from the memo
+        reg.verify(5, signing.LABEL_SURVIVOR_SET, body, sig)
+    other = survivor_statement(b"r" * 16, [5])
+    bad = bytes([sig[0] ^ 1]) + sig[1:]
+    refused = [
+        (3, signing.LABEL_SURVIVOR_SET, body, sig),  # another signer
+        (5, signing.LABEL_SURVIVOR_SET, other, sig),  # another statement
+        (5, signing.LABEL_ADVERTISE_KEYS, body, sig),  # another label
+        (5, signing.LABEL_SURVIVOR_SET, body, bad),  # a corrupted signature
+    ]
+    for _ in range(2):  # a failure is not remembered either way
+        for args in refused:
+            with pytest.raises(AuthenticationError):
+                reg.verify(*args)
+    assert (5, signing.LABEL_SURVIVOR_SET, body, sig) in reg._verified and len(reg._verified) == 1
+
+
+@pytest.mark.parametrize("ids", [(), (7,), (5, 3, 8), tuple(range(0, 3000, 7)), (0, 0xFFFFFFFF)])
+def test_survivor_statement_matches_its_definition(ids):
+    # Oracle: the definition written out with struct and hashlib (round id, count, SHA-256 of sorted uint32s).
+    import hashlib
+    import struct
+
+    s = sorted(ids)
+    want = b"r" * 16 + struct.pack(">I", len(s)) + hashlib.sha256(struct.pack(f">{len(s)}I", *s)).digest()
+    assert survivor_statement(b"r" * 16, ids) == want
+    assert survivor_statement(b"r" * 16, list(reversed(ids))) == want
