@@ -1,6 +1,6 @@
-"""Shuffle Gaussian lower bound: time for all orders 2..1024, and ratio vs seed 003 Algorithm 1 at λ ≤ 40.
+"""Shuffle Gaussian lower bound: time for all orders 2..1024, and ratio vs LT22 Algorithm 1 at λ ≤ 40.
 
-Baseline measured in the same run: the partition method (seed 003 Algorithm 1) summed over orders 2..L for
+Baseline measured in the same run: the partition method (LT22 Algorithm 1) summed over orders 2..L for
 L in (20, 30, 40). Run: python benchmarks/bench_shuffle.py
 """
 

@@ -1,6 +1,6 @@
 """Trusted-shuffler protocol: self check-in, local randomization, identity stripping, uniform permutation.
 
-Roles (seed 001 Sec. 3 and App. C Algorithm 1; seed 003 Sec. 2):
+Roles (LHT22 Sec. 3 and App. C Algorithm 1; LT22 Sec. 2):
 
 1. each client flips its own γ-biased coin (check-in) and, if in, randomizes its value locally —
    Gaussian x + N(0, σ²) or binary randomized response with parameter ε0 — and sends a :class:`Report`

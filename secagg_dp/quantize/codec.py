@@ -6,7 +6,7 @@ Server (decode): centred representative in [−q/2, q/2) → divide by s → R^{
 
 Kairouz, Liu & Steinke 2021, "The distributed discrete Gaussian mechanism for federated learning with
 secure aggregation" (arXiv:2102.06387 v4) [KLS21], Algorithms 1–2 and Sec. 4; Wang & Jia, "Private
-distributed mean estimation" (seed 002), Sec. 3 / Algorithm 1 (noise added on the integers, then mapped
+distributed mean estimation" (Wang & Jia 2020), Sec. 3 / Algorithm 1 (noise added on the integers, then mapped
 to the quotient group Z_q; the sum of the wrapped values is the wrapped sum, so DP is post-processing).
 
 Exactness: from the rounded int64 vector onwards the path is integer only (``zq.wrap_int64`` then

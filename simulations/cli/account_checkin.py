@@ -219,7 +219,7 @@ def _handle(args: argparse.Namespace) -> int:
     print("  (the rdp, pld and window lines certify the analyst view; the observer lines below say who)")
     amp = "joint convexity" if local else {"auto": "WBK19 Thm 27" if args.mechanism == "gaussian" else "WBK19 Thm 9",
                                            "thm9": "WBK19 Thm 9"}[args.amplification]
-    print(f"  {'seed-style mixture (rdp)':<34}{seed_style.epsilon:>12.6g}{seed_style.order:>7}  "
+    print(f"  {'full mixture (rdp)':<34}{seed_style.epsilon:>12.6g}{seed_style.order:>7}  "
           f"rate k/n ({amp}), k=0 term kept")
     if pld_note:
         print(f"  note: {pld_note}")

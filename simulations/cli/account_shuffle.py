@@ -18,7 +18,7 @@ __all__ = ["register_account"]
 _GAUSS_METHODS = ("windowed", "chernoff", "pair-lower", "gaussian-upper")
 _LDP_METHODS = ("approach1", "approach2", "first-cut", "seed000-upper", "seed000-lower")
 
-_CAVEAT_LOWER = "LOWER bound (seed 001 Thm 3: one neighbouring pair); not a privacy certificate"
+_CAVEAT_LOWER = "LOWER bound (LHT22 Thm 3: one neighbouring pair); not a privacy certificate"
 
 
 def _common(p: argparse.ArgumentParser, default_order: int) -> None:
@@ -128,10 +128,10 @@ def _handle_gaussian(args) -> int:
     orders = np.arange(2, args.max_order + 1)
     if args.bound == "lower":
         rdp = shuffle_gaussian_rdp(orders, n=args.n, sigma=args.sigma)
-        method, caveats, cert = "shuffle-gaussian (seed 003 Thm 1 / seed 001 Thm 3)", [_CAVEAT_LOWER], False
+        method, caveats, cert = "shuffle-gaussian (LT22 Thm 1 / LHT22 Thm 3)", [_CAVEAT_LOWER], False
     else:
         rdp = shuffle_gaussian_rdp_upper(orders, sigma=args.sigma)
-        method, caveats, cert = "gaussian-no-shuffle (seed 003 Corollary 1)", [], True
+        method, caveats, cert = "gaussian-no-shuffle (LT22 Corollary 1)", [], True
     eps, order, notes = _convert(orders, rdp, args.rounds, args.delta, args.conversion)
     out = {"epsilon": eps, "delta": args.delta, "order": order, "method": method + f"; conversion={args.conversion}",
            "neighbouring": "replace-one", "bound": args.bound, "certificate": cert, "caveats": caveats + notes}
@@ -157,14 +157,14 @@ def _handle_checkin(args) -> int:
             rdp = sc.shuffled_checkin_gaussian_rdp_windowed(orders, **kw)
             bound, cert = "lower", False
             caveats = ["estimate: WBK subsampling upper bound fed with the shuffle Gaussian LOWER bound "
-                       "(seed 001 Thm 2, seed 003 Eq. 16-17); neither a certificate nor a proven lower bound"]
-            label = "shuffled-checkin-gaussian windowed k/n sum (seed 001 Thm 2 + seed 003 Thm 2)"
+                       "(LHT22 Thm 2, LT22 Eq. 16-17); neither a certificate nor a proven lower bound"]
+            label = "shuffled-checkin-gaussian windowed k/n sum (LHT22 Thm 2 + LT22 Thm 2)"
         elif method == "chernoff":
             rdp = sc.shuffled_checkin_gaussian_rdp_chernoff(orders, **kw)
             bound, cert = "lower", False
-            caveats = ["rests on Conjecture 1 (seed 003), unproven", "uses rate gamma in place of k/n as printed",
+            caveats = ["rests on Conjecture 1 (LT22), unproven", "uses rate gamma in place of k/n as printed",
                        _CAVEAT_LOWER]
-            label = "shuffled-checkin-gaussian Chernoff (seed 003 Thm 3)"
+            label = "shuffled-checkin-gaussian Chernoff (LT22 Thm 3)"
         elif method == "pair-lower":
             rdp = sc.shuffled_checkin_gaussian_rdp_pair_lower(orders, **kw)
             bound, cert, caveats = "lower", False, ["rigorous LOWER bound for one neighbouring pair; not a certificate"]
@@ -172,7 +172,7 @@ def _handle_checkin(args) -> int:
         else:
             rdp = sc.shuffled_checkin_gaussian_rdp_windowed(orders, base="gaussian-upper", **kw)
             bound, cert, caveats = "upper", True, []
-            label = "shuffled-checkin-gaussian windowed k/n sum, Gaussian base (seed 001 Thm 2 + seed 003 Cor. 1)"
+            label = "shuffled-checkin-gaussian windowed k/n sum, Gaussian base (LHT22 Thm 2 + LT22 Cor. 1)"
         eps, order, notes = _convert(orders, rdp, args.rounds, args.delta)
         out = {"epsilon": eps, "delta": args.delta, "order": order, "method": label, "neighbouring": "replace-one",
                "bound": bound, "certificate": cert, "caveats": caveats + notes}
@@ -185,7 +185,7 @@ def _handle_checkin(args) -> int:
         raise ParameterError(f"Argument '--method' must be one of {_LDP_METHODS} with --eps0, not {method!r}.")
     if method in ("seed000-upper", "seed000-lower"):
         if args.delta0 != 0.0:
-            raise ParameterError("Seed 000 Thms 2/3 are for pure eps0-LDP randomizers: '--delta0' must be 0.")
+            raise ParameterError("SCI22 Thms 2/3 are for pure eps0-LDP randomizers: '--delta0' must be 0.")
         fn = ls.seed000_upper_rdp if method == "seed000-upper" else ls.seed000_lower_rdp
         rdp = fn(args.eps0, n=args.n, gamma=args.gamma, orders=orders)
         eps, order, notes = _convert(orders, rdp, args.rounds, args.delta)
@@ -193,7 +193,7 @@ def _handle_checkin(args) -> int:
         caveats = (["constants read as in Girgis et al. 2021 where the extraction is garbled"] if upper
                    else ["LOWER bound (binary randomized response); not a certificate"])
         out = {"epsilon": eps, "delta": args.delta, "order": order,
-               "method": f"{method} (seed 000 Thm {'2' if upper else '3'})", "neighbouring": "replace-one",
+               "method": f"{method} (SCI22 Thm {'2' if upper else '3'})", "neighbouring": "replace-one",
                "bound": "upper" if upper else "lower", "certificate": upper, "caveats": caveats + notes}
         return _emit(args, out, orders, rdp)
     if method == "first-cut":
@@ -205,6 +205,6 @@ def _handle_checkin(args) -> int:
     out = {"epsilon": res.epsilon, "delta": res.delta,
            "order": res.order if math.isfinite(res.order) else None, "method": res.method,
            "neighbouring": "replace-one", "bound": "upper", "certificate": math.isfinite(res.epsilon),
-           "caveats": ["delta carried as delta-approximate RDP instead of seed 001 Lemma 1 (unsound for delta > 0)"]}
+           "caveats": ["delta carried as delta-approximate RDP instead of LHT22 Lemma 1 (unsound for delta > 0)"]}
     args.rdp = False  # the LDP approaches report (epsilon, delta) only
     return _emit(args, out, orders, [])

@@ -48,7 +48,7 @@ def test_human_output_side_by_side(capsys):
     code, out = _run(capsys, ["account", "checkin", "--n", "2000", "--gamma", "0.05", "--sigma", "1",
                               "--rounds", "10", "--delta", "1e-5", "--max-order", "32", "--baselines"])
     assert code == 0
-    assert "seed-style" in out.out and "window certificate" in out.out and "baseline" in out.out
+    assert "full mixture (rdp)" in out.out and "window certificate" in out.out and "baseline" in out.out
 
 
 def test_bad_input_clear_error(capsys):

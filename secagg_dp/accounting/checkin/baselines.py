@@ -72,7 +72,7 @@ def strong_composition_baseline(n: int, gamma: float, sigma: float, rounds: int,
             eps = min(adv, rounds * e0)
             if eps < best["epsilon"]:
                 best = {"epsilon": eps, "delta": delta, "l1": l1, "l2": l2, "eps0": e0,
-                        "method": "baseline: high-probability + strong composition (seed 000 Sec. 5.1)",
+                        "method": "baseline: high-probability + strong composition (SCI22 Sec. 5.1)",
                         "neighbouring": "replace-one"}
     return best
 
@@ -106,4 +106,4 @@ def chernoff_shortcut_epsilon(n: int, gamma: float, sigma: float, rounds: int, d
         warnings.simplefilter("ignore")
         eps, order = rdp_to_epsilon(r, orders, delta)
     return {"epsilon": eps, "order": order, "delta": delta, "neighbouring": "replace-one",
-            "method": "baseline: Chernoff shortcut (seed 000 Eq. 11 / seed 003 Thm 3), draft rate gamma"}
+            "method": "baseline: Chernoff shortcut (SCI22 Eq. 11 / LT22 Thm 3), draft rate gamma"}

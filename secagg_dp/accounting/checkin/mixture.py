@@ -349,7 +349,7 @@ class CheckinCertificate:
     epsilon: float
     delta: float
     order: int
-    method: str  # "rdp" (seed-style mixture) or "window"
+    method: str  # "rdp" (the full binomial mixture) or "window"
     neighbouring: str
     rounds: int
     rdp: dict[int, float] = field(repr=False)  # composed RDP of the certified mechanism per order

@@ -262,6 +262,7 @@ def _check(n: int, gamma: float, sigma: float, observer: str) -> tuple[int, floa
 
 
 _MAX_PLD_ROUNDS = 10**6
+_MAX_COMPOSED_POINTS = 2e7  # ~0.3 GB of complex128 in the FFT
 _MAX_GRID_TOP = 1e3  # largest privacy loss the grid covers; beyond it the noise is negligible anyway
 
 
@@ -366,6 +367,19 @@ def _discretised(c: _Components, top: float, h: float, rounds: int, delta: float
 def _epsilon(pmf: object, rounds: int, delta: float, trunc: float) -> float:
     """T-fold composition (dp-accounting, FFT) and the smallest eps >= 0 with delta(eps) <= ``delta``."""
     dense = pmf.to_dense_pmf()
+    if rounds > 1:
+        # the FFT works on a grid as wide as dp-accounting's truncation bounds for the T-fold loss: ask for
+        # them first and refuse above _MAX_COMPOSED_POINTS points instead of exhausting memory
+        from dp_accounting.pld import common
+
+        p = np.asarray(dense._probs, dtype=np.float64)  # noqa: SLF001
+        lo, hi = common.compute_self_convolve_bounds(p, rounds, trunc)
+        width = max(hi - lo + 1, p.size)
+        if width > _MAX_COMPOSED_POINTS:
+            raise ParameterError(
+                f"Argument 'rounds' = {rounds} needs a composed privacy-loss grid of {width:.3g} points "
+                f"(limit {_MAX_COMPOSED_POINTS:g}). To fix, use the RDP accountant (method 'rdp')."
+            )
     comp = dense if rounds == 1 else dense.self_compose(rounds, tail_mass_truncation=trunc)
     # dp-accounting keeps the dense pmf's grid in private fields; the conversion below is its
     # _get_epsilon_for_delta vectorised (its loop is slow for long pmfs); tests compare both.

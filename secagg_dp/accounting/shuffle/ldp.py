@@ -135,7 +135,7 @@ def first_cut_epsilon(
         e, d = first_cut(eps0, delta0, n=n, gamma=gamma, l=int(l), delta1=delta / (4.0 * rounds))
         res = _compose_approx(orders, pure_dp_to_rdp(e, orders), d, rounds, delta)
         if res is not None and res[0] < best.epsilon:
-            best = LDPResult(res[0], delta, res[1], "first-cut (seed 001 Thm 1)")
+            best = LDPResult(res[0], delta, res[1], "first-cut (LHT22 Thm 1)")
     return best
 
 
@@ -186,8 +186,8 @@ def approach_epsilon(
     delta_round = float(np.sum(np.exp(lw) * d_k)) + outside
     res = _compose_approx(orders, rdp, delta_round, rounds, delta)
     if res is None:
-        return LDPResult(math.inf, delta, math.nan, f"approach {approach} (seed 001 Sec. 3.3)")
-    return LDPResult(res[0], delta, res[1], f"approach {approach} (seed 001 Sec. 3.3)")
+        return LDPResult(math.inf, delta, math.nan, f"approach {approach} (LHT22 Sec. 3.3)")
+    return LDPResult(res[0], delta, res[1], f"approach {approach} (LHT22 Sec. 3.3)")
 
 
 #: (e^{2ε0} − 1)² overflows float64 beyond ε0 ≈ 177; the closed forms below are refused above this.
