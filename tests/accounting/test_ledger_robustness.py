@@ -266,3 +266,25 @@ def test_processes_sharing_a_ledger_never_exceed_the_budget(tmp_path):
         assert len(led.entries) == sum(accepted)  # every accepted spend is recorded
         assert led.epsilon(DELTA)[0] <= budget
     assert 149 <= sum(accepted) <= 150
+
+
+def test_ledger_written_with_an_earlier_default_grid_reopens_with_its_own_orders(tmp_path):
+    # the default grid gained fractional orders; a ledger written with the earlier integer grid must keep
+    # opening (orders=None adopts the file's), and an explicit, different grid is still refused
+    import numpy as np
+
+    from secagg_dp.accounting import DEFAULT_ORDERS, Gaussian, PrivacyLedger
+    from secagg_dp.errors import ParameterError
+
+    old_grid = np.concatenate([np.arange(2, 257), [512, 1024]]).astype(float)
+    path = tmp_path / "old.sqlite"
+    first = PrivacyLedger("add-remove", old_grid, path=path)
+    first.spend(Gaussian(2.0, 1.0, "add-remove"), 3)
+    eps_before = first.epsilon(1e-5)[0]
+    first.close()
+    again = PrivacyLedger("add-remove", path=path)
+    assert np.array_equal(again.orders, old_grid) and not np.array_equal(again.orders, DEFAULT_ORDERS)
+    assert again.epsilon(1e-5)[0] == eps_before
+    again.close()
+    with pytest.raises(ParameterError, match="orders"):
+        PrivacyLedger("add-remove", DEFAULT_ORDERS, path=path)

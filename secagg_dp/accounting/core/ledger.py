@@ -171,13 +171,16 @@ class PrivacyLedger:
     def __init__(
         self,
         neighbouring: str = "add-remove",
-        orders: Any = DEFAULT_ORDERS,
+        orders: Any = None,
         *,
         path: str | os.PathLike[str] | None = None,
         epsilon_budget: float | None = None,
         delta: float | None = None,
     ) -> None:
-        self._acc = RdpAccountant(neighbouring, orders)
+        # orders=None: DEFAULT_ORDERS for a new ledger, the stored orders for an existing file (so ledgers
+        # written with an earlier default grid keep opening); explicit orders must match the file's
+        self._orders_given = orders is not None
+        self._acc = RdpAccountant(neighbouring, DEFAULT_ORDERS if orders is None else orders)
         if (epsilon_budget is None) != (delta is None):
             raise ParameterError("Arguments 'epsilon_budget' and 'delta' must be given together, or neither.")
         self._eps_max = None if epsilon_budget is None else check_real("epsilon_budget", epsilon_budget, lo=0.0)
@@ -253,6 +256,13 @@ class PrivacyLedger:
             raise LedgerError(f"Ledger file {path!r} has no meta row '{missing}': damaged.")
         if not legacy and meta["format"] != LEDGER_FORMAT:
             raise LedgerError(f"Ledger file {path!r} has format {meta['format']!r}; this version reads {LEDGER_FORMAT!r}.")
+        if meta["orders"] != orders_json and not self._orders_given:
+            try:
+                stored = check_orders(json.loads(meta["orders"]))
+            except (ValueError, TypeError) as exc:
+                raise LedgerError(f"Ledger file {path!r} has unreadable orders: damaged.") from exc
+            self._acc = RdpAccountant(self._acc.neighbouring, stored)
+            orders_json = meta["orders"]
         if meta["neighbouring"] != self._acc.neighbouring or meta["orders"] != orders_json:
             raise ParameterError(
                 f"Ledger file {path!r} was created with neighbouring={meta['neighbouring']!r} and other "
