@@ -109,11 +109,8 @@ def main() -> int:
             after = run_all(ROOT, Path(d) / "b")
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base_tree)], check=False)
-    before = [b.replace("<tmp>", "<tmp>") for b in before]
     bad = 0
-    for b, a in zip(before, after):
-        b = b.replace(str(Path(d) / "a"), "<tmp>")
-        a = a.replace(str(Path(d) / "b"), "<tmp>")
+    for b, a in zip(before, after):  # each side's temp folder is already "<tmp>" (run_all scrubs it)
         if a != b:
             bad += 1
             sys.stdout.writelines(difflib.unified_diff(b.splitlines(True), a.splitlines(True), "base", "tree"))

@@ -224,13 +224,23 @@ def _fractional_by_interpolation(orders: np.ndarray, at_integers: Any) -> np.nda
     K(α) ≤ (1−t)·K(⌊α⌋) + t·K(⌈α⌉) for α = ⌊α⌋ + t: an upper bound from upper bounds at the two integers,
     whether or not the integer-order theorem's proof covers fractional α.
     """
+    return interpolate_cumulant(orders, lambda ints: (ints - 1.0) * np.asarray(at_integers(ints), dtype=np.float64))
+
+
+def interpolate_cumulant(orders: np.ndarray, cumulant_at: Any) -> np.ndarray:
+    """ε at every order from the cumulant K(j) = (j−1)ε(j) at the integer orders j ≥ 2 it needs.
+
+    ``cumulant_at(ints)`` gets the float array of those integers and returns K with the orders on its last
+    axis; fractional orders interpolate K linearly between ⌊α⌋ and ⌈α⌉ with K(1) = 0 (an upper bound by
+    convexity, see :func:`_fractional_by_interpolation`); integer orders take K as it is.
+    """
     lo, hi = np.floor(orders), np.ceil(orders)
     ints = np.unique(np.concatenate([lo, hi]))
     ints = ints[ints >= 2]
-    vals = np.asarray(at_integers(ints), dtype=np.float64)
-    lead = vals.shape[:-1]
+    k_int = np.asarray(cumulant_at(ints), dtype=np.float64)
+    lead = k_int.shape[:-1]
     table = np.zeros(lead + (int(ints.max()) + 1,))
-    table[..., ints.astype(np.int64)] = (ints - 1.0) * vals  # K(1) = 0
+    table[..., ints.astype(np.int64)] = k_int  # K(1) = 0
     t = orders - lo
     k_lo, k_hi = table[..., lo.astype(np.int64)], table[..., hi.astype(np.int64)]
     with np.errstate(invalid="ignore"):  # 0 * inf at integer orders (t = 0) is replaced just below

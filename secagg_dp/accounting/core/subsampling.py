@@ -27,7 +27,7 @@ import numpy as np
 from scipy.special import gammaln, log_ndtr, logsumexp
 
 from secagg_dp.accounting.core.logspace import log1p_exp, log_binomial_sum, log_comb, log_expm1
-from secagg_dp.accounting.core.rdp import check_orders
+from secagg_dp.accounting.core.rdp import check_orders, interpolate_cumulant
 from secagg_dp.errors import ParameterError
 
 __all__ = [
@@ -131,18 +131,7 @@ def _rows(lead: tuple[int, ...], *arrays: np.ndarray) -> list[np.ndarray]:
 
 def _from_log_am1(orders: np.ndarray, log_am1: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
     """ε at every order from log(A − 1) at the integer orders needed (fractional: interpolated cumulant)."""
-    lo, hi = np.floor(orders), np.ceil(orders)
-    ints = np.unique(np.concatenate([lo, hi]))
-    ints = ints[ints >= 2].astype(np.int64)
-    k_int = log1p_exp(log_am1(ints))  # K(α) = log A(α), shape lead + (len(ints),)
-    lead = k_int.shape[:-1]
-    table = np.zeros(lead + (int(ints.max()) + 1,))
-    table[..., ints] = k_int  # K(1) = 0
-    t = orders - lo
-    k_lo, k_hi = table[..., lo.astype(np.int64)], table[..., hi.astype(np.int64)]
-    with np.errstate(invalid="ignore"):  # integer orders (t = 0) take K(lo) as is, even when K(hi) = +inf
-        k = np.where(t == 0.0, k_lo, (1.0 - t) * k_lo + t * k_hi)
-    return k / (orders - 1.0)
+    return interpolate_cumulant(orders, lambda ints: log1p_exp(log_am1(ints.astype(np.int64))))
 
 
 def _half_inv_square(z: np.ndarray) -> np.ndarray:
@@ -286,8 +275,10 @@ def poisson_subsampled_gaussian_rdp(noise_multiplier: Any, rate: Any, orders: An
         log_a = np.asarray(rows).reshape(lead + (int(frac.sum()),))
         # log A below 1e-8 carries float64 rounding of the sum (~1e-16 absolute) that may exceed its size;
         # there the cumulant interpolation between integer orders (exact log(A - 1), an upper bound) is used
-        interp = _from_log_am1(a[frac], lambda ints: poisson_subsampled_gaussian_log_am1(z, q, ints))
-        out[..., frac] = np.where(log_a < 1e-8, interp, log_a / (a[frac] - 1.0))
+        out[..., frac] = log_a / (a[frac] - 1.0)
+        if np.any(log_a < 1e-8):
+            interp = _from_log_am1(a[frac], lambda ints: poisson_subsampled_gaussian_log_am1(z, q, ints))
+            out[..., frac] = np.where(log_a < 1e-8, interp, out[..., frac])
     return np.minimum(out, _gaussian_cap(a, z))
 
 
