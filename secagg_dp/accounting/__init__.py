@@ -10,7 +10,7 @@
 
 Imports point one way (checkin -> core, shuffle -> core and the check-in binomial kernels). Every formula
 has one implementation, in the core. This package re-exports the public names of all three; names that
-differ only by module (``checkin.DEFAULT_ORDERS`` = integers 2..256, each shuffle module's
+differ only by module (``checkin.DEFAULT_ORDERS`` = integers 2..256 then every 16th to 1024, each shuffle module's
 ``NEIGHBOURING``, the check-in adapter ``checkin.rdp_to_epsilon``) stay in their modules.
 """
 
@@ -51,6 +51,7 @@ from secagg_dp.accounting.core.ledger import (
     register_event_type,
 )
 from secagg_dp.accounting.core.logspace import log1p_exp, log_binomial_sum, log_comb, log_expm1
+from secagg_dp.accounting.core.pairs import wor_gaussian_pair_log_am1, wor_gaussian_pair_rdp
 from secagg_dp.accounting.core.rdp import (
     DEFAULT_ORDERS,
     ddg_rdp,
@@ -111,6 +112,7 @@ from secagg_dp.accounting.checkin.mixture import (
     SubsampledCheckin,
     checkin_epsilon,
     checkin_mixture,
+    checkin_orders,
     checkin_rdp,
     window_certificate,
 )
@@ -182,6 +184,9 @@ __all__ = [
     "wor_subsampled_rdp",
     "wor_subsampled_gaussian_log_am1",
     "wor_subsampled_gaussian_rdp",
+    "wor_gaussian_pair_log_am1",
+    "wor_gaussian_pair_rdp",
+    "checkin_orders",
     "poisson_subsampled_gaussian_log_am1",
     "poisson_subsampled_gaussian_rdp",
     "poisson_subsampled_rdp",

@@ -60,8 +60,9 @@ def register_account(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--scale", type=POSITIVE, default=256.0,
                    help="ddg/skellam: grid points per unit of C (sensitivities 2*scale, noise sigma*scale)")
     p.add_argument("--dim", type=int_in(1), default=1, help="ddg/skellam: vector dimension d")
-    p.add_argument("--max-order", type=int_in(2, MAX_CHECKIN_ORDER), default=256,
-                   help=f"largest integer RDP order, at most {MAX_CHECKIN_ORDER} (default 256)")
+    p.add_argument("--max-order", type=int_in(2, MAX_CHECKIN_ORDER), default=MAX_CHECKIN_ORDER,
+                   help=f"largest integer RDP order, at most {MAX_CHECKIN_ORDER} (default {MAX_CHECKIN_ORDER}); "
+                        "orders are every integer up to 256, then every 16th")
     p.add_argument("--amplification", choices=("auto", "thm9"), default="auto",
                    help="subsampling bound: auto = WBK19 Thm 27 for gaussian, Thm 9 for ddg/skellam (tightest); "
                         "thm9 = Thm 9 for every mechanism")
@@ -78,7 +79,7 @@ def _handle(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from secagg_dp.accounting.checkin.mixture import SubsampledCheckin, checkin_epsilon, rdp_to_epsilon
+    from secagg_dp.accounting.checkin.mixture import SubsampledCheckin, checkin_epsilon, checkin_orders, rdp_to_epsilon
     from secagg_dp.accounting.checkin.bases import DDGSum, GaussianSum, SkellamSum
     from secagg_dp.accounting.core.conversion import LargestOrderWarning
     from secagg_dp.accounting.checkin.dropout import effective_checkin_rate
@@ -101,7 +102,7 @@ def _handle(args: argparse.Namespace) -> int:
         if args.dropout is None:
             raise ParameterError("Argument '--p' needs '--dropout' (use --dropout 0 for none).")
         gamma = effective_checkin_rate(args.p, args.dropout, args.dropout_stages)
-    orders = np.arange(2, args.max_order + 1)
+    orders = checkin_orders(args.max_order)
     s, d = args.scale, args.dim
     local = args.local_steps is not None
     if local:

@@ -1,7 +1,8 @@
 """Accounting core: the pieces every accountant is built from.
 
 Holds privacy events with an explicit neighbouring relation (:mod:`.events`), closed-form RDP curves
-(:mod:`.rdp`), subsampling amplification (:mod:`.subsampling`), log-space kernels (:mod:`.logspace`),
+(:mod:`.rdp`), subsampling amplification (:mod:`.subsampling`), the Rényi divergence of the subsampled Gaussian's
+dominating pair (:mod:`.pairs`), log-space kernels (:mod:`.logspace`),
 RDP -> (epsilon, delta) conversion (:mod:`.conversion`), noise calibration (:mod:`.calibration`) and the
 persistent privacy ledger (:mod:`.ledger`). It may import only ``secagg_dp`` foundations (errors,
 validators) and third-party numerics; it never imports the check-in or shuffle accountants.
@@ -17,9 +18,11 @@ from secagg_dp.accounting.core.ledger import *  # noqa: F403
 from secagg_dp.accounting.core.ledger import __all__ as _ledger
 from secagg_dp.accounting.core.logspace import *  # noqa: F403
 from secagg_dp.accounting.core.logspace import __all__ as _logspace
+from secagg_dp.accounting.core.pairs import *  # noqa: F403
+from secagg_dp.accounting.core.pairs import __all__ as _pairs
 from secagg_dp.accounting.core.rdp import *  # noqa: F403
 from secagg_dp.accounting.core.rdp import __all__ as _rdp
 from secagg_dp.accounting.core.subsampling import *  # noqa: F403
 from secagg_dp.accounting.core.subsampling import __all__ as _subsampling
 
-__all__ = list(dict.fromkeys([*_events, *_rdp, *_subsampling, *_logspace, *_conversion, *_calibration, *_ledger]))
+__all__ = list(dict.fromkeys([*_events, *_rdp, *_subsampling, *_pairs, *_logspace, *_conversion, *_calibration, *_ledger]))
