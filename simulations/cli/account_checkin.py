@@ -19,7 +19,8 @@ def register_account(subparsers: argparse._SubParsersAction) -> None:
             "std S (relative to the clip norm C = 1); the k-client sum is subsampled without replacement at "
             "rate k/n. Gaussian: the privacy-loss-distribution certificate (pld, default; Zhu-Dong-Wang 2022 "
             "dominating pairs, Connect-the-Dots discretisation) beside the RDP ones; all mechanisms: the mixture "
-            "certificate (WBK19 Thm 27 for the Gaussian, Thm 9 otherwise, capped by the base RDP) and the window "
+            "certificate (the Rényi divergence of the Zhu-Dong-Wang dominating pair for the Gaussian, WBK19 Thm 9 "
+            "otherwise, capped by the base RDP) and the window "
             "certificate. Two observers: the analyst (sees K and the aggregate; amplified by check-in) and the "
             "secure-aggregation server (also sees who took part and who dropped; no secrecy of participation), "
             "one line each."
@@ -63,9 +64,10 @@ def register_account(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-order", type=int_in(2, MAX_CHECKIN_ORDER), default=MAX_CHECKIN_ORDER,
                    help=f"largest integer RDP order, at most {MAX_CHECKIN_ORDER} (default {MAX_CHECKIN_ORDER}); "
                         "orders are every integer up to 256, then every 16th")
-    p.add_argument("--amplification", choices=("auto", "thm9"), default="auto",
-                   help="subsampling bound: auto = WBK19 Thm 27 for gaussian, Thm 9 for ddg/skellam (tightest); "
-                        "thm9 = Thm 9 for every mechanism")
+    p.add_argument("--amplification", choices=("auto", "pair", "thm27", "thm9"), default="auto",
+                   help="subsampling bound: auto = pair for gaussian, thm9 for ddg/skellam (tightest); pair = "
+                        "Rényi divergence of the Zhu-Dong-Wang 2022 dominating pair (gaussian only); thm27 = WBK19 "
+                        "Thm 27 (gaussian only); thm9 = WBK19 Thm 9 for every mechanism")
     p.add_argument("--baselines", action="store_true", help="also print the labelled baselines (strong composition, Chernoff shortcut)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--rdp", action="store_true",
@@ -218,8 +220,9 @@ def _handle(args: argparse.Namespace) -> int:
           f"T={args.rounds}, delta={args.delta:g}")
     print(f"  {'certificate':<34}{'epsilon':>12}{'order':>7}  detail")
     print("  (the rdp, pld and window lines certify the analyst view; the observer lines below say who)")
-    amp = "joint convexity" if local else {"auto": "WBK19 Thm 27" if args.mechanism == "gaussian" else "WBK19 Thm 9",
-                                           "thm9": "WBK19 Thm 9"}[args.amplification]
+    amp = "joint convexity" if local else {
+        "auto": "ZDW22 dominating pair" if args.mechanism == "gaussian" else "WBK19 Thm 9",
+        "pair": "ZDW22 dominating pair", "thm27": "WBK19 Thm 27", "thm9": "WBK19 Thm 9"}[args.amplification]
     print(f"  {'full mixture (rdp)':<34}{seed_style.epsilon:>12.6g}{seed_style.order:>7}  "
           f"rate k/n ({amp}), k=0 term kept")
     if pld_note:

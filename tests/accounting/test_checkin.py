@@ -28,7 +28,7 @@ from secagg_dp.accounting.checkin.tails import log_binom_pmf, log_binom_tail_ub
 from secagg_dp.accounting.checkin.bases import DDGSum, GaussianSum, SkellamSum
 from secagg_dp.accounting.core.logspace import log_binomial_sum
 from secagg_dp.accounting.core.rdp import ddg_tau
-from secagg_dp.accounting.core.pairs import wor_gaussian_pair_rdp
+from secagg_dp.accounting.core.pairs import wor_gaussian_pair_log_am1, wor_gaussian_pair_rdp
 from secagg_dp.accounting.core.subsampling import wor_subsampled_gaussian_rdp
 from secagg_dp.errors import ParameterError
 
@@ -357,3 +357,19 @@ def test_window_delta_split_conditioning_is_tighter_and_certifies_large_epsilon(
     assert math.isfinite(big.epsilon) and big.epsilon > 5
     with pytest.raises(ParameterError, match="delta_split"):
         window_certificate(prov, 20_000, 0.01, 10, 1e-6, delta_split="tv")
+
+
+def test_pair_provider_coarsening_is_an_upper_bound_within_1e3():
+    # above k = 1e4 the provider evaluates the dominating pair at client counts coarsened to a 1 + 1e-4 grid
+    # (k_lo down, k_hi up): never below the exact per-k value, at most ~3e-4 relative above it in E - 1;
+    # below 1e4 it is exact
+    n, sigma = 10**8, 1.0
+    orders = np.array([2, 8, 64, 512])
+    prov = SubsampledCheckin(GaussianSum(sigma), n)
+    for ks in (np.arange(99_950.0, 100_050.0, 7.0), np.arange(900.0, 960.0, 3.0)):
+        got = prov.log_expm1_upper(ks, ks, orders)
+        exact = wor_gaussian_pair_log_am1(sigma * np.sqrt(ks) / 2.0, ks / n, orders)
+        cap = np.log(np.expm1((orders - 1.0) * 2.0 * orders / (ks[:, None] * sigma**2)))
+        exact = np.minimum(np.minimum(exact, cap), np.log(ks / n)[:, None] + cap)
+        assert np.all(got >= exact - 1e-12)
+        assert np.all(got <= exact + (1e-3 if ks[0] > 1e4 else 1e-12))
