@@ -13,7 +13,8 @@ cache-friendly memory; the simulator streams blocks too). A second floor: drawin
 padded coordinate (randomized rounding and noise need at least that much randomness).
 
     python benchmarks/bench_simulate.py                 # ideal n = 10^4, 10^5, 10^6; crypto SecAgg+ n = 10^3
-    python benchmarks/bench_simulate.py --dask          # + the same ideal configs on a 2-worker LocalCluster
+    python benchmarks/bench_simulate.py --dask          # + the same configs on a 2-worker LocalCluster (crypto:
+                                                        #   clients on the workers, server on the driver)
     python benchmarks/bench_simulate.py --crypto 1000 10000 --ideal  # choose sizes (empty --ideal: none)
     python benchmarks/bench_simulate.py --startup       # secagg-dp --help, repeated (cold start)
 """
@@ -182,6 +183,17 @@ def report(label: str, doc: dict, dim: int, split: dict[str, float] | None) -> N
           f"= {rnd_floor / base:.1f}x the sum floor; round / randomness floor = {secs['total'] / rnd_floor:,.1f}x")
 
 
+def compare(local: dict, dist: dict) -> None:
+    """In-process against Dask, same run: wall and CPU ratios, and whether the released results agree."""
+    if any(k in d for d in (local, dist) for k in ("timeout", "error")):
+        return
+    a, b = local["rounds"][0], dist["rounds"][0]
+    same = {k: v for k, v in a.items() if k != "seconds"} == {k: v for k, v in b.items() if k != "seconds"}
+    print(f"  in-process / Dask: round {a['seconds']['total'] / b['seconds']['total']:.2f}x, process wall "
+          f"{local['_wall'] / dist['_wall']:.2f}x, CPU {local['_cpu'] / dist['_cpu']:.2f}x; same round record "
+          f"(metrics, counts): {same}")
+
+
 def startup(reps: int = 10) -> None:
     """Hyperfine-like: ``secagg-dp --help`` and ``simulate --help`` against ``python -c pass``, same run."""
     def timed(cmd: list[str]) -> tuple[float, float]:
@@ -212,7 +224,7 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=1000)
     ap.add_argument("--checkin", type=float, default=0.5, help="ideal mode check-in rate p")
     ap.add_argument("--neighbours", type=int, default=32, help="SecAgg+ k")
-    ap.add_argument("--dask", action="store_true", help="also run the ideal sizes on a 2-worker LocalCluster")
+    ap.add_argument("--dask", action="store_true", help="also run every case on a 2-worker LocalCluster")
     ap.add_argument("--startup", action="store_true", help="only the cold-start figures")
     ap.add_argument("--timeout", type=float, default=3600.0, help="per case, seconds")
     args = ap.parse_args()
@@ -230,6 +242,10 @@ def main() -> None:
     for n in args.crypto:
         doc = run_cli(crypto_overrides(n, args.dim, args.neighbours), [], args.timeout)
         report(f"crypto SecAgg+ (k = {args.neighbours}), in-process: n = {n}", doc, args.dim, None)
+        if args.dask:
+            dist = run_cli(crypto_overrides(n, args.dim, args.neighbours), ["--executor", "dask"], args.timeout)
+            report(f"crypto SecAgg+ (k = {args.neighbours}), Dask LocalCluster (2 workers): n = {n}", dist, args.dim, None)
+            compare(doc, dist)
 
 
 if __name__ == "__main__":

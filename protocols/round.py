@@ -17,7 +17,7 @@ from protocols.pool import ClientPool, InProcessClientPool, RoundPlan, seeded_so
 from protocols.security import check_security, min_threshold
 from protocols.server import SecAggServer
 from protocols.stages import STAGE_NAMES
-from protocols.transport import Envelope, InProcessTransport
+from protocols.transport import Envelope, FaultInjector, InProcessTransport
 from secagg_dp._validate import check_int
 from secagg_dp.crypto import shamir
 from secagg_dp.errors import ParameterError, ProtocolError
@@ -156,10 +156,12 @@ def run_pooled_round(
     security: str = "active",
     seed: int | None = None,
     round_id: bytes | None = None,
+    faults: FaultInjector | None = None,
 ) -> SecAggResult:
     """:func:`run_secagg_round` with the clients in ``pool`` (which holds the inputs of the clients ``ids``,
-    vectors of length ``dim``); the server and the transport run here. Same checks, same seeded derivations:
-    for the same seed and round id every pool gives the same result as :class:`InProcessClientPool`.
+    vectors of length ``dim``); the server and the transport (with ``faults``, if given) run here. Same
+    checks, same seeded derivations: for the same seed and round id every pool gives the same result as
+    :class:`~protocols.pool.InProcessClientPool`.
     """
     bits = check_bits(modulus_bits, "modulus_bits")
     dim = check_int("dim", dim, lo=1)
@@ -225,4 +227,4 @@ def run_pooled_round(
         round_id=round_id, source=plan.server_source(),
     )
     pool.start(plan, registry, silent_from)
-    return drive_round(server, pool, InProcessTransport(rng=rng))
+    return drive_round(server, pool, InProcessTransport(rng=rng, faults=faults))

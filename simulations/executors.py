@@ -4,7 +4,9 @@ Both executors call the same pure function on the same chunks (fixed groups of c
 ``simulations.clients.chunks_of``), and every block's randomness is keyed by its index, so the results are
 identical for the same seeds (tested on a LocalCluster). On Dask the round's parameters are scattered to
 the workers once per call and each task carries only its chunk's id arrays and inclusion masks; in the
-ideal mode a task returns one partial modular sum, so traffic does not grow with d per client.
+ideal mode a task returns one partial modular sum, so traffic does not grow with d per client. In the
+crypto mode :meth:`DaskExecutor.client_pool` keeps the protocol's clients on the workers for the round
+(``simulations.crypto_pool``); the in-process executor runs them in the driver.
 """
 
 from __future__ import annotations
@@ -91,6 +93,13 @@ class DaskExecutor:
         out = self._client.gather(futures)  # gather keeps submission order
         self._client.cancel([shared])
         return out
+
+    def client_pool(self, loads: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]]) -> Any:
+        """The crypto mode's clients on the workers: one shard per ``(loader, args)``, see
+        :class:`simulations.crypto_pool.DaskClientPool` (close it after the round)."""
+        from simulations.crypto_pool import DaskClientPool
+
+        return DaskClientPool(self._client, loads)
 
     def close(self) -> None:
         self._client.close()

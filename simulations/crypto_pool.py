@@ -1,0 +1,134 @@
+"""The crypto mode's clients on Dask workers; the server and the transport stay on the driver.
+
+:class:`DaskClientPool` implements :class:`protocols.ClientPool`. Each shard (a contiguous range of client
+ids) is a Dask actor pinned to one worker for the round: it builds its clients' inputs there (a loader
+called on the worker, e.g. the simulator's encoder regenerating them from the seed), creates their Ed25519
+identities (only the public keys travel to the driver), and keeps the :class:`~protocols.SecAggClient`
+objects, with their key agreement, share encryption and masking, in the worker's memory. Per stage the
+driver sends a shard only the envelopes it needs (broadcasts to every shard, a unicast to the shard of its
+recipient) with their positions in the stage's delivery order, and :func:`protocols.pool.merge` puts the
+replies back into the order of the sequential loop, so a seeded run matches :class:`~protocols.InProcessClientPool`
+bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from protocols import messages as m
+from protocols.pki import KeyRegistry
+from protocols.pool import InProcessClientPool, Reply, RoundPlan, merge, serve
+from protocols.transport import Envelope
+from secagg_dp.errors import ConfigError, ParameterError
+
+__all__ = ["ClientShard", "DaskClientPool", "given_inputs"]
+
+#: A loader and its arguments, called on the worker: returns ``(ids, rows)`` (or a longer tuple starting so),
+#: the shard's client ids and one uint64 input row per id.
+Load = tuple[Callable[..., tuple[Any, ...]], tuple[Any, ...]]
+
+
+def given_inputs(ids: Sequence[int], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A loader for inputs the driver already holds (they are shipped to the shard's worker)."""
+    return np.asarray(ids, dtype=np.int64), np.asarray(rows, dtype=np.uint64)
+
+
+class ClientShard:
+    """The clients of one shard for one round, living on a Dask worker (used as a Dask actor)."""
+
+    def __init__(self, load: Callable[..., tuple[Any, ...]], args: tuple[Any, ...]) -> None:
+        ids, rows = load(*args)[:2]
+        ids = [int(c) for c in np.asarray(ids).tolist()]
+        if not ids or len(ids) != len(rows):
+            raise ParameterError(f"Argument 'load' must return as many input rows as ids (>= 1), not {len(rows)} for {len(ids)}.")
+        self._ids = ids
+        self._pool = InProcessClientPool(dict(zip(ids, rows)))
+
+    def ids(self) -> list[int]:
+        return self._ids
+
+    def identities(self, plan: RoundPlan) -> dict[int, bytes]:
+        return self._pool.identities(plan)
+
+    def start(self, plan: RoundPlan, keys: Mapping[int, bytes] | None, silent_from: Mapping[int, str]) -> None:
+        self._pool.start(plan, None if keys is None else KeyRegistry(keys), silent_from)
+
+    def serve(self, stage: str, envelopes: list[tuple[int, Envelope]]) -> list[Reply]:
+        return serve(self._pool.clients, self._pool.silent_from, stage, envelopes)
+
+
+class DaskClientPool:
+    """A :class:`protocols.ClientPool` whose clients live on Dask workers, one shard per entry of ``loads``
+    (shard i on worker i mod W). ``client`` is a connected ``distributed.Client``."""
+
+    def __init__(self, client: Any, loads: Sequence[Load]) -> None:
+        if not loads:
+            raise ParameterError("Argument 'loads' must name at least one shard.")
+        workers = sorted(client.scheduler_info().get("workers", {}))
+        if not workers:
+            raise ConfigError("The Dask cluster has no workers; start some (dask worker ADDRESS) and retry.")
+        self._client = client
+        self._futures = [
+            client.submit(ClientShard, fn, tuple(args), actor=True, pure=False,
+                          workers=[workers[i % len(workers)]], allow_other_workers=False)
+            for i, (fn, args) in enumerate(loads)
+        ]
+        self._owner: dict[int, int] = {}
+        try:
+            self._shards = [f.result() for f in self._futures]
+            for s, ids in enumerate(self._call("ids")):
+                for cid in ids:
+                    if self._owner.setdefault(cid, s) != s:
+                        raise ParameterError(f"Argument 'loads' puts client {cid} in two shards.")
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def ids(self) -> list[int]:
+        """Every client id in the pool, ascending."""
+        return sorted(self._owner)
+
+    def _call(self, method: str, per_shard: Sequence[tuple[Any, ...]] | None = None) -> list[Any]:
+        """Call ``method`` on every shard at once (with its own arguments), results in shard order."""
+        args = per_shard or [()] * len(self._shards)
+        futures = [getattr(shard, method)(*a) for shard, a in zip(self._shards, args)]
+        return [f.result() for f in futures]
+
+    def identities(self, plan: RoundPlan) -> dict[int, bytes]:
+        keys: dict[int, bytes] = {}
+        for part in self._call("identities", [(plan,)] * len(self._shards)):
+            keys.update(part)
+        return keys
+
+    def start(self, plan: RoundPlan, registry: KeyRegistry | None, silent_from: Mapping[int, str]) -> None:
+        keys = None if registry is None else dict(registry.keys)
+        silent = [{c: st for c, st in silent_from.items() if self._owner.get(c) == s} for s in range(len(self._shards))]
+        self._call("start", [(plan, keys, silent[s]) for s in range(len(self._shards))])
+
+    def deliver(self, stage: str, envelopes: Sequence[Envelope]) -> tuple[list[Envelope], list[str]]:
+        routed: list[list[tuple[int, Envelope]]] = [[] for _ in self._shards]
+        for pos, env in enumerate(envelopes):
+            if env.recipient == m.BROADCAST:
+                for part in routed:
+                    part.append((pos, env))
+            elif env.recipient in self._owner:  # an envelope for nobody in the round is dropped, as in-process
+                routed[self._owner[env.recipient]].append((pos, env))
+        busy = [s for s, part in enumerate(routed) if part]
+        futures = [self._shards[s].serve(stage, routed[s]) for s in busy]
+        return merge(f.result() for f in futures)
+
+    def close(self) -> None:
+        """Release the shards (their clients and keys are dropped on the workers)."""
+        self._shards = []
+        self._client.cancel(self._futures)
+        self._futures = []
+
+    def __enter__(self) -> DaskClientPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
