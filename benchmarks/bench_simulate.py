@@ -80,7 +80,8 @@ def run_cli(overrides: list[str], extra: list[str], timeout: float) -> dict:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     shutil.rmtree(out, ignore_errors=True)
     if proc.returncode != 0:
-        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
+        lines = [ln for ln in proc.stderr.strip().splitlines() if not ln.startswith("BENCH-RSS")]
+        return {"error": lines[-1] if lines else f"exit {proc.returncode}"}
     doc = json.loads(proc.stdout)
     doc["_wall"] = wall
     doc["_cpu"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
@@ -244,7 +245,8 @@ def main() -> None:
         report(f"crypto SecAgg+ (k = {args.neighbours}), in-process: n = {n}", doc, args.dim, None)
         if args.dask:
             dist = run_cli(crypto_overrides(n, args.dim, args.neighbours), ["--executor", "dask"], args.timeout)
-            report(f"crypto SecAgg+ (k = {args.neighbours}), Dask LocalCluster (2 workers): n = {n}", dist, args.dim, None)
+            label = f"crypto SecAgg+ (k = {args.neighbours}), Dask LocalCluster (2 workers): n = {n}"
+            report(label, dist, args.dim, None)
             compare(doc, dist)
 
 

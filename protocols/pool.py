@@ -157,7 +157,9 @@ class InProcessClientPool:
         self.silent_from: dict[int, str] = {}
 
     @classmethod
-    def of_clients(cls, clients: Mapping[int, SecAggClient], silent_from: Mapping[int, str] | None = None) -> InProcessClientPool:
+    def of_clients(
+        cls, clients: Mapping[int, SecAggClient], silent_from: Mapping[int, str] | None = None
+    ) -> InProcessClientPool:
         """A pool of already constructed clients (``identities`` and ``start`` are then not needed)."""
         pool = cls.__new__(cls)
         pool._inputs, pool._identities = {}, {}

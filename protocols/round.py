@@ -215,7 +215,9 @@ def run_pooled_round(
     if seed is not None:
         seed = check_int("seed", seed, lo=0, hi=(1 << 256) - 1)
         rng = np.random.default_rng(seed)
-    plan = RoundPlan(bits=bits, dim=dim, threshold=t, neighbours=neighbours, security=security, round_id=round_id, seed=seed)
+    plan = RoundPlan(
+        bits=bits, dim=dim, threshold=t, neighbours=neighbours, security=security, round_id=round_id, seed=seed
+    )
     registry = None
     if security == "active":
         keys = pool.identities(plan)

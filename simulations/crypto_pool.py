@@ -43,7 +43,9 @@ class ClientShard:
         ids, rows = load(*args)[:2]
         ids = [int(c) for c in np.asarray(ids).tolist()]
         if not ids or len(ids) != len(rows):
-            raise ParameterError(f"Argument 'load' must return as many input rows as ids (>= 1), not {len(rows)} for {len(ids)}.")
+            raise ParameterError(
+                f"Argument 'load' must return as many input rows as ids (>= 1), not {len(rows)} for {len(ids)}."
+            )
         self._ids = ids
         self._pool = InProcessClientPool(dict(zip(ids, rows)))
 

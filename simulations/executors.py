@@ -29,6 +29,8 @@ def chunked(ids: Sequence[int], n_chunks: int) -> list[list[int]]:
 
 
 class InProcessExecutor:
+    """Client work in this process, chunk after chunk (the reference; crypto-mode clients run in the driver)."""
+
     name = "inprocess"
 
     def map_chunks(self, fn: Callable[..., Any], spec: Any, chunks: list[Any], **kw: Any) -> list[Any]:
@@ -114,6 +116,7 @@ class DaskExecutor:
 
 
 def make_executor(kind: str, scheduler: str = "", *, processes: bool = True) -> InProcessExecutor | DaskExecutor:
+    """The executor named by the config key ``executor`` (``scheduler``: a Dask address, '' for a LocalCluster)."""
     if kind == "inprocess":
         return InProcessExecutor()
     if kind == "dask":
