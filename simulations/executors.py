@@ -74,9 +74,11 @@ class DaskExecutor:
                 "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
                 "distributed.worker.profile.enabled": False,
             }
+            # The scheduler's HTTP server starts even without a dashboard; ":0" gives it a free port, so a
+            # second cluster on the machine (whose 8787 is taken) does not warn or fail.
             with dask.config.set(settings):
                 self._cluster = LocalCluster(
-                    n_workers=n_workers, threads_per_worker=1, processes=processes, dashboard_address=None
+                    n_workers=n_workers, threads_per_worker=1, processes=processes, dashboard_address=":0"
                 )
             self._client = Client(self._cluster)
         self._workers = max(1, len(self._client.scheduler_info().get("workers", {})) or n_workers)

@@ -14,7 +14,7 @@ pytest.importorskip("distributed")
 from protocols import InProcessClientPool, run_pooled_round  # noqa: E402
 from protocols.messages import Kind  # noqa: E402
 from protocols.transport import FaultInjector  # noqa: E402
-from secagg_dp.errors import ParameterError  # noqa: E402
+from secagg_dp.errors import AbortError, ParameterError  # noqa: E402
 from simulations.clients import blocks_of, run_blocks  # noqa: E402
 from simulations.crypto_pool import ClientShard, given_inputs  # noqa: E402
 from simulations.executors import DaskExecutor, InProcessExecutor  # noqa: E402
@@ -71,6 +71,18 @@ def test_dask_pool_round_equals_inprocess_and_brute_force(cluster, security):
     assert got.reports == ref.reports
     refused = [r for r in got.reports if "refused a message" in r]
     assert any(f"client {IDS[3]} " in r for r in refused) and any(f"client {IDS[33]} " in r for r in refused)
+
+
+def test_dask_pool_round_aborts_like_inprocess(cluster):
+    inputs = _inputs(2)
+    # every neighbour but a few of client IDS[0] falls silent before masking: too few share holders left
+    kw = dict(modulus_bits=BITS, threshold=6, neighbours=10, seed=5, round_id=b"a" * 16,
+              dropouts={"masked_input": set(IDS[1:36])})
+    with pytest.raises(AbortError) as ref:
+        run_pooled_round(InProcessClientPool(inputs), IDS, DIM, **kw)
+    with cluster.client_pool(_loads(inputs, cut=20)) as pool, pytest.raises(AbortError) as got:
+        run_pooled_round(pool, IDS, DIM, **kw)
+    assert str(got.value) == str(ref.value)
 
 
 def test_crypto_round_on_dask_executor_equals_inprocess(cluster):
