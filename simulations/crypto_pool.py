@@ -13,6 +13,7 @@ bit for bit.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -48,6 +49,7 @@ class ClientShard:
             )
         self._ids = ids
         self._pool = InProcessClientPool(dict(zip(ids, rows)))
+        self._cpu: dict[str, float] = {}
 
     def ids(self) -> list[int]:
         return self._ids
@@ -59,7 +61,14 @@ class ClientShard:
         self._pool.start(plan, None if keys is None else KeyRegistry(keys), silent_from)
 
     def serve(self, stage: str, envelopes: list[tuple[int, Envelope]]) -> list[Reply]:
-        return serve(self._pool.clients, self._pool.silent_from, stage, envelopes)
+        t0 = time.thread_time()
+        out = serve(self._pool.clients, self._pool.silent_from, stage, envelopes)
+        self._cpu[stage] = self._cpu.get(stage, 0.0) + time.thread_time() - t0
+        return out
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """Thread CPU seconds its clients spent per stage (the work a worker does, without Dask's own)."""
+        return dict(self._cpu)
 
 
 class DaskClientPool:
@@ -122,6 +131,10 @@ class DaskClientPool:
         busy = [s for s, part in enumerate(routed) if part]
         futures = [self._shards[s].serve(stage, routed[s]) for s in busy]
         return merge(f.result() for f in futures)
+
+    def cpu_seconds(self) -> list[dict[str, float]]:
+        """Per shard, the thread CPU seconds its clients spent in each stage so far."""
+        return self._call("cpu_seconds")
 
     def close(self) -> None:
         """Release the shards (their clients and keys are dropped on the workers)."""
