@@ -18,7 +18,7 @@ from secagg_dp.errors import AbortError, ParameterError  # noqa: E402
 from simulations.clients import blocks_of, run_blocks  # noqa: E402
 from simulations.crypto_pool import ClientShard, given_inputs  # noqa: E402
 from simulations.executors import DaskExecutor, InProcessExecutor  # noqa: E402
-from tests.simulations.conftest import small_config  # noqa: E402
+from tests.simulations.conftest import CountingAccountant, small_config  # noqa: E402
 
 BITS, DIM = 24, 30
 IDS = [5 * i + 2 for i in range(40)]
@@ -110,3 +110,16 @@ def test_pool_rejects_a_client_in_two_shards(cluster):
     row = np.zeros((1, 4), dtype=np.uint64)
     with pytest.raises(ParameterError, match="two shards"):
         cluster.client_pool([(given_inputs, ([7], row)), (given_inputs, ([7], row))])
+
+
+def test_crypto_scenario_on_dask_writes_the_inprocess_rounds(cluster, tmp_path):
+    # end to end (encode, protocol, ledger, decode, metrics): the results documents' rounds are equal
+    from simulations.runner import run_scenario
+
+    cfg = small_config(mode="crypto", rounds=2, population={"clients": 120, "checkin": 0.9, "dropout": 0.02},
+                       secagg={"bits": 24, "neighbours": 10}, task={"name": "mean", "dim": 16})
+    local = run_scenario(cfg, tmp_path / "a", executor=InProcessExecutor(), accountant=CountingAccountant())
+    dist = run_scenario(cfg, tmp_path / "b", executor=cluster, accountant=CountingAccountant())
+    strip = lambda doc: [{k: v for k, v in r.items() if k != "seconds"} for r in doc["rounds"]]  # noqa: E731
+    assert strip(local) == strip(dist)
+    assert all(not r["aborted"] and r["metrics"] for r in local["rounds"])
