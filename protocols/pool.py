@@ -73,15 +73,19 @@ class RoundPlan:
 
     @property
     def policy(self) -> ClientPolicy:
+        """The policy each client enforces (its own minimum threshold, graph degree and mode)."""
         return ClientPolicy(security=self.security, min_threshold=self.threshold, neighbours=self.neighbours)
 
     def client_source(self, cid: int) -> SeededRandom | None:
+        """Client ``cid``'s per-round randomness (None: os.urandom)."""
         return None if self.seed is None else seeded_sources(self.seed, self.round_id)[1](cid)
 
     def identity_source(self, cid: int) -> SeededRandom | None:
+        """Where client ``cid``'s long-term identity key comes from (None: os.urandom)."""
         return None if self.seed is None else seeded_sources(self.seed, self.round_id)[3](cid)
 
     def server_source(self) -> SeededRandom | None:
+        """The server's randomness for this round (None: os.urandom)."""
         return None if self.seed is None else seeded_sources(self.seed, self.round_id)[2]
 
 
@@ -167,10 +171,12 @@ class InProcessClientPool:
         return pool
 
     def identities(self, plan: RoundPlan) -> dict[int, bytes]:
+        """Create an identity per client (seeded from ``plan`` if it has a seed); the public keys."""
         registry, self._identities = create_identities(sorted(self._inputs), plan.identity_source)
         return dict(registry.keys)
 
     def start(self, plan: RoundPlan, registry: KeyRegistry | None, silent_from: Mapping[int, str]) -> None:
+        """Construct the clients (in ascending id order) with ``registry`` and the round's policy."""
         if plan.security == "active" and not self._identities:
             raise ProtocolError("InProcessClientPool.start: call identities() first in active mode")
         policy = plan.policy
@@ -185,4 +191,5 @@ class InProcessClientPool:
         self._inputs = {}  # each client holds its own copy
 
     def deliver(self, stage: str, envelopes: Sequence[Envelope]) -> tuple[list[Envelope], list[str]]:
+        """Every envelope to its client(s), one after another; replies and refusal reports in that order."""
         return merge([serve(self.clients, self.silent_from, stage, enumerate(envelopes))])

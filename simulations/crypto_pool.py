@@ -52,15 +52,19 @@ class ClientShard:
         self._cpu: dict[str, float] = {}
 
     def ids(self) -> list[int]:
+        """The shard's client ids, ascending."""
         return self._ids
 
     def identities(self, plan: RoundPlan) -> dict[int, bytes]:
+        """Create the clients' identity keys here; only the public keys are returned."""
         return self._pool.identities(plan)
 
     def start(self, plan: RoundPlan, keys: Mapping[int, bytes] | None, silent_from: Mapping[int, str]) -> None:
+        """Build the clients with the round's key registry (``keys``: every client's public identity key)."""
         self._pool.start(plan, None if keys is None else KeyRegistry(keys), silent_from)
 
     def serve(self, stage: str, envelopes: list[tuple[int, Envelope]]) -> list[Reply]:
+        """:func:`protocols.pool.serve` on this shard's clients (envelopes tagged with their positions)."""
         t0 = time.thread_time()
         out = serve(self._pool.clients, self._pool.silent_from, stage, envelopes)
         self._cpu[stage] = self._cpu.get(stage, 0.0) + time.thread_time() - t0
@@ -110,17 +114,20 @@ class DaskClientPool:
         return [f.result() for f in futures]
 
     def identities(self, plan: RoundPlan) -> dict[int, bytes]:
+        """Every shard creates its clients' identities; the public keys of all of them."""
         keys: dict[int, bytes] = {}
         for part in self._call("identities", [(plan,)] * len(self._shards)):
             keys.update(part)
         return keys
 
     def start(self, plan: RoundPlan, registry: KeyRegistry | None, silent_from: Mapping[int, str]) -> None:
+        """Send each shard the registry's keys and its own clients' silences; the shards build their clients."""
         keys = None if registry is None else dict(registry.keys)
         silent = [{c: st for c, st in silent_from.items() if self._owner.get(c) == s} for s in range(len(self._shards))]
         self._call("start", [(plan, keys, silent[s]) for s in range(len(self._shards))])
 
     def deliver(self, stage: str, envelopes: Sequence[Envelope]) -> tuple[list[Envelope], list[str]]:
+        """Route the envelopes to the shards (all shards at once) and merge their replies in sequential order."""
         routed: list[list[tuple[int, Envelope]]] = [[] for _ in self._shards]
         for pos, env in enumerate(envelopes):
             if env.recipient == m.BROADCAST:
