@@ -13,9 +13,11 @@ cache-friendly memory; the simulator streams blocks too). A second floor: drawin
 padded coordinate (randomized rounding and noise need at least that much randomness).
 
     python benchmarks/bench_simulate.py                 # ideal n = 10^4, 10^5, 10^6; crypto SecAgg+ n = 10^3
-    python benchmarks/bench_simulate.py --dask          # + the same ideal configs on a 2-worker LocalCluster
+    python benchmarks/bench_simulate.py --dask          # + the same configs on a 2-worker LocalCluster (crypto:
+                                                        #   clients on the workers, server on the driver)
     python benchmarks/bench_simulate.py --crypto 1000 10000 --ideal  # choose sizes (empty --ideal: none)
     python benchmarks/bench_simulate.py --startup       # secagg-dp --help, repeated (cold start)
+    python benchmarks/bench_simulate.py --ideal --crypto --pool 3000  # client CPU per Dask shard vs in-process
 """
 
 from __future__ import annotations
@@ -79,7 +81,8 @@ def run_cli(overrides: list[str], extra: list[str], timeout: float) -> dict:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     shutil.rmtree(out, ignore_errors=True)
     if proc.returncode != 0:
-        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
+        lines = [ln for ln in proc.stderr.strip().splitlines() if not ln.startswith("BENCH-RSS")]
+        return {"error": lines[-1] if lines else f"exit {proc.returncode}"}
     doc = json.loads(proc.stdout)
     doc["_wall"] = wall
     doc["_cpu"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
@@ -182,6 +185,73 @@ def report(label: str, doc: dict, dim: int, split: dict[str, float] | None) -> N
           f"= {rnd_floor / base:.1f}x the sum floor; round / randomness floor = {secs['total'] / rnd_floor:,.1f}x")
 
 
+def compare(local: dict, dist: dict) -> None:
+    """In-process against Dask, same run: wall and CPU ratios, and whether the released results agree."""
+    if any(k in d for d in (local, dist) for k in ("timeout", "error")):
+        return
+    a, b = local["rounds"][0], dist["rounds"][0]
+    same = {k: v for k, v in a.items() if k != "seconds"} == {k: v for k, v in b.items() if k != "seconds"}
+    print(f"  in-process / Dask: round {a['seconds']['total'] / b['seconds']['total']:.2f}x, process wall "
+          f"{local['_wall'] / dist['_wall']:.2f}x, CPU {local['_cpu'] / dist['_cpu']:.2f}x; same round record "
+          f"(metrics, counts): {same}")
+
+
+def random_rows(ids: list[int], dim: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Shard loader for ``--pool``: uniform 32-bit inputs regenerated from (seed, first id) on the worker."""
+    rng = np.random.default_rng([seed, ids[0]])
+    return np.asarray(ids, dtype=np.int64), rng.integers(0, 1 << 32, (len(ids), dim), dtype=np.uint64)
+
+
+def pool_split(n: int, dim: int, k: int) -> None:
+    """One SecAgg+ round (``protocols.run_pooled_round``) with every client in this process, then with the
+    clients on a 2-worker LocalCluster (started and warmed up before timing). Same inputs, seed and round id;
+    prints the clients' thread CPU per stage (in-process against each shard), the driver's CPU and the wall."""
+    from protocols import InProcessClientPool, run_pooled_round
+    from secagg_dp.crypto.shamir import field
+    from simulations.executors import DaskExecutor
+
+    class Timed(InProcessClientPool):
+        cpu: dict[str, float] = {}
+
+        def deliver(self, stage, envelopes):  # noqa: ANN001, ANN202
+            t = time.thread_time()
+            out = super().deliver(stage, envelopes)
+            self.cpu[stage] = time.thread_time() - t
+            return out
+
+    ids = list(range(n))
+    halves = [ids[: n // 2], ids[n // 2 :]]
+    inputs = {}
+    for part in halves:
+        inputs.update(zip(part, random_rows(part, dim, 7)[1]))
+    kw = dict(modulus_bits=32, threshold=k // 2 + 1, neighbours=k, seed=3, round_id=b"bench-pool-split")
+    field()
+    pool = Timed(inputs)
+    c0, t0 = time.process_time(), time.perf_counter()
+    ref = run_pooled_round(pool, ids, dim, **kw)
+    local_wall, local_cpu = time.perf_counter() - t0, time.process_time() - c0
+    del inputs
+    with DaskExecutor("", n_workers=2) as ex:
+        ex._client.run(field)  # the GF(65537) warm-up, paid once per process, outside the timing
+        c0, t0 = time.process_time(), time.perf_counter()
+        with ex.client_pool([(random_rows, (part, dim, 7)) for part in halves]) as dp:
+            got = run_pooled_round(dp, ids, dim, **kw)
+            shards = dp.cpu_seconds()
+        dask_wall, driver_cpu = time.perf_counter() - t0, time.process_time() - c0
+    same = got.aggregate.tolist() == ref.aggregate.tolist() and got.survivors == ref.survivors
+    print(f"\nclient pool, SecAgg+ k = {k}, n = {n}, d = {dim}: identical aggregate and survivors: {same}")
+    print(f"  {'stage':<16}{'in-process':>12}" + "".join(f"{f'shard {i}':>10}" for i in range(len(shards))))
+    for stage in pool.cpu:
+        print(f"  {stage:<16}{pool.cpu[stage]:11.2f}s" + "".join(f"{sh.get(stage, 0.0):9.2f}s" for sh in shards))
+    total = sum(pool.cpu.values())
+    per = [sum(sh.values()) for sh in shards]
+    print(f"  {'clients':<16}{total:11.2f}s" + "".join(f"{p:9.2f}s" for p in per)
+          + f"   shards together {sum(per) / total:.2f}x the in-process client CPU, largest shard {max(per) / total:.2f}x")
+    print(f"  in-process: wall {local_wall:.2f} s, CPU {local_cpu:.2f} s (server {local_cpu - total:.2f} s); Dask: wall "
+          f"{dask_wall:.2f} s (shards built inside), driver CPU {driver_cpu:.2f} s; wall in-process / Dask "
+          f"{local_wall / dask_wall:.2f}x")
+
+
 def startup(reps: int = 10) -> None:
     """Hyperfine-like: ``secagg-dp --help`` and ``simulate --help`` against ``python -c pass``, same run."""
     def timed(cmd: list[str]) -> tuple[float, float]:
@@ -212,14 +282,18 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=1000)
     ap.add_argument("--checkin", type=float, default=0.5, help="ideal mode check-in rate p")
     ap.add_argument("--neighbours", type=int, default=32, help="SecAgg+ k")
-    ap.add_argument("--dask", action="store_true", help="also run the ideal sizes on a 2-worker LocalCluster")
+    ap.add_argument("--dask", action="store_true", help="also run every case on a 2-worker LocalCluster")
     ap.add_argument("--startup", action="store_true", help="only the cold-start figures")
+    ap.add_argument("--pool", type=int, nargs="*", default=[], metavar="N",
+                    help="SecAgg+ round on the in-process vs the Dask client pool: client CPU per stage and shard")
     ap.add_argument("--timeout", type=float, default=3600.0, help="per case, seconds")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; python {sys.version.split()[0]}")
     if args.startup:
         startup()
         return
+    for n in args.pool:
+        pool_split(n, args.dim, args.neighbours)
     for n in args.ideal:
         split = client_split(args.dim, n)
         doc = run_cli(ideal_overrides(n, args.dim, args.checkin), [], args.timeout)
@@ -230,6 +304,11 @@ def main() -> None:
     for n in args.crypto:
         doc = run_cli(crypto_overrides(n, args.dim, args.neighbours), [], args.timeout)
         report(f"crypto SecAgg+ (k = {args.neighbours}), in-process: n = {n}", doc, args.dim, None)
+        if args.dask:
+            dist = run_cli(crypto_overrides(n, args.dim, args.neighbours), ["--executor", "dask"], args.timeout)
+            label = f"crypto SecAgg+ (k = {args.neighbours}), Dask LocalCluster (2 workers): n = {n}"
+            report(label, dist, args.dim, None)
+            compare(doc, dist)
 
 
 if __name__ == "__main__":

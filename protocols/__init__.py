@@ -4,13 +4,16 @@ Entry point: :func:`run_secagg_round` (``security="active"`` by default, ``"semi
 server). Lower level: :class:`SecAggServer` (``open_round``/``receive(data, sender=...)``/``advance``),
 :class:`SecAggClient` (``decide_check_in``/``receive``) configured by a :class:`ClientPolicy`, the identity
 :class:`KeyRegistry` (:func:`create_identities`), :class:`InProcessTransport` with a :class:`FaultInjector`,
-and :func:`drive_round`. User guide and threat model: docs/secure-aggregation.md.
+and :func:`drive_round`, which talks to the clients through a :class:`ClientPool` (:class:`InProcessClientPool`
+here; :func:`run_pooled_round` runs a round on any pool, e.g. the Dask one in ``simulations``). User guide
+and threat model: docs/secure-aggregation.md.
 """
 
 from protocols.client import SecAggClient
 from protocols.graph import neighbourhoods, secaggplus_parameters
 from protocols.pki import KeyRegistry, create_identities
-from protocols.round import STAGES, SecAggResult, drive_round, run_secagg_round
+from protocols.pool import ClientPool, InProcessClientPool, RoundPlan
+from protocols.round import STAGES, SecAggResult, drive_round, run_pooled_round, run_secagg_round
 from protocols.security import SECURITY_MODES, ClientPolicy, min_threshold
 from protocols.server import RoundOutcome, SecAggServer
 from protocols.stages import ClientStage, ServerStage
@@ -21,6 +24,10 @@ __all__ = [
     "SecAggResult",
     "STAGES",
     "drive_round",
+    "run_pooled_round",
+    "RoundPlan",
+    "ClientPool",
+    "InProcessClientPool",
     "SecAggClient",
     "SecAggServer",
     "RoundOutcome",

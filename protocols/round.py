@@ -2,28 +2,27 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from protocols import messages as m
 from protocols.client import SecAggClient
-from protocols.pki import create_identities
-from protocols.security import ClientPolicy, check_security, min_threshold
+from protocols.pki import KeyRegistry
+from protocols.pool import ClientPool, InProcessClientPool, RoundPlan, seeded_sources
+from protocols.security import check_security, min_threshold
 from protocols.server import SecAggServer
 from protocols.stages import STAGE_NAMES
-from protocols.transport import Envelope, InProcessTransport
+from protocols.transport import Envelope, FaultInjector, InProcessTransport
 from secagg_dp._validate import check_int
-from secagg_dp.crypto import kdf, shamir
-from secagg_dp.crypto.randomness import SeededRandom
+from secagg_dp.crypto import shamir
 from secagg_dp.errors import ParameterError, ProtocolError
 from secagg_dp.zq import check_bits, check_residues
 
-__all__ = ["SecAggResult", "run_secagg_round", "drive_round", "STAGES"]
+__all__ = ["SecAggResult", "run_secagg_round", "run_pooled_round", "drive_round", "STAGES"]
 
 STAGES = tuple(STAGE_NAMES)  # ("advertise_keys", "share_keys", "masked_input", "consistency", "unmasking")
 
@@ -50,36 +49,30 @@ class SecAggResult:
 
 def drive_round(
     server: SecAggServer,
-    clients: Mapping[int, SecAggClient],
+    clients: Mapping[int, SecAggClient] | ClientPool,
     transport: InProcessTransport,
     *,
     silent_from: Mapping[int, str] | None = None,
 ) -> SecAggResult:
     """Run the stages of ``server``'s security mode over ``transport`` (semi-honest mode has no
-    ``"consistency"`` stage). ``silent_from[c] = stage`` makes client c stop responding from that stage on.
-    Each uplink envelope is handed to the server with its channel sender (the transport's authenticated
-    identity). Rejected messages are reported and skipped; AbortError propagates."""
-    silent_from = dict(silent_from or {})
-    order = {s: i for i, s in enumerate(STAGES)}
+    ``"consistency"`` stage). ``clients`` is a dict of constructed clients (run here, one after another) or a
+    started :class:`~protocols.pool.ClientPool`. ``silent_from[c] = stage`` makes client c stop responding
+    from that stage on (a pool takes it in ``start`` instead). Each uplink envelope is handed to the server
+    with its channel sender (the transport's authenticated identity). Rejected messages are reported and
+    skipped; AbortError propagates."""
+    if isinstance(clients, Mapping):
+        pool: ClientPool = InProcessClientPool.of_clients(clients, silent_from)
+    elif silent_from:
+        raise ParameterError("Argument 'silent_from' is for a dict of clients; a client pool takes it in start().")
+    else:
+        pool = clients
     reports: list[str] = []
     timings: dict[str, float] = {}
     downlink = [Envelope(m.SERVER, m.BROADCAST, server.open_round())]
     for stage in (s for s in STAGES if server.security == "active" or s != "consistency"):
         t0 = time.perf_counter()
-        uplink: list[Envelope] = []
-        for env in transport.deliver(f"{stage}:down", downlink):
-            targets = sorted(clients) if env.recipient == m.BROADCAST else [env.recipient]
-            for cid in targets:
-                client = clients.get(cid)
-                if client is None or (cid in silent_from and order[silent_from[cid]] <= order[stage]):
-                    continue
-                try:
-                    reply = client.receive(env.payload)
-                except ProtocolError as e:
-                    reports.append(f"{stage}: client {cid} refused a message: {e}")
-                    continue
-                if reply is not None:
-                    uplink.append(Envelope(cid, m.SERVER, reply))
+        uplink, refused = pool.deliver(stage, transport.deliver(f"{stage}:down", downlink))
+        reports.extend(refused)
         t1 = time.perf_counter()
         for env in transport.deliver(f"{stage}:up", uplink):
             try:
@@ -94,22 +87,7 @@ def drive_round(
     return SecAggResult(out.aggregate, out.survivors, out.dropped, tuple(reports + server.reports), timings)
 
 
-def _seeded(seed: int, round_id: bytes | None = None):
-    """Deterministic randomness for a seeded simulation: per-round sources keyed by (seed, round id), and
-    long-term identity sources keyed by (seed, client id). ``round_id=None`` derives the round id from the
-    seed too (fixtures only: :func:`run_secagg_round` draws a fresh one per run unless pinned)."""
-    ikm = hashlib.sha256(b"secagg-dp/v1/simulation-seed" + seed.to_bytes(32, "big")).digest()
-    if round_id is None:
-        round_id = kdf.derive(ikm, info=kdf.LABEL_SIM_ROUND, length=m.ROUND_ID_LEN)
-
-    def client_source(cid: int) -> SeededRandom:
-        return SeededRandom(kdf.derive(ikm, info=kdf.context(kdf.LABEL_SIM_CLIENT, round_id, cid)))
-
-    def identity_source(cid: int) -> SeededRandom:
-        return SeededRandom(kdf.derive(ikm, info=kdf.context(kdf.LABEL_SIM_IDENTITY, b"", cid)))
-
-    server_source = SeededRandom(kdf.derive(ikm, info=kdf.context(kdf.LABEL_SIM_SERVER, round_id)))
-    return round_id, client_source, server_source, identity_source
+_seeded = seeded_sources  # fixtures import it from here
 
 
 def run_secagg_round(
@@ -159,7 +137,35 @@ def run_secagg_round(
             raise ParameterError(f"Argument 'inputs' must hold vectors of one length; client {cid} has {arr.size}, not {dim}.")
         dim = arr.size
         vecs[cid] = arr
-    n = len(vecs)
+    return run_pooled_round(
+        InProcessClientPool(vecs), sorted(vecs), dim, modulus_bits=bits, threshold=threshold, dropouts=dropouts,
+        neighbours=neighbours, security=security, seed=seed, round_id=round_id,
+    )
+
+
+def run_pooled_round(
+    pool: ClientPool,
+    ids: Sequence[int],
+    dim: int,
+    *,
+    modulus_bits: int,
+    threshold: int,
+    dropouts: Mapping[str, set[int]] | None = None,
+    neighbours: int | None = None,
+    security: str = "active",
+    seed: int | None = None,
+    round_id: bytes | None = None,
+    faults: FaultInjector | None = None,
+) -> SecAggResult:
+    """:func:`run_secagg_round` with the clients in ``pool`` (which holds the inputs of the clients ``ids``,
+    vectors of length ``dim``); the server and the transport (with ``faults``, if given) run here. Same
+    checks, same seeded derivations: for the same seed and round id every pool gives the same result as
+    :class:`~protocols.pool.InProcessClientPool`.
+    """
+    bits = check_bits(modulus_bits, "modulus_bits")
+    dim = check_int("dim", dim, lo=1)
+    members = frozenset(check_int("ids", c, lo=0, hi=m.MAX_CLIENT_ID) for c in ids)
+    n = len(members)
     security = check_security(security)
     if neighbours is None and n > shamir.MAX_HOLDERS:
         raise ParameterError(
@@ -190,11 +196,11 @@ def run_secagg_round(
     if round_id is not None and (not isinstance(round_id, bytes) or len(round_id) != m.ROUND_ID_LEN):
         raise ParameterError(f"Argument 'round_id' must be {m.ROUND_ID_LEN} bytes, not {round_id!r}.")
     silent_from: dict[int, str] = {}
-    for stage, ids in dict(dropouts or {}).items():
+    for stage, gone in dict(dropouts or {}).items():
         if stage not in STAGE_NAMES:
             raise ParameterError(f"Argument 'dropouts' has unknown stage {stage!r}; expected one of {STAGES}.")
-        for cid in ids:
-            if cid not in vecs:
+        for cid in gone:
+            if cid not in members:
                 raise ParameterError(f"Argument 'dropouts[{stage!r}]' names client {cid!r}, which has no input.")
             if cid in silent_from:
                 raise ParameterError(
@@ -204,24 +210,22 @@ def run_secagg_round(
             silent_from[cid] = stage
     if round_id is None:
         round_id = os.urandom(m.ROUND_ID_LEN)
-    if seed is None:
-        client_source, server_source, identity_source, rng = (lambda cid: None), None, (lambda cid: None), None
-    else:
+    rng = None
+    if seed is not None:
         seed = check_int("seed", seed, lo=0, hi=(1 << 256) - 1)
-        _, client_source, server_source, identity_source = _seeded(seed, round_id)
         rng = np.random.default_rng(seed)
-    registry, identities = None, {}
+    plan = RoundPlan(
+        bits=bits, dim=dim, threshold=t, neighbours=neighbours, security=security, round_id=round_id, seed=seed
+    )
+    registry = None
     if security == "active":
-        registry, identities = create_identities(sorted(vecs), identity_source)
-    policy = ClientPolicy(security=security, min_threshold=t, neighbours=neighbours)
+        keys = pool.identities(plan)
+        if set(keys) != members:
+            raise ProtocolError("the client pool returned identity keys for other clients than the round's")
+        registry = KeyRegistry(keys)
     server = SecAggServer(
         bits=bits, dim=dim, threshold=t, neighbours=neighbours, security=security, registry=registry,
-        round_id=round_id, source=server_source,
+        round_id=round_id, source=plan.server_source(),
     )
-    clients = {
-        cid: SecAggClient(
-            cid, x, bits=bits, policy=policy, identity=identities.get(cid), registry=registry, source=client_source(cid)
-        )
-        for cid, x in sorted(vecs.items())
-    }
-    return drive_round(server, clients, InProcessTransport(rng=rng), silent_from=silent_from)
+    pool.start(plan, registry, silent_from)
+    return drive_round(server, pool, InProcessTransport(rng=rng, faults=faults))

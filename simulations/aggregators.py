@@ -20,7 +20,7 @@ from secagg_dp import zq
 
 __all__ = [
     "STAGES", "INCLUDED_FROM", "NO_DROP", "draw_drop_stages", "dropout_sets", "draw_dropouts", "included_clients",
-    "ideal_aborts", "aborts_from_counts", "crypto_aggregate",
+    "ideal_aborts", "aborts_from_counts", "crypto_aggregate", "crypto_aggregate_on",
 ]
 
 STAGES = ("advertise_keys", "share_keys", "masked_input", "unmasking")
@@ -100,5 +100,29 @@ def crypto_aggregate(
     result = run_secagg_round(
         inputs, modulus_bits=bits, threshold=threshold, dropouts=drops or None, neighbours=neighbours, seed=seed,
         security=security,
+    )
+    return zq.check_residues("aggregate", result.aggregate, bits), frozenset(result.survivors)
+
+
+def crypto_aggregate_on(
+    pool,  # noqa: ANN001  (a started-nowhere protocols.ClientPool holding the clients' inputs)
+    ids: list[int],
+    dim: int,
+    *,
+    bits: int,
+    threshold: int,
+    dropouts: Mapping[str, set[int]],
+    neighbours: int | None,
+    seed: int,
+    security: str = "active",
+) -> tuple[np.ndarray, frozenset[int]]:
+    """:func:`crypto_aggregate` with the clients (and their inputs, vectors of length ``dim``) in ``pool``;
+    the server runs here (``protocols.run_pooled_round``). Same seed, same result as in-process."""
+    from protocols import run_pooled_round
+
+    drops = {s: set(v) for s, v in dropouts.items() if v}
+    result = run_pooled_round(
+        pool, ids, dim, modulus_bits=bits, threshold=threshold, dropouts=drops or None, neighbours=neighbours,
+        seed=seed, security=security,
     )
     return zq.check_residues("aggregate", result.aggregate, bits), frozenset(result.survivors)

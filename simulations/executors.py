@@ -4,7 +4,9 @@ Both executors call the same pure function on the same chunks (fixed groups of c
 ``simulations.clients.chunks_of``), and every block's randomness is keyed by its index, so the results are
 identical for the same seeds (tested on a LocalCluster). On Dask the round's parameters are scattered to
 the workers once per call and each task carries only its chunk's id arrays and inclusion masks; in the
-ideal mode a task returns one partial modular sum, so traffic does not grow with d per client.
+ideal mode a task returns one partial modular sum, so traffic does not grow with d per client. In the
+crypto mode :meth:`DaskExecutor.client_pool` keeps the protocol's clients on the workers for the round
+(``simulations.crypto_pool``); the in-process executor runs them in the driver.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ def chunked(ids: Sequence[int], n_chunks: int) -> list[list[int]]:
 
 
 class InProcessExecutor:
+    """Client work in this process, chunk after chunk (the reference; crypto-mode clients run in the driver)."""
+
     name = "inprocess"
 
     def map_chunks(self, fn: Callable[..., Any], spec: Any, chunks: list[Any], **kw: Any) -> list[Any]:
@@ -70,9 +74,11 @@ class DaskExecutor:
                 "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
                 "distributed.worker.profile.enabled": False,
             }
+            # The scheduler's HTTP server starts even without a dashboard; ":0" gives it a free port, so a
+            # second cluster on the machine (whose 8787 is taken) does not warn or fail.
             with dask.config.set(settings):
                 self._cluster = LocalCluster(
-                    n_workers=n_workers, threads_per_worker=1, processes=processes, dashboard_address=None
+                    n_workers=n_workers, threads_per_worker=1, processes=processes, dashboard_address=":0"
                 )
             self._client = Client(self._cluster)
         self._workers = max(1, len(self._client.scheduler_info().get("workers", {})) or n_workers)
@@ -92,6 +98,13 @@ class DaskExecutor:
         self._client.cancel([shared])
         return out
 
+    def client_pool(self, loads: Sequence[tuple[Callable[..., Any], tuple[Any, ...]]]) -> Any:
+        """The crypto mode's clients on the workers: one shard per ``(loader, args)``, see
+        :class:`simulations.crypto_pool.DaskClientPool` (close it after the round)."""
+        from simulations.crypto_pool import DaskClientPool
+
+        return DaskClientPool(self._client, loads)
+
     def close(self) -> None:
         self._client.close()
         if self._cluster is not None:
@@ -105,6 +118,7 @@ class DaskExecutor:
 
 
 def make_executor(kind: str, scheduler: str = "", *, processes: bool = True) -> InProcessExecutor | DaskExecutor:
+    """The executor named by the config key ``executor`` (``scheduler``: a Dask address, '' for a LocalCluster)."""
     if kind == "inprocess":
         return InProcessExecutor()
     if kind == "dask":

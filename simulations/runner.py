@@ -349,28 +349,41 @@ def aggregate_round(cfg: SimConfig, p: Plan, root: int, r: int, model: Any, exec
                 truth = pt[2] if truth is None else truth + pt[2]
         secs["clients"] = time.perf_counter() - t1
     else:
-        parts = executor.map_chunks(run_blocks, spec, chunks_of(blocks_of(ids))) if len(ids) else []
-        secs["clients"] = time.perf_counter() - t1
-        t2 = time.perf_counter()
-        if parts and len(ids) >= max(t, 2):
-            all_ids = [int(c) for pt in parts for c in pt[0]]
-            vectors = np.concatenate([pt[1] for pt in parts])
-            try:
-                aggregate, survivors = aggregators.crypto_aggregate(
-                    all_ids, vectors, bits=cfg.secagg.bits, threshold=t,
-                    dropouts=aggregators.dropout_sets(ids, stages),
-                    neighbours=cfg.secagg.neighbours, seed=_round_int(root, r, PURPOSE_CRYPTO),
-                    security=cfg.secagg.security,
+        survivors = None
+        crypto = dict(
+            bits=cfg.secagg.bits, threshold=t, dropouts=aggregators.dropout_sets(ids, stages),
+            neighbours=cfg.secagg.neighbours, seed=_round_int(root, r, PURPOSE_CRYPTO), security=cfg.secagg.security,
+        )
+        if hasattr(executor, "client_pool") and len(ids) >= max(t, 2):
+            # clients live on the workers for the round: each shard encodes its own blocks there
+            from simulations.executors import chunked
+
+            shards = chunked(blocks_of(ids), executor.parallelism)
+            with executor.client_pool([(run_blocks, (spec, group)) for group in shards]) as pool:
+                secs["clients"] = time.perf_counter() - t1
+                t2 = time.perf_counter()
+                try:
+                    aggregate, survivors = aggregators.crypto_aggregate_on(pool, pool.ids, p.padded_dim, **crypto)
+                except ProtocolError:
+                    aggregate = None
+        else:
+            parts = executor.map_chunks(run_blocks, spec, chunks_of(blocks_of(ids))) if len(ids) else []
+            secs["clients"] = time.perf_counter() - t1
+            t2 = time.perf_counter()
+            if parts and len(ids) >= max(t, 2):
+                all_ids = [int(c) for pt in parts for c in pt[0]]
+                vectors = np.concatenate([pt[1] for pt in parts])
+                try:
+                    aggregate, survivors = aggregators.crypto_aggregate(all_ids, vectors, **crypto)
+                except ProtocolError:
+                    aggregate = None
+        if aggregate is not None:
+            if survivors != frozenset(included.tolist()):
+                raise ProtocolError(
+                    f"Round {r}: the protocol's survivors ({len(survivors)}) differ from the clients whose "
+                    f"masked input should have arrived ({len(included)})."
                 )
-            except ProtocolError:
-                aggregate = None
-            else:
-                if survivors != frozenset(included.tolist()):
-                    raise ProtocolError(
-                        f"Round {r}: the protocol's survivors ({len(survivors)}) differ from the clients whose "
-                        f"masked input should have arrived ({len(included)})."
-                    )
-                truth = client_truth(spec, included)
+            truth = client_truth(spec, included)
         secs["secagg"] = time.perf_counter() - t2
     return RoundAggregate(ids, stages, included, t, spec, aggregate, truth, secs)
 

@@ -1,0 +1,195 @@
+"""Where the clients of a round live: :func:`~protocols.round.drive_round` talks to a client pool.
+
+Per stage the driver hands the pool the downlink envelopes in delivery order; the pool gives each to its
+addressee (a broadcast to every client, in ascending id order), skips clients that went silent, and returns
+the replies in that same global order together with the clients' refusal reports. :class:`InProcessClientPool`
+runs the clients in this process. A pool that spreads clients over several places (``simulations`` has one on
+Dask) runs :func:`serve` on each part with the envelopes' global positions and combines the parts with
+:func:`merge`, which restores the sequential order, so the seeded transport shuffles the uplink identically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from protocols import messages as m
+from protocols.client import SecAggClient
+from protocols.pki import KeyRegistry, create_identities
+from protocols.security import ClientPolicy
+from protocols.stages import STAGE_NAMES
+from protocols.transport import Envelope
+from secagg_dp.crypto import kdf, signing
+from secagg_dp.crypto.randomness import SeededRandom
+from secagg_dp.errors import ParameterError, ProtocolError
+
+__all__ = ["RoundPlan", "ClientPool", "InProcessClientPool", "Reply", "serve", "merge", "seeded_sources"]
+
+_ORDER = {s: i for i, s in enumerate(STAGE_NAMES)}
+
+#: One client's answer to one downlink envelope: (position of the envelope in the stage's delivery order,
+#: client id, reply bytes, or the text of the client's refusal).
+Reply = tuple[int, int, bytes | str]
+
+
+def seeded_sources(seed: int, round_id: bytes | None = None):  # noqa: ANN201
+    """Deterministic randomness for a seeded simulation: per-round sources keyed by (seed, round id), and
+    long-term identity sources keyed by (seed, client id). ``round_id=None`` derives the round id from the
+    seed too. Returns ``(round_id, client_source, server_source, identity_source)``."""
+    ikm = hashlib.sha256(b"secagg-dp/v1/simulation-seed" + seed.to_bytes(32, "big")).digest()
+    if round_id is None:
+        round_id = kdf.derive(ikm, info=kdf.LABEL_SIM_ROUND, length=m.ROUND_ID_LEN)
+
+    def client_source(cid: int) -> SeededRandom:
+        return SeededRandom(kdf.derive(ikm, info=kdf.context(kdf.LABEL_SIM_CLIENT, round_id, cid)))
+
+    def identity_source(cid: int) -> SeededRandom:
+        return SeededRandom(kdf.derive(ikm, info=kdf.context(kdf.LABEL_SIM_IDENTITY, b"", cid)))
+
+    server_source = SeededRandom(kdf.derive(ikm, info=kdf.context(kdf.LABEL_SIM_SERVER, round_id)))
+    return round_id, client_source, server_source, identity_source
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """What every client of one round is configured with, apart from its input and identity key.
+
+    ``seed=None``: keys and nonces from ``os.urandom``; an int seed derives each client's randomness from
+    (seed, round id, client id) and its identity key from (seed, client id), so a client behaves the same
+    wherever it is constructed (simulation only: the seed unmasks everyone).
+    """
+
+    bits: int
+    dim: int
+    threshold: int
+    neighbours: int | None
+    security: str
+    round_id: bytes
+    seed: int | None = None
+
+    @property
+    def policy(self) -> ClientPolicy:
+        """The policy each client enforces (its own minimum threshold, graph degree and mode)."""
+        return ClientPolicy(security=self.security, min_threshold=self.threshold, neighbours=self.neighbours)
+
+    def client_source(self, cid: int) -> SeededRandom | None:
+        """Client ``cid``'s per-round randomness (None: os.urandom)."""
+        return None if self.seed is None else seeded_sources(self.seed, self.round_id)[1](cid)
+
+    def identity_source(self, cid: int) -> SeededRandom | None:
+        """Where client ``cid``'s long-term identity key comes from (None: os.urandom)."""
+        return None if self.seed is None else seeded_sources(self.seed, self.round_id)[3](cid)
+
+    def server_source(self) -> SeededRandom | None:
+        """The server's randomness for this round (None: os.urandom)."""
+        return None if self.seed is None else seeded_sources(self.seed, self.round_id)[2]
+
+
+class ClientPool(Protocol):
+    """The clients of one round, wherever they run. Called in this order: ``identities`` (active mode only),
+    ``start``, then ``deliver`` once per stage."""
+
+    def identities(self, plan: RoundPlan) -> Mapping[int, bytes]:
+        """Create the clients' Ed25519 identities where the clients live; return the public keys by id."""
+        ...
+
+    def start(self, plan: RoundPlan, registry: KeyRegistry | None, silent_from: Mapping[int, str]) -> None:
+        """Construct the clients; ``silent_from[c] = stage``: client c stops responding from that stage on."""
+        ...
+
+    def deliver(self, stage: str, envelopes: Sequence[Envelope]) -> tuple[list[Envelope], list[str]]:
+        """Hand each downlink envelope to its addressee(s); the uplink envelopes and refusal reports, in order."""
+        ...
+
+
+def serve(
+    clients: Mapping[int, SecAggClient],
+    silent_from: Mapping[int, str],
+    stage: str,
+    envelopes: Iterable[tuple[int, Envelope]],
+) -> list[Reply]:
+    """Run ``clients`` on the (position, envelope) pairs in order: a broadcast goes to every client in
+    ascending id order, an envelope for an unknown id is skipped, and so is a client silent at ``stage``."""
+    out: list[Reply] = []
+    ids = sorted(clients)
+    now = _ORDER[stage]
+    for pos, env in envelopes:
+        for cid in ids if env.recipient == m.BROADCAST else [env.recipient]:
+            client = clients.get(cid)
+            if client is None or (cid in silent_from and _ORDER[silent_from[cid]] <= now):
+                continue
+            try:
+                reply = client.receive(env.payload)
+            except ProtocolError as e:
+                out.append((pos, cid, f"{stage}: client {cid} refused a message: {e}"))
+                continue
+            if reply is not None:
+                out.append((pos, cid, reply))
+    return out
+
+
+def merge(parts: Iterable[list[Reply]]) -> tuple[list[Envelope], list[str]]:
+    """Combine the replies of disjoint sets of clients into the order one sequential :func:`serve` gives
+    (by envelope position, then client id): the uplink envelopes and the refusal reports."""
+    uplink: list[Envelope] = []
+    reports: list[str] = []
+    for _, cid, r in sorted((x for part in parts for x in part), key=lambda x: (x[0], x[1])):
+        if isinstance(r, str):
+            reports.append(r)
+        else:
+            uplink.append(Envelope(cid, m.SERVER, r))
+    return uplink, reports
+
+
+class InProcessClientPool:
+    """Every client in this process, handled one after another (the reference order).
+
+    Built from the clients' ``inputs`` (id -> uint64 vector; the pool creates identities and clients), or
+    from ready-made clients with :meth:`of_clients`.
+    """
+
+    def __init__(self, inputs: Mapping[int, np.ndarray]) -> None:
+        if not isinstance(inputs, Mapping) or not inputs:
+            raise ParameterError("Argument 'inputs' must be a non-empty dict {client id: uint64 vector}.")
+        self._inputs = dict(inputs)
+        self._identities: dict[int, signing.SigningKey] = {}
+        self.clients: dict[int, SecAggClient] = {}
+        self.silent_from: dict[int, str] = {}
+
+    @classmethod
+    def of_clients(
+        cls, clients: Mapping[int, SecAggClient], silent_from: Mapping[int, str] | None = None
+    ) -> InProcessClientPool:
+        """A pool of already constructed clients (``identities`` and ``start`` are then not needed)."""
+        pool = cls.__new__(cls)
+        pool._inputs, pool._identities = {}, {}
+        pool.clients, pool.silent_from = dict(clients), dict(silent_from or {})
+        return pool
+
+    def identities(self, plan: RoundPlan) -> dict[int, bytes]:
+        """Create an identity per client (seeded from ``plan`` if it has a seed); the public keys."""
+        registry, self._identities = create_identities(sorted(self._inputs), plan.identity_source)
+        return dict(registry.keys)
+
+    def start(self, plan: RoundPlan, registry: KeyRegistry | None, silent_from: Mapping[int, str]) -> None:
+        """Construct the clients (in ascending id order) with ``registry`` and the round's policy."""
+        if plan.security == "active" and not self._identities:
+            raise ProtocolError("InProcessClientPool.start: call identities() first in active mode")
+        policy = plan.policy
+        self.silent_from = {c: s for c, s in silent_from.items() if c in self._inputs}
+        self.clients = {
+            cid: SecAggClient(
+                cid, x, bits=plan.bits, policy=policy, identity=self._identities.get(cid), registry=registry,
+                source=plan.client_source(cid),
+            )
+            for cid, x in sorted(self._inputs.items())
+        }
+        self._inputs = {}  # each client holds its own copy
+
+    def deliver(self, stage: str, envelopes: Sequence[Envelope]) -> tuple[list[Envelope], list[str]]:
+        """Every envelope to its client(s), one after another; replies and refusal reports in that order."""
+        return merge([serve(self.clients, self.silent_from, stage, enumerate(envelopes))])
