@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from protocols import messages as m
-from protocols.graph import holder_points, neighbourhoods, roster_graph_seed
+from protocols.graph import holder_points, roster_graph, roster_graph_seed
 from protocols.pki import KeyRegistry, advertise_statement, survivor_statement
 from protocols.security import check_security, min_threshold
 from protocols.stages import SERVER_ACCEPTS, SERVER_ADVANCE, ServerStage
@@ -288,8 +288,9 @@ class SecAggServer:
         mask = np.frombuffer(b"".join(self._keys[u][1] for u in ids), dtype=np.uint8).reshape(-1, 32).copy()
         sigs = np.frombuffer(b"".join(self._keys[u][2] for u in ids), dtype=np.uint8).reshape(-1, m.SIG_LEN).copy()
         graph_seed = roster_graph_seed(self.round_id, ids, enc, mask)
-        self._nbrs = neighbourhoods(ids, self.k, graph_seed)
-        self._holders = {u: self._nbrs[u] | {u} for u in ids}
+        self._graph = roster_graph(ids, self.k, graph_seed)
+        self._nbrs = self._graph.neighbour_sets()
+        self._holders = {u: nb | {u} for u, nb in self._nbrs.items()}
         short = [u for u in ids if len(self._holders[u]) < self.threshold]
         if short:
             raise self._abort(f"clients {short[:5]} have fewer than threshold share holders")
@@ -336,42 +337,67 @@ class SecAggServer:
 
     def _unmask_requests(self, responders: frozenset[int], sigs: dict[int, bytes]) -> Outgoing:
         """One UnmaskRequest per responder; in active mode with enough survivor-set signatures for the client
-        to see t signers among the holders of every secret it holds a share of (:meth:`_signers_for`)."""
+        to see t signers among the holders of every secret it holds a share of (:meth:`_signer_cover`)."""
         out = []
+        pick = self._signer_cover(sigs) if sigs else None
         for u in sorted(responders):
             mine = self._holders[u] & self._u2
             alive, gone = mine & self._u3, mine - self._u3
             self._requests[u] = (alive, gone)
-            signers = self._signers_for(mine, sigs) if sigs else ()
-            arr = np.frombuffer(b"".join(sigs[v] for v in signers), dtype=np.uint8).reshape(-1, m.SIG_LEN)
-            req = m.UnmaskRequest(self.round_id, m.SERVER, u, tuple(sorted(alive)), tuple(sorted(gone)), signers, arr.copy())
+            signers, arr = pick(mine) if pick else ((), np.zeros((0, m.SIG_LEN), dtype=np.uint8))
+            req = m.UnmaskRequest(self.round_id, m.SERVER, u, tuple(sorted(alive)), tuple(sorted(gone)), signers, arr)
             out.append((u, req.to_bytes()))
         return out
 
-    def _signers_for(self, owners: frozenset[int], sigs: dict[int, bytes]) -> tuple[int, ...]:
-        """A small set of signers giving every owner v at least t signers among its holders (all signers
-        of v's holders when fewer exist). Each signature costs the client one verification, so signers
-        covering the most owners go first (greedy set multicover); any t on the full graph."""
-        if self.k is None:
-            return tuple(sorted(sigs)[: self.threshold])
-        cover = defaultdict(list)
-        for v in owners:
-            for s in self._holders[v]:  # not ``& sigs.keys()``, which walks all n signers for every owner
-                if s in sigs:
-                    cover[s].append(v)
-        need = dict.fromkeys(owners, self.threshold)
-        unmet = set(owners)  # owners with need > 0, kept up to date instead of rescanning ``need``
-        chosen = []
-        for s in sorted(cover, key=lambda s: (-len(cover[s]), s)):
-            if not unmet.isdisjoint(cover[s]):
-                chosen.append(s)
-                for v in cover[s]:
-                    need[v] -= 1
-                    if need[v] == 0:
-                        unmet.discard(v)
-                if not unmet:
-                    break
-        return tuple(sorted(chosen))
+    def _signer_cover(self, sigs: dict[int, bytes]):
+        """Choose, once per round, a set S of signers giving every owner v in U2 at least t members of S
+        among its share holders (all signers among them when fewer exist); returns ``pick(owners)``, which
+        gives one client the (sorted signers, signature rows) of S among the holders of its ``owners``.
+
+        Each forwarded signature costs the client one verification, so S should be small. On the ring,
+        holders are windows of k + 1 consecutive clients (plus a chord for odd k); a sweep over the owners
+        in ring order tops up each owner's deficit with its most forward unused signers, the greedy that is
+        optimal for covering intervals on a line. Cost O(n k) once, then O(k^2) array work per client
+        (replacing a per-client greedy of O(k^2) Python steps). Any t signers on the full graph.
+        """
+        graph, t = self._graph, self.threshold
+        if graph.full:
+            chosen = tuple(sorted(sigs)[:t])
+            arr = np.frombuffer(b"".join(sigs[v] for v in chosen), dtype=np.uint8).reshape(-1, m.SIG_LEN)
+            return lambda owners: (chosen, arr.copy())
+        n, ring = graph.n, graph.ring_pos  # ring_pos: sorted-id index -> ring position
+        cols = np.asarray(sorted([0, *graph.offsets.tolist()], key=lambda d: (abs(d) > graph.k // 2, -d)))
+        signer_ids = np.fromiter(sigs, dtype=np.int64, count=len(sigs))
+        signer_pos = ring[graph.index(signer_ids)]
+        avail = np.zeros(n, dtype=bool)
+        avail[signer_pos] = True
+        owners = np.sort(ring[graph.index(np.fromiter(self._u2, dtype=np.int64, count=len(self._u2)))])
+        window = (np.arange(n)[:, None] + cols[None, :]) % n  # row p: ring positions of p's share holders
+        need = np.minimum(t, avail[window].sum(axis=1))
+        chosen = np.zeros(n, dtype=bool)
+        count = np.zeros(n, dtype=np.int64)  # members of S among each position's holders
+        for p in owners.tolist():
+            deficit = need[p] - count[p]
+            if deficit > 0:
+                cand = window[p]
+                new = cand[avail[cand] & ~chosen[cand]][:deficit]
+                chosen[new] = True
+                np.add.at(count, window[new].ravel(), 1)
+        del window
+        sig_at = np.zeros((n, m.SIG_LEN), dtype=np.uint8)  # by ring position
+        sig_at[signer_pos] = np.frombuffer(b"".join(map(sigs.__getitem__, signer_ids.tolist())), dtype=np.uint8).reshape(
+            -1, m.SIG_LEN
+        )
+
+        def pick(owners: frozenset[int]) -> tuple[tuple[int, ...], np.ndarray]:
+            pos = ring[graph.index(np.fromiter(owners, dtype=np.int64, count=len(owners)))]
+            near = ((pos[:, None] + cols[None, :]) % n).ravel()
+            sel = np.unique(near[chosen[near]])
+            by_id = np.argsort(graph.order[sel])
+            sel = sel[by_id]
+            return tuple(graph.order[sel].tolist()), sig_at[sel]
+
+        return pick
 
     # -- unmasking -----------------------------------------------------------------------------------------
     def _finish(self) -> RoundOutcome:
