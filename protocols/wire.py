@@ -165,6 +165,11 @@ class Reader:
         n = self.u32()
         return tuple(np.frombuffer(self.take(4 * n), dtype=">u4").tolist())
 
+    def id_array(self) -> np.ndarray:
+        """A count-prefixed list of uint32 ids as an int64 array (no per-id Python objects)."""
+        n = self.u32()
+        return np.frombuffer(self.take(4 * n), dtype=">u4").astype(np.int64)
+
     def sigs(self, rows: int) -> np.ndarray:
         return np.frombuffer(self.take(rows * SIG_LEN), dtype=np.uint8).reshape(rows, SIG_LEN).copy()
 
