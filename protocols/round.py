@@ -224,4 +224,4 @@ def run_secagg_round(
         )
         for cid, x in sorted(vecs.items())
     }
-    return drive_round(server, clients, InProcessTransport(rng=rng), silent_from=silent_from)
+    return drive_round(server, clients, InProcessTransport(rng=rng, keep_log=False), silent_from=silent_from)
