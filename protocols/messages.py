@@ -47,6 +47,11 @@ from secagg_dp.errors import ProtocolError
 
 _PAIR = struct.Struct(">II")
 
+
+def _all_bytes(items: tuple) -> bool:
+    """Whether every item is a ``bytes`` object (one C-level pass; no generator per box)."""
+    return set(map(type, items)) <= {bytes}
+
 # The message classes, plus the wire names callers use through this module (``m.SERVER``, ``m.Kind``, ...).
 __all__ = [
     *(name for name in wire.__all__ if name.isupper() or name in ("Kind", "peek_kind")),
@@ -185,7 +190,7 @@ class ShareKeys(Header):
         super().__post_init__()
         check_bytes("commitment", self.commitment, 32)
         check_ids("recipients", self.recipients)
-        if len(self.recipients) != len(self.boxes) or not all(isinstance(b, bytes) for b in self.boxes):
+        if len(self.recipients) != len(self.boxes) or not _all_bytes(self.boxes):
             raise ProtocolError("recipients and boxes differ in length")
 
     def to_bytes(self) -> bytes:
@@ -203,7 +208,7 @@ class ShareBundle(Header):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_ids("senders", self.senders)
-        if len(self.senders) != len(self.boxes) or not all(isinstance(b, bytes) for b in self.boxes):
+        if len(self.senders) != len(self.boxes) or not _all_bytes(self.boxes):
             raise ProtocolError("senders and boxes differ in length")
 
     def to_bytes(self) -> bytes:
