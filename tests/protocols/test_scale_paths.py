@@ -114,3 +114,57 @@ def test_survivor_list_is_one_checked_array():
     for bad in [(3, 1), (1, 1), (-1, 2), (1, m.MAX_CLIENT_ID + 1), (1.5,), ("a",)]:
         with pytest.raises(ProtocolError, match="survivors"):
             m.SurvivorList(RID, m.SERVER, 3, bad)
+
+
+def _oracle(inputs, survivors, bits):
+    return [sum(int(inputs[c][j]) for c in survivors) % (1 << bits) for j in range(len(inputs[0]))]
+
+
+@pytest.mark.parametrize("security", ["active", "semi-honest"])
+@pytest.mark.parametrize("k,t", [(None, 81), (12, 8), (13, 8)])  # full graph (t > 2n/3), SecAgg+ even and odd k
+@pytest.mark.parametrize("stage", ["share_keys", "masked_input", "consistency", "unmasking"])
+def test_round_sum_equals_brute_force_after_dropouts(security, k, t, stage):
+    from protocols import run_secagg_round
+
+    n, bits = 120, 20
+    rng = np.random.default_rng(7)
+    inputs = {i: rng.integers(0, 1 << bits, size=6, dtype=np.uint64) for i in range(n)}
+    gone = set(range(3, n, 17))  # 7 clients, spread around the ring
+    res = run_secagg_round(inputs, modulus_bits=bits, threshold=t, neighbours=k, security=security,
+                           dropouts={stage: gone}, seed=11, round_id=bytes(16))  # pinned: one fixed graph
+    counted = set(range(n)) - (gone if stage in ("share_keys", "masked_input") else set())
+    assert res.survivors == frozenset(counted)
+    assert res.aggregate.tolist() == _oracle(inputs, counted, bits)
+
+
+@pytest.mark.parametrize("k,t", [(10, 8), (11, 8)])
+def test_unmask_requests_cover_every_owner_with_t_signers(k, t):
+    """Server side of the consistency round at a size where the signer sweep wraps around the ring: every
+    request gives each owner t signers among its holders (the brute-force ring above), and only signers
+    the client can check (survivors among the holders of its owners); the client then accepts it."""
+    from roundkit import deliver_all, make_round
+
+    ids = tuple(range(1, 61))
+    server, clients, _, _ = make_round(t=t, ids=ids, neighbours=k)
+    deliver_all(server, clients, [(m.BROADCAST, server.open_round())])
+    roster_out = server.advance()
+    roster = m.decode(roster_out[0][1])
+    deliver_all(server, clients, roster_out)  # -> ShareKeys
+    late = set(ids[::20])  # these never send a masked input
+    bundles = [(r, b) for r, b in server.advance() if r not in late]
+    deliver_all(server, {c: v for c, v in clients.items() if c not in late}, bundles)
+    deliver_all(server, clients, server.advance())  # survivor lists -> signatures
+    nb = _brute_neighbours(list(ids), k, roster.graph_seed)
+    holders = {u: nb[u] | {u} for u in ids}
+    survivors = set(ids) - late
+    assert all(len(holders[v] & survivors) >= t for v in ids)  # so every request can and must cover all owners
+    requests = server.advance()
+    assert {u for u, _ in requests} == survivors
+    for u, b in requests:
+        req = m.decode(b)
+        owners = set(req.survivors) | set(req.dropped)
+        assert owners == holders[u]
+        assert set(req.signers) <= set().union(*(holders[v] for v in owners)) & survivors
+        for v in owners:
+            assert len(set(req.signers) & holders[v]) >= t
+        assert m.decode(clients[u].receive(b)).KIND is m.Kind.UNMASK_RESPONSE  # and the client agrees
