@@ -14,6 +14,7 @@ import threading
 from fractions import Fraction
 
 import numpy as np
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
 from protocols import messages as m
 from protocols.graph import RosterGraph, holder_points, roster_graph, roster_graph_seed
@@ -22,7 +23,7 @@ from protocols.security import ClientPolicy, min_threshold
 from protocols.stages import CLIENT_TRANSITIONS, ClientStage
 from secagg_dp._validate import check_int
 from secagg_dp.crypto import aead, masking, shamir, signing
-from secagg_dp.crypto.keys import KeyPair, generate_keypair
+from secagg_dp.crypto.keys import KeyPair, generate_keypair, load_public
 from secagg_dp.crypto.randomness import RandomSource, resolve_source
 from secagg_dp.errors import AuthenticationError, ParameterError, ProtocolError
 from secagg_dp.zq import check_bits, check_residues
@@ -43,6 +44,16 @@ class _RosterView:
         self.roster, self.k = roster, k
         self.graph: RosterGraph = roster_graph(roster.ids, k, roster.graph_seed)
         self._seed_ok: bool | None = None
+        self._parsed: dict[tuple[bool, int], X25519PublicKey] = {}  # (mask key?, roster row) -> parsed key
+
+    def public_key(self, row: int, *, mask: bool) -> X25519PublicKey:
+        """The roster's X25519 key (``mask``: the mask-agreement key, else the channel key) at ``row``,
+        parsed once: with one process playing every client, each key is otherwise parsed by k clients."""
+        key = self._parsed.get((mask, row))
+        if key is None:
+            pks = self.roster.mask_pks if mask else self.roster.enc_pks
+            key = self._parsed[(mask, row)] = load_public(pks[row].tobytes())
+        return key
 
     @property
     def seed_ok(self) -> bool:
@@ -244,18 +255,17 @@ class SecAggClient:
             [self._mask.private, self_seed], threshold=self._t, points=[points[v] for v in holders], source=self._src
         )
         plaintexts = m.SharePlaintext.pack_rows(self.id, holders, shares)
-        enc, mask = msg.enc_pks[rows].tobytes(), msg.mask_pks[rows].tobytes()
-        kl = m.KEY_LEN
-        peers: dict[int, tuple[bytes, bytes]] = {}
+        peers: dict[int, tuple[bytes, X25519PublicKey]] = {}
         recipients, boxes = [], []
-        for j, v in enumerate(holders):
+        for j, (v, row) in enumerate(zip(holders, rows.tolist())):
             if v == self.id:
                 own = shares[j]
                 continue
-            ck = masking.channel_key(self._enc, enc[j * kl : (j + 1) * kl], round_id=self.round_id, own_id=self.id, peer_id=v)
+            enc_pk = view.public_key(row, mask=False)
+            ck = masking.channel_key(self._enc, enc_pk, round_id=self.round_id, own_id=self.id, peer_id=v)
             boxes.append(aead.seal(ck, plaintexts[j], aead.associated_data(self.round_id, self.id, v), source=self._src))
             recipients.append(v)
-            peers[v] = (ck, mask[j * kl : (j + 1) * kl])
+            peers[v] = (ck, view.public_key(row, mask=True))
         commitment = masking.self_mask_commitment(self_seed, round_id=self.round_id, owner=self.id)
         out = m.ShareKeys(self.round_id, self.id, m.SERVER, commitment, tuple(recipients), tuple(boxes)).to_bytes()
         self._self_seed, self._own_share, self._peers = self_seed, own, peers
