@@ -259,7 +259,7 @@ class SecAggClient:
         recipients, boxes = [], []
         for j, (v, row) in enumerate(zip(holders, rows.tolist())):
             if v == self.id:
-                own = shares[j]
+                own = shares[j].copy()  # not a view: it would keep all k + 1 shares alive until unmasking
                 continue
             enc_pk = view.public_key(row, mask=False)
             ck = masking.channel_key(self._enc, enc_pk, round_id=self.round_id, own_id=self.id, peer_id=v)

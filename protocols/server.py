@@ -289,8 +289,7 @@ class SecAggServer:
         sigs = np.frombuffer(b"".join(self._keys[u][2] for u in ids), dtype=np.uint8).reshape(-1, m.SIG_LEN).copy()
         graph_seed = roster_graph_seed(self.round_id, ids, enc, mask)
         self._graph = roster_graph(ids, self.k, graph_seed)
-        self._nbrs = self._graph.neighbour_sets()
-        self._holders = {u: nb | {u} for u, nb in self._nbrs.items()}
+        self._holders = {u: nb | {u} for u, nb in self._graph.neighbour_sets().items()}  # neighbours and u
         short = [u for u in ids if len(self._holders[u]) < self.threshold]
         if short:
             raise self._abort(f"clients {short[:5]} have fewer than threshold share holders")
@@ -414,7 +413,7 @@ class SecAggServer:
             for owner in msg.failed:
                 self.reports.append(f"client {r} rejected the share box from client {owner} (authentication failed)")
         dropped = self._u2 - self._u3
-        need_keys = sorted(v for v in dropped if self._nbrs[v] & self._u3)
+        need_keys = sorted(v for v in dropped if self._holders[v] & self._u3)  # v itself is not in U3
         short = [u for u in sorted(self._u3) if len(self_sh[u]) < self.threshold]
         short += [v for v in need_keys if len(key_sh[v]) < self.threshold]
         if short:  # decide before reconstructing anything
@@ -436,7 +435,7 @@ class SecAggServer:
             accumulate_mask(total, b_seeds[u], self.bits, sign=-1)
         for v in need_keys:
             kp = keypair_from_private(sk[v])
-            for w in sorted(self._nbrs[v] & self._u3):
+            for w in sorted(self._holders[v] & self._u3):
                 seed = masking.pairwise_seed(kp, self._keys[w][1], round_id=self.round_id, own_id=v, peer_id=w)
                 # y_w carries sign(w, v) * PRG(s_wv); remove it.
                 accumulate_mask(total, seed, self.bits, sign=-masking.mask_sign(w, v))
