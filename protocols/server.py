@@ -46,6 +46,31 @@ _SHARE_ROW = 4 * shamir.PIECES_PER_32_BYTES
 
 
 @dataclass(frozen=True)
+class _Shared:
+    """A checked ShareKeys as the server keeps it until the boxes are forwarded: the commitment, the
+    recipients and the received bytes with each box's span in them. Boxes are cut out only when the
+    bundles are built, so the server holds no second copy of the O(n k) boxes next to the received
+    messages."""
+
+    commitment: bytes
+    recipients: tuple[int, ...]
+    data: bytes = field(repr=False)
+    spans: np.ndarray = field(repr=False)  # (boxes, 2) int64: start and end of each box in ``data``
+
+    @classmethod
+    def of(cls, msg: m.ShareKeys, data: bytes) -> _Shared:
+        """Record ``msg``, parsed from exactly ``data`` (header, commitment, count, then (id, length, box))."""
+        lengths = np.fromiter(map(len, msg.boxes), dtype=np.int64, count=len(msg.boxes))
+        ends = m.HEADER_LEN + 32 + 4 + np.cumsum(lengths + 8)
+        if (ends[-1] if ends.size else m.HEADER_LEN + 36) != len(data):  # guards the layout assumption
+            raise ProtocolError("ShareKeys layout does not match its bytes")
+        return cls(msg.commitment, msg.recipients, bytes(data), np.stack([ends - lengths, ends], axis=1))
+
+    def boxes(self) -> list[bytes]:
+        return [self.data[a:b] for a, b in self.spans.tolist()]
+
+
+@dataclass(frozen=True)
 class RoundOutcome:
     """What the server learns: the sum of U3's inputs mod 2^bits, U3 itself, and who dropped after sharing."""
 
@@ -109,7 +134,7 @@ class SecAggServer:
         self.reconstructions = 0  # number of secrets reconstructed (0 after any abort)
         self.outcome: RoundOutcome | None = None
         self._keys: dict[int, tuple[bytes, bytes]] = {}
-        self._shares: dict[int, m.ShareKeys] = {}
+        self._shares: dict[int, _Shared] = {}
         self._commitments: dict[int, bytes] = {}
         self._masked: set[int] = set()  # U3 so far; their inputs live only in the running sum
         self._acc: np.ndarray | None = None
@@ -162,7 +187,7 @@ class SecAggServer:
         elif kind is m.Kind.SHARE_KEYS:
             if set(msg.recipients) != self._holders[u] - {u}:
                 raise ProtocolError(f"client {u} addressed shares to the wrong set of holders")
-            self._shares[u] = msg
+            self._shares[u] = _Shared.of(msg, data)
         elif kind is m.Kind.MASKED_INPUT:
             if msg.bits != self.bits or msg.y.size != self.dim:
                 raise ProtocolError(f"client {u} sent a masked input of the wrong shape or modulus")
@@ -306,13 +331,13 @@ class SecAggServer:
         self._u2 = frozenset(self._shares)
         inbox: dict[int, tuple[list[int], list[bytes]]] = {v: ([], []) for v in self._u2}
         for u in sorted(self._u2):
-            msg = self._shares[u]
-            for v, box in zip(msg.recipients, msg.boxes):
+            sent = self._shares[u]
+            for v, box in zip(sent.recipients, sent.boxes()):
                 if v in inbox:
                     inbox[v][0].append(u)
                     inbox[v][1].append(box)
         # The boxes are forwarded below; only each commitment to b_u is needed later.
-        self._commitments = {u: msg.commitment for u, msg in self._shares.items()}
+        self._commitments = {u: sent.commitment for u, sent in self._shares.items()}
         self._shares.clear()  # ShareKeys are refused from now on by stage, so no "already sent" record is needed
         return [
             (v, m.ShareBundle(self.round_id, m.SERVER, v, tuple(s), tuple(b)).to_bytes())
