@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -68,6 +69,23 @@ class _Shared:
 
     def boxes(self) -> list[bytes]:
         return [self.data[a:b] for a, b in self.spans.tolist()]
+
+
+class _HolderPoints(Mapping):
+    """Owner -> its holders' Shamir points (:func:`~protocols.graph.holder_points`), computed on access
+    from the holder sets instead of stored for all n owners."""
+
+    def __init__(self, holders: Mapping[int, frozenset[int]]) -> None:
+        self._holders = holders
+
+    def __getitem__(self, owner: int) -> dict[int, int]:
+        return holder_points(self._holders[owner])
+
+    def __iter__(self):
+        return iter(self._holders)
+
+    def __len__(self) -> int:
+        return len(self._holders)
 
 
 @dataclass(frozen=True)
@@ -321,8 +339,8 @@ class SecAggServer:
         if full:  # one point per client, shared by every secret
             points = holder_points(ids)
             self._points = dict.fromkeys(ids, points)
-        else:  # neighbourhood-local points in [1, k + 1]
-            self._points = {u: holder_points(self._holders[u]) for u in ids}
+        else:  # neighbourhood-local points in [1, k + 1], computed when asked for (not kept: O(n k))
+            self._points = _HolderPoints(self._holders)
         roster = m.KeyRoster(self.round_id, m.SERVER, m.BROADCAST, graph_seed, ids, enc, mask, sigs)
         return [(m.BROADCAST, roster.to_bytes())]
 
@@ -429,12 +447,15 @@ class SecAggServer:
         half = shamir.PIECES_PER_32_BYTES
         self_sh: dict[int, list[tuple[int, np.ndarray]]] = defaultdict(list)
         key_sh: dict[int, list[tuple[int, np.ndarray]]] = defaultdict(list)
+        points: dict[int, dict[int, int]] = {}  # owner -> holder -> point, for the owners seen here
         for r in sorted(self._responses):
             msg = self._responses[r]
             for owner, row in zip(msg.self_owners, msg.self_shares):
-                self_sh[owner].append((self._points[owner][r], row))
+                pts = points.get(owner) or points.setdefault(owner, self._points[owner])
+                self_sh[owner].append((pts[r], row))
             for owner, row in zip(msg.key_owners, msg.key_shares):
-                key_sh[owner].append((self._points[owner][r], row))
+                pts = points.get(owner) or points.setdefault(owner, self._points[owner])
+                key_sh[owner].append((pts[r], row))
             for owner in msg.failed:
                 self.reports.append(f"client {r} rejected the share box from client {owner} (authentication failed)")
         dropped = self._u2 - self._u3
