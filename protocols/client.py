@@ -310,9 +310,9 @@ class SecAggClient:
             known = np.asarray(sorted(set(self._boxes) | {self.id}), dtype=np.int64)
             near = np.union1d(known, graph.rows(known))
             j = np.minimum(np.searchsorted(alive, near), alive.size - 1)
-            self._survivors = frozenset(near[alive[j] == near].tolist())
+            self._survivors = near[alive[j] == near]  # sorted array: a set of ~2k ids costs ~10x the memory
         else:
-            self._survivors = frozenset(alive.tolist())
+            self._survivors = alive
         self._statement = statement
         self.stage = ClientStage.SURVIVORS_SIGNED
         return m.SurvivorSignature(self.round_id, self.id, m.SERVER, sig).to_bytes()
@@ -323,8 +323,11 @@ class SecAggClient:
         label, statement = signing.LABEL_SURVIVOR_SET, self._statement
         rows = msg.signatures.tobytes()
         sl = m.SIG_LEN
+        signers = np.asarray(msg.signers, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self._survivors, signers), self._survivors.size - 1)
+        outside = signers[self._survivors[at] != signers] if self._survivors.size else signers
         for j, v in enumerate(msg.signers):
-            if v not in self._survivors:
+            if outside.size and v == outside[0]:
                 raise ProtocolError(
                     f"client {self.id}: signature from {v}, who is not in the survivor set or holds no share of a "
                     "secret we hold a share of"
@@ -338,7 +341,6 @@ class SecAggClient:
         if graph.full:  # every signer (all in the roster) is a holder of every secret
             count = np.full(owners.size, len(msg.signers))
         else:  # signers among each owner's holders: its neighbour row (no repeats) and itself
-            signers = np.asarray(msg.signers, dtype=np.int64)
             count = np.isin(graph.rows(owners), signers).sum(axis=1) + np.isin(owners, signers)
         short = owners[count < self._t].tolist()
         if short:
@@ -360,7 +362,7 @@ class SecAggClient:
         if len(alive) < self._t:
             raise ProtocolError(f"client {self.id}: {len(alive)} survivors < threshold {self._t}; refusing to unmask")
         if self.active:
-            if alive != known & self._survivors:
+            if alive != known & set(self._survivors.tolist()):
                 raise ProtocolError(f"client {self.id}: unmask request contradicts the survivor set we signed")
             self._check_signatures(msg, known)
         half = shamir.PIECES_PER_32_BYTES
