@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -391,7 +391,7 @@ class SecAggServer:
             out.append((u, req.to_bytes()))
         return out
 
-    def _signer_cover(self, sigs: dict[int, bytes]):
+    def _signer_cover(self, sigs: dict[int, bytes]) -> Callable[[frozenset[int]], tuple[tuple[int, ...], np.ndarray]]:
         """Choose, once per round, a set S of signers giving every owner v in U2 at least t members of S
         among its share holders (all signers among them when fewer exist); returns ``pick(owners)``, which
         gives one client the (sorted signers, signature rows) of S among the holders of its ``owners``.
