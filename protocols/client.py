@@ -369,7 +369,8 @@ class SecAggClient:
         owners, plaintexts, failed = [], [], []
         for v in sorted(known - {self.id}):
             try:
-                plaintexts.append(aead.open_sealed(self._peers[v][0], self._boxes[v], aead.associated_data(self.round_id, v, self.id)))
+                ad = aead.associated_data(self.round_id, v, self.id)
+                plaintexts.append(aead.open_sealed(self._peers[v][0], self._boxes[v], ad))
                 owners.append(v)
             except AuthenticationError:
                 failed.append(v)  # reported to the server; never fatal on its own

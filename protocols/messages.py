@@ -401,13 +401,17 @@ class SharePlaintext:
         if rows.dtype != np.uint32 or rows.shape != (len(holders), 2 * PIECES_PER_32_BYTES) or (
             rows.size and int(rows.max()) >= PRIME
         ):
-            raise ProtocolError(f"field 'shares' must be ({len(holders)}, {2 * PIECES_PER_32_BYTES}) uint32 elements of GF(p)")
+            raise ProtocolError(
+                f"field 'shares' must be ({len(holders)}, {2 * PIECES_PER_32_BYTES}) uint32 elements of GF(p)"
+            )
         body = rows.astype(">u4").tobytes()
         w = 4 * rows.shape[1]
         return [_PAIR.pack(owner, v) + body[i * w : (i + 1) * w] for i, v in enumerate(holders)]
 
     @classmethod
-    def unpack_rows(cls, plaintexts: Sequence[bytes], owners: Sequence[int], holder: int) -> tuple[np.ndarray, np.ndarray]:
+    def unpack_rows(
+        cls, plaintexts: Sequence[bytes], owners: Sequence[int], holder: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Parse plaintexts that should come from ``owners[i]`` to ``holder``, checked in one pass: returns
         (ok, shares) where ``ok[i]`` says plaintext i is well formed (length, GF(p) elements) and names
         exactly (owners[i], holder), and ``shares[i]`` is its 32 elements (key share, then self share)."""
