@@ -126,7 +126,7 @@ def scale_one(n: int, d: int = 10**3) -> dict:
     rng = np.random.default_rng(1)
     inputs = {i: rng.integers(0, 1 << 32, size=d, dtype=np.uint64) for i in range(n)}
     gone = set(range(0, n, 10))
-    shamir.field()  # one-time galois JIT, excluded
+    shamir.field()  # one-time GF(65537) table construction, excluded
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB; libraries + inputs
     t0 = time.perf_counter()
     res = run_secagg_round(inputs, modulus_bits=32, threshold=t, neighbours=k, dropouts={"masked_input": gone},
@@ -181,7 +181,7 @@ def main(argv=None):
     if args.scale:
         bench_scale()
         return
-    shamir.field()  # one-time galois table construction / JIT, excluded from timings
+    shamir.field()  # one-time GF(65537) table construction, excluded from timings
     run_secagg_round({i: np.zeros(4, np.uint64) for i in range(4)}, modulus_bits=32, threshold=3, seed=0)  # warm-up
     bench_a()
     bench_b()

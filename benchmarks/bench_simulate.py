@@ -272,7 +272,7 @@ def startup(reps: int = 10) -> None:
     t = time.perf_counter()
     subprocess.run([sys.executable, "-c", "from secagg_dp.crypto.shamir import field; field(); field()"],
                    check=True, cwd=ROOT)
-    print(f"  GF(65537) first use in a process (import galois + build once): {time.perf_counter() - t:.2f} s")
+    print(f"  GF(65537) first use in a process (build the log tables once): {time.perf_counter() - t:.2f} s")
 
 
 def main() -> None:

@@ -10,18 +10,20 @@ checked against the client's own :class:`~protocols.security.ClientPolicy`, neve
 
 from __future__ import annotations
 
+import threading
 from fractions import Fraction
 
 import numpy as np
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
 from protocols import messages as m
-from protocols.graph import holder_points, neighbourhoods_for, neighbours_of, roster_graph_seed
+from protocols.graph import RosterGraph, holder_points, roster_graph, roster_graph_seed
 from protocols.pki import KeyRegistry, advertise_statement, survivor_statement
 from protocols.security import ClientPolicy, min_threshold
 from protocols.stages import CLIENT_TRANSITIONS, ClientStage
 from secagg_dp._validate import check_int
 from secagg_dp.crypto import aead, masking, shamir, signing
-from secagg_dp.crypto.keys import KeyPair, generate_keypair
+from secagg_dp.crypto.keys import KeyPair, generate_keypair, load_public
 from secagg_dp.crypto.randomness import RandomSource, resolve_source
 from secagg_dp.errors import AuthenticationError, ParameterError, ProtocolError
 from secagg_dp.zq import check_bits, check_residues
@@ -30,6 +32,52 @@ __all__ = ["SecAggClient"]
 
 _BOX_LEN = aead.OVERHEAD + m.SharePlaintext.LEN
 _HEAD = 28
+
+
+class _RosterView:
+    """What a client derives from one parsed roster: its graph and whether its graph seed is the hash of
+    the roster. Both are pure functions of the roster (immutable), so they are computed once per parsed
+    roster: where one process plays every client (the simulation) all clients hold the same parsed
+    roster (:func:`protocols.messages.decode`), and each would otherwise redo O(n) work."""
+
+    def __init__(self, roster: m.KeyRoster, k: int | None) -> None:
+        self.roster, self.k = roster, k
+        self.graph: RosterGraph = roster_graph(roster.ids, k, roster.graph_seed)
+        self._seed_ok: bool | None = None
+        self._parsed: dict[tuple[bool, int], X25519PublicKey] = {}  # (mask key?, roster row) -> parsed key
+
+    def public_key(self, row: int, *, mask: bool) -> X25519PublicKey:
+        """The roster's X25519 key (``mask``: the mask-agreement key, else the channel key) at ``row``,
+        parsed once: with one process playing every client, each key is otherwise parsed by k clients."""
+        key = self._parsed.get((mask, row))
+        if key is None:
+            pks = self.roster.mask_pks if mask else self.roster.enc_pks
+            key = self._parsed[(mask, row)] = load_public(pks[row].tobytes())
+        return key
+
+    @property
+    def seed_ok(self) -> bool:
+        if self._seed_ok is None:
+            r = self.roster
+            self._seed_ok = r.graph_seed == roster_graph_seed(r.round_id, r.ids, r.enc_pks, r.mask_pks)
+        return self._seed_ok
+
+
+_views: list[_RosterView] = []
+_views_lock = threading.Lock()
+
+
+def _roster_view(roster: m.KeyRoster, k: int | None) -> _RosterView:
+    """The view of ``roster`` for degree ``k``, remembered for the last few rosters (by identity)."""
+    with _views_lock:
+        for view in _views:
+            if view.roster is roster and view.k == k:
+                return view
+    view = _RosterView(roster, k)
+    with _views_lock:
+        _views.insert(0, view)
+        del _views[4:]
+    return view
 
 
 class SecAggClient:
@@ -159,10 +207,10 @@ class SecAggClient:
         return m.AdvertiseKeys(self.round_id, self.id, m.SERVER, self._enc.public, self._mask.public, sig).to_bytes()
 
     # -- stage 2: ShareKeys ----------------------------------------------------------------------------------
-    def _check_roster(self, msg: m.KeyRoster, ids: np.ndarray, nbrs: frozenset[int]) -> None:
+    def _check_roster(self, msg: m.KeyRoster, view: _RosterView, nbrs: list[int], rows: np.ndarray) -> None:
         """Active mode: graph seed derived from the roster, threshold safe for this roster, and every entry
-        we use signed by its owner's registered identity key over this round id."""
-        if msg.graph_seed != roster_graph_seed(msg.round_id, msg.ids, msg.enc_pks, msg.mask_pks):
+        we use (``nbrs``, at roster ``rows``) signed by its owner's registered identity key over this round."""
+        if not view.seed_ok:
             raise ProtocolError(f"client {self.id}: graph seed is not derived from the roster")
         full = self._k is None or self._k >= len(msg.ids) - 1
         holders = len(msg.ids) if full else self._k + 1
@@ -172,29 +220,33 @@ class SecAggClient:
                 f"client {self.id}: threshold {self._t} is unsafe against an active server with {holders} share "
                 f"holders per secret (need >= {need})"
             )
-        for v in sorted(nbrs):
-            e = msg.entry(int(np.searchsorted(ids, v)))
+        enc, mask, sigs = msg.enc_pks[rows].tobytes(), msg.mask_pks[rows].tobytes(), msg.signatures[rows].tobytes()
+        label, kl, sl = signing.LABEL_ADVERTISE_KEYS, m.KEY_LEN, m.SIG_LEN
+        for j, v in enumerate(nbrs):
+            body = advertise_statement(msg.round_id, v, enc[j * kl : (j + 1) * kl], mask[j * kl : (j + 1) * kl])
             try:
-                self._registry.verify(v, signing.LABEL_ADVERTISE_KEYS, advertise_statement(msg.round_id, v, e.enc_pk, e.mask_pk), e.signature)
+                self._registry.verify(v, label, body, sigs[j * sl : (j + 1) * sl])
             except AuthenticationError:
                 raise ProtocolError(f"client {self.id}: roster entry of client {v} fails signature verification") from None
         # A low-order key that slipped through makes the key agreement below raise AuthenticationError
         # (a ProtocolError): the roster is refused without a separate check per entry.
 
     def _on_roster(self, msg: m.KeyRoster) -> bytes:
-        ids = np.asarray(msg.ids, dtype=np.int64)
+        view = _roster_view(msg, self._k)
+        ids = view.graph.ids  # the roster's ids as an array (sorted, like the roster's rows)
         pos = int(np.searchsorted(ids, self.id))
         if pos >= ids.size or ids[pos] != self.id:
             raise ProtocolError(f"client {self.id}: not in the roster")
-        me = msg.entry(pos)
-        if me.enc_pk != self._enc.public or me.mask_pk != self._mask.public:
+        if msg.enc_pks[pos].tobytes() != self._enc.public or msg.mask_pks[pos].tobytes() != self._mask.public:
             raise ProtocolError(f"client {self.id}: roster carries keys that are not ours")
         if len(msg.ids) < self._t:
             raise ProtocolError(f"client {self.id}: roster has {len(msg.ids)} < threshold {self._t} clients")
-        nbrs = neighbours_of(msg.ids, self._k, msg.graph_seed, self.id)
-        if self.active:
-            self._check_roster(msg, ids, nbrs)
+        nbrs = view.graph.neighbours(self.id)
         holders = sorted(nbrs | {self.id})
+        rows = np.searchsorted(ids, holders)  # roster row of each holder
+        if self.active:
+            mine = holders.index(self.id)
+            self._check_roster(msg, view, holders[:mine] + holders[mine + 1 :], np.delete(rows, mine))
         if len(holders) < self._t:
             raise ProtocolError(f"client {self.id}: {len(holders)} share holders < threshold {self._t}")
         points = holder_points(holders)
@@ -202,23 +254,22 @@ class SecAggClient:
         shares = shamir.share(
             [self._mask.private, self_seed], threshold=self._t, points=[points[v] for v in holders], source=self._src
         )
-        half = shamir.PIECES_PER_32_BYTES
-        peers: dict[int, tuple[bytes, bytes]] = {}
+        plaintexts = m.SharePlaintext.pack_rows(self.id, holders, shares)
+        peers: dict[int, tuple[bytes, X25519PublicKey]] = {}
         recipients, boxes = [], []
-        for row, v in enumerate(holders):
+        for j, (v, row) in enumerate(zip(holders, rows.tolist())):
             if v == self.id:
-                own = shares[row]
+                own = shares[j].copy()  # not a view: it would keep all k + 1 shares alive until unmasking
                 continue
-            e = msg.entry(int(np.searchsorted(ids, v)))
-            ck = masking.channel_key(self._enc, e.enc_pk, round_id=self.round_id, own_id=self.id, peer_id=v)
-            pt = m.SharePlaintext(self.id, v, shares[row, :half], shares[row, half:])
-            boxes.append(aead.seal(ck, pt.to_bytes(), aead.associated_data(self.round_id, self.id, v), source=self._src))
+            enc_pk = view.public_key(row, mask=False)
+            ck = masking.channel_key(self._enc, enc_pk, round_id=self.round_id, own_id=self.id, peer_id=v)
+            boxes.append(aead.seal(ck, plaintexts[j], aead.associated_data(self.round_id, self.id, v), source=self._src))
             recipients.append(v)
-            peers[v] = (ck, e.mask_pk)
+            peers[v] = (ck, view.public_key(row, mask=True))
         commitment = masking.self_mask_commitment(self_seed, round_id=self.round_id, owner=self.id)
         out = m.ShareKeys(self.round_id, self.id, m.SERVER, commitment, tuple(recipients), tuple(boxes)).to_bytes()
         self._self_seed, self._own_share, self._peers = self_seed, own, peers
-        self._roster_ids, self._graph_seed = msg.ids, msg.graph_seed
+        self._roster_ids, self._view = msg.ids, view
         self.stage = ClientStage.SHARES_SENT
         return out
 
@@ -240,42 +291,58 @@ class SecAggClient:
 
     # -- stage 4 (active): ConsistencyCheck --------------------------------------------------------------------
     def _on_survivor_list(self, msg: m.SurvivorList) -> bytes:
-        alive = frozenset(msg.survivors)
-        if self.id not in alive:
+        alive = msg.survivors  # sorted, distinct (checked when parsed)
+        at = int(np.searchsorted(alive, self.id))
+        if at >= alive.size or alive[at] != self.id:
             raise ProtocolError(f"client {self.id}: survivor list does not include us")
-        if not alive <= frozenset(self._roster_ids):
+        roster = self._view.graph.ids
+        idx = np.searchsorted(roster, alive)
+        if alive.size and (int(idx[-1]) >= roster.size or not bool((roster[idx] == alive).all())):
             raise ProtocolError(f"client {self.id}: survivor list names clients outside the roster")
-        if len(alive) < self._t:
-            raise ProtocolError(f"client {self.id}: {len(alive)} survivors < threshold {self._t}; refusing to sign")
-        statement = survivor_statement(self.round_id, msg.survivors)
+        if alive.size < self._t:
+            raise ProtocolError(f"client {self.id}: {alive.size} survivors < threshold {self._t}; refusing to sign")
+        statement = survivor_statement(self.round_id, alive)
         sig = self._identity.sign(signing.LABEL_SURVIVOR_SET, statement)
-        if self._k is not None and self._k < len(self._roster_ids) - 1:
+        graph = self._view.graph
+        if not graph.full:
             # SecAgg+: only survivors among the holders of the secrets we hold shares of (us and the
             # neighbours whose boxes we hold) can matter later; keeping all of U3 would cost O(n) per client.
-            known = sorted(set(self._boxes) | {self.id})
-            nb = neighbourhoods_for(self._roster_ids, self._k, self._graph_seed, known)
-            alive &= frozenset(known).union(*nb.values())
-        self._survivors, self._statement = alive, statement
+            known = np.asarray(sorted(set(self._boxes) | {self.id}), dtype=np.int64)
+            near = np.union1d(known, graph.rows(known))
+            j = np.minimum(np.searchsorted(alive, near), alive.size - 1)
+            self._survivors = near[alive[j] == near]  # sorted array: a set of ~2k ids costs ~10x the memory
+        else:
+            self._survivors = alive
+        self._statement = statement
         self.stage = ClientStage.SURVIVORS_SIGNED
         return m.SurvivorSignature(self.round_id, self.id, m.SERVER, sig).to_bytes()
 
     def _check_signatures(self, msg: m.UnmaskRequest, known: set[int]) -> None:
         """Active mode: every forwarded signature is valid on the set we signed, and each client whose
         share we would reveal has at least t signers among its own share holders."""
-        signers = set()
-        for v, sig in zip(msg.signers, msg.signatures):
-            if v not in self._survivors:
+        label, statement = signing.LABEL_SURVIVOR_SET, self._statement
+        rows = msg.signatures.tobytes()
+        sl = m.SIG_LEN
+        signers = np.asarray(msg.signers, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self._survivors, signers), self._survivors.size - 1)
+        outside = signers[self._survivors[at] != signers] if self._survivors.size else signers
+        for j, v in enumerate(msg.signers):
+            if outside.size and v == outside[0]:
                 raise ProtocolError(
                     f"client {self.id}: signature from {v}, who is not in the survivor set or holds no share of a "
                     "secret we hold a share of"
                 )
             try:
-                self._registry.verify(v, signing.LABEL_SURVIVOR_SET, self._statement, sig.tobytes())
+                self._registry.verify(v, label, statement, rows[j * sl : (j + 1) * sl])
             except AuthenticationError:
                 raise ProtocolError(f"client {self.id}: survivor-set signature of client {v} is invalid") from None
-            signers.add(v)
-        nb = neighbourhoods_for(self._roster_ids, self._k, self._graph_seed, sorted(known))
-        short = [v for v in sorted(known) if len(signers & (nb[v] | {v})) < self._t]
+        owners = np.asarray(sorted(known), dtype=np.int64)
+        graph = self._view.graph
+        if graph.full:  # every signer (all in the roster) is a holder of every secret
+            count = np.full(owners.size, len(msg.signers))
+        else:  # signers among each owner's holders: its neighbour row (no repeats) and itself
+            count = np.isin(graph.rows(owners), signers).sum(axis=1) + np.isin(owners, signers)
+        short = owners[count < self._t].tolist()
         if short:
             raise ProtocolError(
                 f"client {self.id}: fewer than threshold {self._t} survivor-set signatures from the share holders "
@@ -295,26 +362,28 @@ class SecAggClient:
         if len(alive) < self._t:
             raise ProtocolError(f"client {self.id}: {len(alive)} survivors < threshold {self._t}; refusing to unmask")
         if self.active:
-            if alive != known & self._survivors:
+            if alive != known & set(self._survivors.tolist()):
                 raise ProtocolError(f"client {self.id}: unmask request contradicts the survivor set we signed")
             self._check_signatures(msg, known)
         half = shamir.PIECES_PER_32_BYTES
-        self_owners, self_rows, key_owners, key_rows, failed = [self.id], [self._own_share[half:]], [], [], []
+        owners, plaintexts, failed = [], [], []
         for v in sorted(known - {self.id}):
-            ck = self._peers[v][0]
             try:
-                pt = m.SharePlaintext.from_bytes(aead.open_sealed(ck, self._boxes[v], aead.associated_data(self.round_id, v, self.id)))
-                if pt.owner != v or pt.holder != self.id:
-                    raise AuthenticationError("share box names the wrong parties")
-            except (AuthenticationError, ProtocolError):
+                ad = aead.associated_data(self.round_id, v, self.id)
+                plaintexts.append(aead.open_sealed(self._peers[v][0], self._boxes[v], ad))
+                owners.append(v)
+            except AuthenticationError:
                 failed.append(v)  # reported to the server; never fatal on its own
-                continue
-            if v in alive:
+        ok, rows = m.SharePlaintext.unpack_rows(plaintexts, owners, self.id)
+        failed = sorted(failed + [v for v, good in zip(owners, ok.tolist()) if not good])  # malformed or misnamed
+        self_owners, self_rows, key_owners, key_rows = [self.id], [self._own_share[half:]], [], []
+        for v, good, row in zip(owners, ok.tolist(), rows):
+            if good and v in alive:
                 self_owners.append(v)
-                self_rows.append(pt.self_share)
-            else:
+                self_rows.append(row[half:])
+            elif good:
                 key_owners.append(v)
-                key_rows.append(pt.key_share)
+                key_rows.append(row[:half])
         out = m.UnmaskResponse(
             self.round_id, self.id, m.SERVER,
             tuple(self_owners), np.array(self_rows, dtype=np.uint32).reshape(-1, half),

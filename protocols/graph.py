@@ -8,9 +8,9 @@ a few nodes get degree k + 1). Each client masks with, and Shamir-shares to, its
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -23,6 +23,8 @@ from secagg_dp.errors import ParameterError
 
 __all__ = [
     "ring_order",
+    "RosterGraph",
+    "roster_graph",
     "neighbourhoods",
     "neighbours_of",
     "neighbourhoods_for",
@@ -35,21 +37,97 @@ __all__ = [
 def ring_order(ids: Sequence[int], graph_seed: bytes) -> np.ndarray:
     """The clients sorted by a 128-bit pseudorandom key each (uniform order up to 2^-64 collisions).
 
-    Returns a read-only array. A pure function of (ids, graph_seed), remembered for the last few rosters:
-    where one process plays every client of a round (the simulation), each would otherwise sort the whole
-    roster again, O(n^2 log n) in all.
+    Returns a read-only array. A pure function of (ids, graph_seed), remembered for the last few rosters
+    (see :func:`roster_graph`).
     """
-    return _ring(tuple(ids), bytes(graph_seed))[0]
+    return roster_graph(ids, None, graph_seed).order
 
 
-@functools.lru_cache(maxsize=4)
-def _ring(ids: tuple[int, ...], graph_seed: bytes) -> tuple[np.ndarray, dict[int, int]]:
-    """(ring order, client id -> position on the ring), both shared by every caller: never mutate them."""
-    ids_arr = np.asarray(sorted(ids), dtype=np.int64)
-    keys = np.frombuffer(keystream(graph_seed, 16 * ids_arr.size), dtype="<u8").reshape(-1, 2)
-    order = ids_arr[np.lexsort((keys[:, 1], keys[:, 0]))] if ids_arr.size else ids_arr
-    order.flags.writeable = False
-    return order, dict(zip(order.tolist(), range(order.size)))
+class RosterGraph:
+    """The communication graph of one roster, built once in O(n log n); each lookup then costs O(degree).
+
+    ``ids`` are the roster's client ids (any order, distinct), ``k=None`` or ``k >= n - 1`` the full
+    graph. Neighbour rows list the ids at fixed ring offsets from a client (no duplicates, never the client
+    itself), so callers can work on (clients x degree) arrays instead of one set per client.
+    """
+
+    def __init__(self, ids: Sequence[int], k: int | None, graph_seed: bytes) -> None:
+        self.ids = np.asarray(sorted(ids), dtype=np.int64)
+        self.n = n = self.ids.size
+        keys = np.frombuffer(keystream(graph_seed, 16 * n), dtype="<u8").reshape(-1, 2)
+        perm = np.lexsort((keys[:, 1], keys[:, 0])) if n else np.zeros(0, dtype=np.int64)
+        self.order = self.ids[perm]  # ring position -> client id
+        self.ring_pos = np.empty(n, dtype=np.int64)  # index in sorted ids -> ring position
+        self.ring_pos[perm] = np.arange(n)
+        self.full = k is None or k >= n - 1
+        self.k = None if self.full else check_int("k", k, lo=1)
+        offsets = [] if self.full else [d for j in range(1, k // 2 + 1) for d in (j, -j)]
+        if not self.full and k % 2:
+            offsets += [n // 2] if n % 2 == 0 else [n // 2, -(n // 2)]  # the chord; one offset when n is even
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+        for a in (self.ids, self.order, self.ring_pos, self.offsets):
+            a.flags.writeable = False
+
+    def __repr__(self) -> str:
+        return f"RosterGraph(n={self.n}, k={self.k})"
+
+    def index(self, clients: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Positions of ``clients`` in the sorted ids; an id not in the roster raises ParameterError."""
+        us = np.asarray(clients, dtype=np.int64).reshape(-1)
+        at = np.searchsorted(self.ids, us)
+        bad = (at >= self.n) | (self.ids[np.minimum(at, self.n - 1)] != us) if self.n else np.ones(us.size, bool)
+        if bad.any():
+            raise ParameterError(f"Argument 'clients' must be a subset of 'ids'; {int(us[bad][0])} is not in it.")
+        return at
+
+    def rows(self, clients: Sequence[int] | np.ndarray) -> np.ndarray:
+        """(len(clients), degree) array: row i holds the neighbours of ``clients[i]`` (SecAgg+ only)."""
+        if self.full:
+            raise ParameterError("Argument 'k' is the full graph, whose rows are the whole roster; use the sets.")
+        at = self.ring_pos[self.index(clients)]
+        return self.order[(at[:, None] + self.offsets[None, :]) % self.n]
+
+    def neighbours(self, client: int) -> frozenset[int]:
+        """One client's neighbour set (without the client itself)."""
+        if self.full:
+            self.index([client])
+            return frozenset(self.ids.tolist()) - {int(client)}
+        return frozenset(self.rows([client])[0].tolist())
+
+    def neighbour_sets(self, clients: Sequence[int] | None = None) -> dict[int, frozenset[int]]:
+        """Neighbour sets of ``clients`` (default: everyone), keyed by client id."""
+        us = self.ids if clients is None else np.asarray(clients, dtype=np.int64).reshape(-1)
+        if self.full:
+            self.index(us)
+            everyone = frozenset(self.ids.tolist())
+            return {u: everyone - {u} for u in us.tolist()}
+        return {u: frozenset(row) for u, row in zip(us.tolist(), self.rows(us).tolist())}
+
+
+_CACHE_SIZE = 4
+_cache: list[tuple[tuple[int, ...], bytes, int | None, RosterGraph]] = []
+_cache_lock = threading.Lock()
+
+
+def roster_graph(ids: Sequence[int], k: int | None, graph_seed: bytes) -> RosterGraph:
+    """The :class:`RosterGraph` of (ids, k, graph_seed), remembered for the last few rosters.
+
+    Where one process plays every client of a round (the simulation), each would otherwise build the ring
+    again, O(n^2 log n) in all. A hit costs O(1) when ``ids`` is the very tuple of the cached roster (every
+    client holds the same parsed roster), otherwise one tuple comparison.
+    """
+    key = ids if isinstance(ids, tuple) else tuple(int(v) for v in ids)
+    seed = bytes(graph_seed)
+    with _cache_lock:
+        for entry in _cache:
+            c_ids, c_seed, c_k, graph = entry
+            if c_seed == seed and c_k == k and (c_ids is key or c_ids == key):
+                return graph
+    graph = RosterGraph(key, k, seed)
+    with _cache_lock:
+        _cache.insert(0, (key, seed, k, graph))
+        del _cache[_CACHE_SIZE:]
+    return graph
 
 
 def neighbourhoods(ids: Sequence[int], k: int | None, graph_seed: bytes) -> dict[int, frozenset[int]]:
@@ -59,46 +137,31 @@ def neighbourhoods(ids: Sequence[int], k: int | None, graph_seed: bytes) -> dict
         everyone = frozenset(ids)
         return {u: everyone - {u} for u in ids}
     k = check_int("k", k, lo=1)
-    order = ring_order(ids, graph_seed)
-    offsets = [d for j in range(1, k // 2 + 1) for d in (j, -j)]
-    if k % 2:
-        offsets += [n // 2, -(n // 2)]
-    pos = np.arange(n)
-    nbr = order[(pos[:, None] + np.asarray(offsets)[None, :]) % n]
-    return {int(order[i]): frozenset(int(v) for v in nbr[i]) - {int(order[i])} for i in range(n)}
+    graph = roster_graph(ids, k, graph_seed)
+    return graph.neighbour_sets(graph.order)
 
 
 def neighbours_of(ids: Sequence[int], k: int | None, graph_seed: bytes, client: int) -> frozenset[int]:
-    """One client's neighbour set, equal to ``neighbourhoods(ids, k, graph_seed)[client]`` at O(n log n) cost."""
+    """One client's neighbour set, equal to ``neighbourhoods(ids, k, graph_seed)[client]`` at O(k) cost once
+    the roster's graph is built (:func:`roster_graph`)."""
     n = len(ids)
     if k is None or k >= n - 1:
         return frozenset(ids) - {client}
-    order, pos = _ring(tuple(ids), bytes(graph_seed))
-    if client not in pos:
-        raise ParameterError(f"Argument 'client' must be one of 'ids', not {client}.")
-    offsets = [d for j in range(1, k // 2 + 1) for d in (j, -j)]
-    if k % 2:
-        offsets += [n // 2, -(n // 2)]
-    return frozenset(int(v) for v in order[(pos[client] + np.asarray(offsets)) % n]) - {client}
+    try:
+        return roster_graph(ids, k, graph_seed).neighbours(client)
+    except ParameterError:
+        raise ParameterError(f"Argument 'client' must be one of 'ids', not {client}.") from None
 
 
 def neighbourhoods_for(
     ids: Sequence[int], k: int | None, graph_seed: bytes, clients: Sequence[int]
 ) -> dict[int, frozenset[int]]:
-    """``neighbourhoods(ids, k, graph_seed)`` restricted to ``clients``, computing the ring order once."""
+    """``neighbourhoods(ids, k, graph_seed)`` restricted to ``clients``, at O(k) per client."""
     n = len(ids)
     if k is None or k >= n - 1:
         everyone = frozenset(ids)
         return {int(u): everyone - {int(u)} for u in clients}
-    order, pos = _ring(tuple(ids), bytes(graph_seed))
-    offsets = np.asarray([d for j in range(1, k // 2 + 1) for d in (j, -j)] + ([n // 2, -(n // 2)] if k % 2 else []))
-    us = [int(u) for u in clients]
-    missing = [u for u in us if u not in pos]
-    if missing:
-        raise ParameterError(f"Argument 'clients' must be a subset of 'ids'; {missing[0]} is not in it.")
-    at = np.asarray([pos[u] for u in us], dtype=np.int64)
-    rows = order[(at[:, None] + offsets[None, :]) % n].tolist()  # one gather for all clients
-    return {u: frozenset(row) - {u} for u, row in zip(us, rows)}
+    return roster_graph(ids, k, graph_seed).neighbour_sets(list(clients))
 
 
 def roster_graph_seed(round_id: bytes, ids: Sequence[int], enc_pks: np.ndarray, mask_pks: np.ndarray) -> bytes:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +44,13 @@ from protocols.wire import (
 )
 from secagg_dp.crypto.shamir import PIECES_PER_32_BYTES, PRIME
 from secagg_dp.errors import ProtocolError
+
+_PAIR = struct.Struct(">II")
+
+
+def _all_bytes(items: tuple) -> bool:
+    """Whether every item is a ``bytes`` object (one C-level pass; no generator per box)."""
+    return set(map(type, items)) <= {bytes}
 
 # The message classes, plus the wire names callers use through this module (``m.SERVER``, ``m.Kind``, ...).
 __all__ = [
@@ -182,7 +190,7 @@ class ShareKeys(Header):
         super().__post_init__()
         check_bytes("commitment", self.commitment, 32)
         check_ids("recipients", self.recipients)
-        if len(self.recipients) != len(self.boxes) or not all(isinstance(b, bytes) for b in self.boxes):
+        if len(self.recipients) != len(self.boxes) or not _all_bytes(self.boxes):
             raise ProtocolError("recipients and boxes differ in length")
 
     def to_bytes(self) -> bytes:
@@ -200,7 +208,7 @@ class ShareBundle(Header):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_ids("senders", self.senders)
-        if len(self.senders) != len(self.boxes) or not all(isinstance(b, bytes) for b in self.boxes):
+        if len(self.senders) != len(self.boxes) or not _all_bytes(self.boxes):
             raise ProtocolError("senders and boxes differ in length")
 
     def to_bytes(self) -> bytes:
@@ -233,19 +241,36 @@ class MaskedInput(Header):
 
 @dataclass(frozen=True)
 class SurvivorList(Header):
-    """Server -> each client of U3 (active mode): the survivor set U3, sorted, for the client to sign."""
+    """Server -> each client of U3 (active mode): the survivor set U3, sorted, for the client to sign.
+
+    ``survivors`` is a read-only int64 array (a tuple or list is converted): at n = 10^4 each client parses
+    and hashes the whole list, so it stays one array from the wire to the hash, checked in one pass.
+    """
 
     KIND = Kind.SURVIVOR_LIST
-    survivors: tuple[int, ...]
+    survivors: np.ndarray
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_ids("survivors", self.survivors)
-        if list(self.survivors) != sorted(self.survivors):
-            raise ProtocolError("field 'survivors' must be sorted")
+        arr = self.survivors
+        if isinstance(arr, (tuple, list)):
+            arr = np.asarray(arr) if len(arr) else np.zeros(0, dtype=np.int64)
+        if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "iu" or arr.ndim != 1:
+            raise ProtocolError("field 'survivors' must be a 1-D sequence of integer client ids")
+        if arr.dtype != np.int64 or arr.flags.writeable:
+            arr = arr.astype(np.int64)  # our own read-only copy
+        if arr.size and (int(arr[0]) < 0 or int(arr[-1]) > MAX_CLIENT_ID):
+            raise ProtocolError("field 'survivors' holds an invalid client id")
+        if arr.size > 1 and not bool((arr[1:] > arr[:-1]).all()):
+            raise ProtocolError("field 'survivors' must be sorted, without repeats")
+        arr.flags.writeable = False
+        object.__setattr__(self, "survivors", arr)
+
+    def __repr__(self) -> str:
+        return f"SurvivorList(sender={self.sender}, recipient={self.recipient}, survivors={self.survivors.size})"
 
     def to_bytes(self) -> bytes:
-        return self._head() + pack_ids(self.survivors)
+        return self._head() + struct.pack(">I", self.survivors.size) + self.survivors.astype(">u4").tobytes()
 
 
 @dataclass(frozen=True)
@@ -366,6 +391,39 @@ class SharePlaintext:
         arr = np.frombuffer(data, dtype=">u4", offset=8).astype(np.uint32)
         return cls(owner, holder, arr[:PIECES_PER_32_BYTES].copy(), arr[PIECES_PER_32_BYTES:].copy())
 
+    @classmethod
+    def pack_rows(cls, owner: int, holders: Sequence[int], shares: np.ndarray) -> list[bytes]:
+        """``SharePlaintext(owner, holders[i], *shares[i] split in halves).to_bytes()`` for every row i,
+        checked and converted once for the whole (len(holders), 32) share matrix."""
+        check_id("owner", owner)
+        check_ids("holders", tuple(holders))
+        rows = np.asarray(shares)
+        if rows.dtype != np.uint32 or rows.shape != (len(holders), 2 * PIECES_PER_32_BYTES) or (
+            rows.size and int(rows.max()) >= PRIME
+        ):
+            raise ProtocolError(
+                f"field 'shares' must be ({len(holders)}, {2 * PIECES_PER_32_BYTES}) uint32 elements of GF(p)"
+            )
+        body = rows.astype(">u4").tobytes()
+        w = 4 * rows.shape[1]
+        return [_PAIR.pack(owner, v) + body[i * w : (i + 1) * w] for i, v in enumerate(holders)]
+
+    @classmethod
+    def unpack_rows(
+        cls, plaintexts: Sequence[bytes], owners: Sequence[int], holder: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Parse plaintexts that should come from ``owners[i]`` to ``holder``, checked in one pass: returns
+        (ok, shares) where ``ok[i]`` says plaintext i is well formed (length, GF(p) elements) and names
+        exactly (owners[i], holder), and ``shares[i]`` is its 32 elements (key share, then self share)."""
+        m_ = len(plaintexts)
+        ok = np.fromiter((len(p) == cls.LEN for p in plaintexts), dtype=bool, count=m_)
+        blob = b"".join(p if good else bytes(cls.LEN) for p, good in zip(plaintexts, ok.tolist()))
+        arr = np.frombuffer(blob, dtype=">u4").reshape(m_, 2 + 2 * PIECES_PER_32_BYTES).astype(np.int64)
+        ok &= arr[:, 0] == np.asarray(owners, dtype=np.int64).reshape(-1)
+        ok &= arr[:, 1] == holder
+        ok &= (arr[:, 2:] < PRIME).all(axis=1)
+        return ok, arr[:, 2:].astype(np.uint32)
+
 
 Message = (
     RoundOpen | AdvertiseKeys | KeyRoster | ShareKeys | ShareBundle | MaskedInput | SurvivorList | SurvivorSignature
@@ -397,7 +455,7 @@ def decode(data: bytes) -> Message:
         y = np.frombuffer(r.take(8 * n), dtype="<u8").astype(np.uint64)
         msg = MaskedInput(*h, bits, y)
     elif kind is Kind.SURVIVOR_LIST:
-        msg = SurvivorList(*h, r.ids())
+        msg = SurvivorList(*h, r.id_array())
     elif kind is Kind.SURVIVOR_SIGNATURE:
         msg = SurvivorSignature(*h, r.take(SIG_LEN))
     elif kind is Kind.UNMASK_REQUEST:

@@ -105,7 +105,9 @@ def advertise_statement(round_id: bytes, client: int, enc_pk: bytes, mask_pk: by
 
 def survivor_statement(round_id: bytes, survivors: Iterable[int]) -> bytes:
     """The body signed in the consistency round: round id and SHA-256 of the sorted survivor ids (uint32)."""
-    ids = np.sort(np.asarray(tuple(survivors), dtype=np.int64).reshape(-1))  # no Python loop: n = 10^4 ids per client
+    if not isinstance(survivors, np.ndarray):
+        survivors = np.fromiter(survivors, dtype=np.int64)
+    ids = np.sort(survivors.astype(np.int64, copy=False).reshape(-1))  # no Python loop: n = 10^4 ids per client
     if ids.size and (ids[0] < 0 or ids[-1] > 0xFFFFFFFF):
         raise ParameterError("Argument 'survivors' must hold client ids in [0, 2^32 - 1].")
     digest = hashlib.sha256(ids.astype(">u4").tobytes()).digest()

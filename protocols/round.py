@@ -228,4 +228,4 @@ def run_pooled_round(
         round_id=round_id, source=plan.server_source(),
     )
     pool.start(plan, registry, silent_from)
-    return drive_round(server, pool, InProcessTransport(rng=rng, faults=faults))
+    return drive_round(server, pool, InProcessTransport(rng=rng, faults=faults, keep_log=False))

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from protocols import messages as m
-from protocols.graph import holder_points, neighbourhoods, roster_graph_seed
+from protocols.graph import holder_points, roster_graph, roster_graph_seed
 from protocols.pki import KeyRegistry, advertise_statement, survivor_statement
 from protocols.security import check_security, min_threshold
 from protocols.stages import SERVER_ACCEPTS, SERVER_ADVANCE, ServerStage
@@ -43,6 +44,48 @@ Outgoing = list[tuple[int, bytes]]  # (recipient or BROADCAST, serialised messag
 _HEAD = 28
 _BOX_LEN = aead.OVERHEAD + m.SharePlaintext.LEN
 _SHARE_ROW = 4 * shamir.PIECES_PER_32_BYTES
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """A checked ShareKeys as the server keeps it until the boxes are forwarded: the commitment, the
+    recipients and the received bytes with each box's span in them. Boxes are cut out only when the
+    bundles are built, so the server holds no second copy of the O(n k) boxes next to the received
+    messages."""
+
+    commitment: bytes
+    recipients: tuple[int, ...]
+    data: bytes = field(repr=False)
+    spans: np.ndarray = field(repr=False)  # (boxes, 2) int64: start and end of each box in ``data``
+
+    @classmethod
+    def of(cls, msg: m.ShareKeys, data: bytes) -> _Shared:
+        """Record ``msg``, parsed from exactly ``data`` (header, commitment, count, then (id, length, box))."""
+        lengths = np.fromiter(map(len, msg.boxes), dtype=np.int64, count=len(msg.boxes))
+        ends = m.HEADER_LEN + 32 + 4 + np.cumsum(lengths + 8)
+        if (ends[-1] if ends.size else m.HEADER_LEN + 36) != len(data):  # guards the layout assumption
+            raise ProtocolError("ShareKeys layout does not match its bytes")
+        return cls(msg.commitment, msg.recipients, bytes(data), np.stack([ends - lengths, ends], axis=1))
+
+    def boxes(self) -> list[bytes]:
+        return [self.data[a:b] for a, b in self.spans.tolist()]
+
+
+class _HolderPoints(Mapping):
+    """Owner -> its holders' Shamir points (:func:`~protocols.graph.holder_points`), computed on access
+    from the holder sets instead of stored for all n owners."""
+
+    def __init__(self, holders: Mapping[int, frozenset[int]]) -> None:
+        self._holders = holders
+
+    def __getitem__(self, owner: int) -> dict[int, int]:
+        return holder_points(self._holders[owner])
+
+    def __iter__(self):
+        return iter(self._holders)
+
+    def __len__(self) -> int:
+        return len(self._holders)
 
 
 @dataclass(frozen=True)
@@ -109,7 +152,7 @@ class SecAggServer:
         self.reconstructions = 0  # number of secrets reconstructed (0 after any abort)
         self.outcome: RoundOutcome | None = None
         self._keys: dict[int, tuple[bytes, bytes]] = {}
-        self._shares: dict[int, m.ShareKeys] = {}
+        self._shares: dict[int, _Shared] = {}
         self._commitments: dict[int, bytes] = {}
         self._masked: set[int] = set()  # U3 so far; their inputs live only in the running sum
         self._acc: np.ndarray | None = None
@@ -162,7 +205,7 @@ class SecAggServer:
         elif kind is m.Kind.SHARE_KEYS:
             if set(msg.recipients) != self._holders[u] - {u}:
                 raise ProtocolError(f"client {u} addressed shares to the wrong set of holders")
-            self._shares[u] = msg
+            self._shares[u] = _Shared.of(msg, data)
         elif kind is m.Kind.MASKED_INPUT:
             if msg.bits != self.bits or msg.y.size != self.dim:
                 raise ProtocolError(f"client {u} sent a masked input of the wrong shape or modulus")
@@ -288,16 +331,16 @@ class SecAggServer:
         mask = np.frombuffer(b"".join(self._keys[u][1] for u in ids), dtype=np.uint8).reshape(-1, 32).copy()
         sigs = np.frombuffer(b"".join(self._keys[u][2] for u in ids), dtype=np.uint8).reshape(-1, m.SIG_LEN).copy()
         graph_seed = roster_graph_seed(self.round_id, ids, enc, mask)
-        self._nbrs = neighbourhoods(ids, self.k, graph_seed)
-        self._holders = {u: self._nbrs[u] | {u} for u in ids}
+        self._graph = roster_graph(ids, self.k, graph_seed)
+        self._holders = {u: nb | {u} for u, nb in self._graph.neighbour_sets().items()}  # neighbours and u
         short = [u for u in ids if len(self._holders[u]) < self.threshold]
         if short:
             raise self._abort(f"clients {short[:5]} have fewer than threshold share holders")
         if full:  # one point per client, shared by every secret
             points = holder_points(ids)
             self._points = dict.fromkeys(ids, points)
-        else:  # neighbourhood-local points in [1, k + 1]
-            self._points = {u: holder_points(self._holders[u]) for u in ids}
+        else:  # neighbourhood-local points in [1, k + 1], computed when asked for (not kept: O(n k))
+            self._points = _HolderPoints(self._holders)
         roster = m.KeyRoster(self.round_id, m.SERVER, m.BROADCAST, graph_seed, ids, enc, mask, sigs)
         return [(m.BROADCAST, roster.to_bytes())]
 
@@ -306,13 +349,13 @@ class SecAggServer:
         self._u2 = frozenset(self._shares)
         inbox: dict[int, tuple[list[int], list[bytes]]] = {v: ([], []) for v in self._u2}
         for u in sorted(self._u2):
-            msg = self._shares[u]
-            for v, box in zip(msg.recipients, msg.boxes):
+            sent = self._shares[u]
+            for v, box in zip(sent.recipients, sent.boxes()):
                 if v in inbox:
                     inbox[v][0].append(u)
                     inbox[v][1].append(box)
         # The boxes are forwarded below; only each commitment to b_u is needed later.
-        self._commitments = {u: msg.commitment for u, msg in self._shares.items()}
+        self._commitments = {u: sent.commitment for u, sent in self._shares.items()}
         self._shares.clear()  # ShareKeys are refused from now on by stage, so no "already sent" record is needed
         return [
             (v, m.ShareBundle(self.round_id, m.SERVER, v, tuple(s), tuple(b)).to_bytes())
@@ -336,42 +379,67 @@ class SecAggServer:
 
     def _unmask_requests(self, responders: frozenset[int], sigs: dict[int, bytes]) -> Outgoing:
         """One UnmaskRequest per responder; in active mode with enough survivor-set signatures for the client
-        to see t signers among the holders of every secret it holds a share of (:meth:`_signers_for`)."""
+        to see t signers among the holders of every secret it holds a share of (:meth:`_signer_cover`)."""
         out = []
+        pick = self._signer_cover(sigs) if sigs else None
         for u in sorted(responders):
             mine = self._holders[u] & self._u2
             alive, gone = mine & self._u3, mine - self._u3
             self._requests[u] = (alive, gone)
-            signers = self._signers_for(mine, sigs) if sigs else ()
-            arr = np.frombuffer(b"".join(sigs[v] for v in signers), dtype=np.uint8).reshape(-1, m.SIG_LEN)
-            req = m.UnmaskRequest(self.round_id, m.SERVER, u, tuple(sorted(alive)), tuple(sorted(gone)), signers, arr.copy())
+            signers, arr = pick(mine) if pick else ((), np.zeros((0, m.SIG_LEN), dtype=np.uint8))
+            req = m.UnmaskRequest(self.round_id, m.SERVER, u, tuple(sorted(alive)), tuple(sorted(gone)), signers, arr)
             out.append((u, req.to_bytes()))
         return out
 
-    def _signers_for(self, owners: frozenset[int], sigs: dict[int, bytes]) -> tuple[int, ...]:
-        """A small set of signers giving every owner v at least t signers among its holders (all signers
-        of v's holders when fewer exist). Each signature costs the client one verification, so signers
-        covering the most owners go first (greedy set multicover); any t on the full graph."""
-        if self.k is None:
-            return tuple(sorted(sigs)[: self.threshold])
-        cover = defaultdict(list)
-        for v in owners:
-            for s in self._holders[v]:  # not ``& sigs.keys()``, which walks all n signers for every owner
-                if s in sigs:
-                    cover[s].append(v)
-        need = dict.fromkeys(owners, self.threshold)
-        unmet = set(owners)  # owners with need > 0, kept up to date instead of rescanning ``need``
-        chosen = []
-        for s in sorted(cover, key=lambda s: (-len(cover[s]), s)):
-            if not unmet.isdisjoint(cover[s]):
-                chosen.append(s)
-                for v in cover[s]:
-                    need[v] -= 1
-                    if need[v] == 0:
-                        unmet.discard(v)
-                if not unmet:
-                    break
-        return tuple(sorted(chosen))
+    def _signer_cover(self, sigs: dict[int, bytes]) -> Callable[[frozenset[int]], tuple[tuple[int, ...], np.ndarray]]:
+        """Choose, once per round, a set S of signers giving every owner v in U2 at least t members of S
+        among its share holders (all signers among them when fewer exist); returns ``pick(owners)``, which
+        gives one client the (sorted signers, signature rows) of S among the holders of its ``owners``.
+
+        Each forwarded signature costs the client one verification, so S should be small. On the ring,
+        holders are windows of k + 1 consecutive clients (plus a chord for odd k); a sweep over the owners
+        in ring order tops up each owner's deficit with its most forward unused signers, the greedy that is
+        optimal for covering intervals on a line. Cost O(n k) once, then O(k^2) array work per client
+        (replacing a per-client greedy of O(k^2) Python steps). Any t signers on the full graph.
+        """
+        graph, t = self._graph, self.threshold
+        if graph.full:
+            chosen = tuple(sorted(sigs)[:t])
+            arr = np.frombuffer(b"".join(sigs[v] for v in chosen), dtype=np.uint8).reshape(-1, m.SIG_LEN)
+            return lambda owners: (chosen, arr.copy())
+        n, ring = graph.n, graph.ring_pos  # ring_pos: sorted-id index -> ring position
+        cols = np.asarray(sorted([0, *graph.offsets.tolist()], key=lambda d: (abs(d) > graph.k // 2, -d)))
+        signer_ids = np.fromiter(sigs, dtype=np.int64, count=len(sigs))
+        signer_pos = ring[graph.index(signer_ids)]
+        avail = np.zeros(n, dtype=bool)
+        avail[signer_pos] = True
+        owners = np.sort(ring[graph.index(np.fromiter(self._u2, dtype=np.int64, count=len(self._u2)))])
+        window = (np.arange(n)[:, None] + cols[None, :]) % n  # row p: ring positions of p's share holders
+        need = np.minimum(t, avail[window].sum(axis=1))
+        chosen = np.zeros(n, dtype=bool)
+        count = np.zeros(n, dtype=np.int64)  # members of S among each position's holders
+        for p in owners.tolist():
+            deficit = need[p] - count[p]
+            if deficit > 0:
+                cand = window[p]
+                new = cand[avail[cand] & ~chosen[cand]][:deficit]
+                chosen[new] = True
+                np.add.at(count, window[new].ravel(), 1)
+        del window
+        sig_at = np.zeros((n, m.SIG_LEN), dtype=np.uint8)  # by ring position
+        sig_at[signer_pos] = np.frombuffer(b"".join(map(sigs.__getitem__, signer_ids.tolist())), dtype=np.uint8).reshape(
+            -1, m.SIG_LEN
+        )
+
+        def pick(owners: frozenset[int]) -> tuple[tuple[int, ...], np.ndarray]:
+            pos = ring[graph.index(np.fromiter(owners, dtype=np.int64, count=len(owners)))]
+            near = ((pos[:, None] + cols[None, :]) % n).ravel()
+            sel = np.unique(near[chosen[near]])
+            by_id = np.argsort(graph.order[sel])
+            sel = sel[by_id]
+            return tuple(graph.order[sel].tolist()), sig_at[sel]
+
+        return pick
 
     # -- unmasking -----------------------------------------------------------------------------------------
     def _finish(self) -> RoundOutcome:
@@ -379,16 +447,19 @@ class SecAggServer:
         half = shamir.PIECES_PER_32_BYTES
         self_sh: dict[int, list[tuple[int, np.ndarray]]] = defaultdict(list)
         key_sh: dict[int, list[tuple[int, np.ndarray]]] = defaultdict(list)
+        points: dict[int, dict[int, int]] = {}  # owner -> holder -> point, for the owners seen here
         for r in sorted(self._responses):
             msg = self._responses[r]
             for owner, row in zip(msg.self_owners, msg.self_shares):
-                self_sh[owner].append((self._points[owner][r], row))
+                pts = points.get(owner) or points.setdefault(owner, self._points[owner])
+                self_sh[owner].append((pts[r], row))
             for owner, row in zip(msg.key_owners, msg.key_shares):
-                key_sh[owner].append((self._points[owner][r], row))
+                pts = points.get(owner) or points.setdefault(owner, self._points[owner])
+                key_sh[owner].append((pts[r], row))
             for owner in msg.failed:
                 self.reports.append(f"client {r} rejected the share box from client {owner} (authentication failed)")
         dropped = self._u2 - self._u3
-        need_keys = sorted(v for v in dropped if self._nbrs[v] & self._u3)
+        need_keys = sorted(v for v in dropped if self._holders[v] & self._u3)  # v itself is not in U3
         short = [u for u in sorted(self._u3) if len(self_sh[u]) < self.threshold]
         short += [v for v in need_keys if len(key_sh[v]) < self.threshold]
         if short:  # decide before reconstructing anything
@@ -410,7 +481,7 @@ class SecAggServer:
             accumulate_mask(total, b_seeds[u], self.bits, sign=-1)
         for v in need_keys:
             kp = keypair_from_private(sk[v])
-            for w in sorted(self._nbrs[v] & self._u3):
+            for w in sorted(self._holders[v] & self._u3):
                 seed = masking.pairwise_seed(kp, self._keys[w][1], round_id=self.round_id, own_id=v, peer_id=w)
                 # y_w carries sign(w, v) * PRG(s_wv); remove it.
                 accumulate_mask(total, seed, self.bits, sign=-masking.mask_sign(w, v))

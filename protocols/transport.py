@@ -3,7 +3,9 @@
 Each phase the driver hands the transport the envelopes sent in that phase; :meth:`InProcessTransport.deliver`
 returns them in a scheduler-chosen order after applying the fault rules: drop, tamper (flip one byte),
 delay (deliver in the next phase of the same direction instead) and inject (replay any bytes, e.g. a message recorded in another
-round). Every envelope ever delivered is kept in :attr:`log` so tests can replay it elsewhere.
+round). Every envelope ever delivered is kept in :attr:`log` so tests can replay it elsewhere (unless the
+transport is made with ``keep_log=False``, as :func:`~protocols.round.run_secagg_round` does: a round's
+messages total O(n k) share boxes and n survivor lists, which the log would keep alive to the end).
 Phases are named ``"<stage>:down"`` (server to clients) and ``"<stage>:up"`` (clients to server) for the
 stages ``advertise_keys``, ``share_keys``, ``masked_input``, ``consistency`` (active mode only), ``unmasking``.
 An envelope's ``sender`` is the channel identity the transport authenticated; the driver hands it to the
@@ -105,8 +107,11 @@ class InProcessTransport:
     """Delivers envelopes phase by phase in an order drawn from ``rng`` (a simulation generator: it only
     schedules, it never touches keys or masks)."""
 
-    def __init__(self, *, rng: np.random.Generator | None = None, faults: FaultInjector | None = None) -> None:
+    def __init__(
+        self, *, rng: np.random.Generator | None = None, faults: FaultInjector | None = None, keep_log: bool = True
+    ) -> None:
         self._rng = resolve_rng(rng)
+        self.keep_log = bool(keep_log)
         self.faults = faults or FaultInjector()
         self._held: dict[str, list[Envelope]] = {"down": [], "up": []}  # per direction
         self.log: list[tuple[str, Envelope]] = []
@@ -128,5 +133,6 @@ class InProcessTransport:
             batch.append(env)
         order = self._rng.permutation(len(batch))
         out = [batch[i] for i in order]
-        self.log.extend((phase, e) for e in out)
+        if self.keep_log:
+            self.log.extend((phase, e) for e in out)
         return out

@@ -165,6 +165,11 @@ class Reader:
         n = self.u32()
         return tuple(np.frombuffer(self.take(4 * n), dtype=">u4").tolist())
 
+    def id_array(self) -> np.ndarray:
+        """A count-prefixed list of uint32 ids as an int64 array (no per-id Python objects)."""
+        n = self.u32()
+        return np.frombuffer(self.take(4 * n), dtype=">u4").astype(np.int64)
+
     def sigs(self, rows: int) -> np.ndarray:
         return np.frombuffer(self.take(rows * SIG_LEN), dtype=np.uint8).reshape(rows, SIG_LEN).copy()
 
@@ -175,12 +180,32 @@ class Reader:
         n = self.u32()
         if n > len(self.data):  # cheap sanity bound before looping
             raise ProtocolError("box count exceeds message size")
+        regular = self._regular_boxes(n)
+        if regular is not None:
+            return regular
         ids, boxes = [], []
         for _ in range(n):
             i, ln = struct.unpack(">II", self.take(8))
             ids.append(i)
             boxes.append(self.take(ln))
         return tuple(ids), tuple(boxes)
+
+    def _regular_boxes(self, n: int) -> tuple[tuple[int, ...], tuple[bytes, ...]] | None:
+        """The common case of :meth:`boxes`, parsed with arrays: n boxes of one length L filling exactly the
+        next n (8 + L) bytes (the caller then checks for trailing bytes as usual). None: parse one by one."""
+        data, pos = self.data, self.pos
+        if n == 0 or pos + 8 > len(data):
+            return None
+        ln = struct.unpack_from(">I", data, pos + 4)[0]
+        step = 8 + ln
+        if pos + n * step > len(data):
+            return None
+        heads = np.ndarray((n, 2), dtype=">u4", buffer=data, offset=pos, strides=(step, 4))
+        if not bool((heads[:, 1] == ln).all()):
+            return None
+        starts = range(pos + 8, pos + 8 + n * step, step)  # exactly n starts, also for empty boxes
+        self.pos = pos + n * step
+        return tuple(heads[:, 0].tolist()), tuple(data[o : o + ln] for o in starts)
 
     def done(self) -> None:
         if self.pos != len(self.data):

@@ -22,13 +22,16 @@ NONCE_LEN = 12
 TAG_LEN = 16
 OVERHEAD = NONCE_LEN + TAG_LEN
 _AD_TAG = b"secagg-dp/v1/share-ad"
+_IDS = struct.Struct(">II")
 
 
 def associated_data(round_id: bytes, sender: int, recipient: int) -> bytes:
     """Associated data ``tag || round_id || sender || recipient`` (ids as big-endian uint32)."""
-    check_int("sender", sender, lo=0, hi=0xFFFFFFFF)
-    check_int("recipient", recipient, lo=0, hi=0xFFFFFFFF)
-    return _AD_TAG + bytes(round_id) + struct.pack(">II", sender, recipient)
+    if not (type(sender) is int and 0 <= sender <= 0xFFFFFFFF):
+        check_int("sender", sender, lo=0, hi=0xFFFFFFFF)  # raises with the standard message (or accepts np ints)
+    if not (type(recipient) is int and 0 <= recipient <= 0xFFFFFFFF):
+        check_int("recipient", recipient, lo=0, hi=0xFFFFFFFF)
+    return _AD_TAG + bytes(round_id) + _IDS.pack(sender, recipient)
 
 
 def _aead(key: bytes) -> AESGCM:

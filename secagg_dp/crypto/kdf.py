@@ -46,14 +46,20 @@ LABELS = (
 )
 
 
+_LABEL_SET = frozenset(LABELS)
+_PAIR = struct.Struct(">II")
+_SHA256 = hashes.SHA256()  # stateless algorithm descriptor, shared by every derivation
+
+
 def context(label: bytes, round_id: bytes, *ids: int) -> bytes:
     """``label || 0x00 || round_id || ids as big-endian uint32``: the HKDF ``info`` for one use."""
-    if label not in LABELS:
+    if label not in _LABEL_SET:
         raise ParameterError(f"Argument 'label' must be one of the registered HKDF labels, not {label!r}.")
     for i in ids:
-        if not (isinstance(i, int) and 0 <= i <= 0xFFFFFFFF):
-            check_int("id", i, lo=0, hi=0xFFFFFFFF)  # raises with the standard message
-    return label + b"\x00" + bytes(round_id) + struct.pack(f">{len(ids)}I", *ids)
+        if not (type(i) is int and 0 <= i <= 0xFFFFFFFF):
+            check_int("id", i, lo=0, hi=0xFFFFFFFF)  # raises with the standard message (or accepts an np.integer)
+    packed = _PAIR.pack(*ids) if len(ids) == 2 else struct.pack(f">{len(ids)}I", *ids)
+    return label + b"\x00" + bytes(round_id) + packed
 
 
 def derive(ikm: bytes, *, info: bytes, length: int = 32, salt: bytes | None = None) -> bytes:
@@ -62,5 +68,6 @@ def derive(ikm: bytes, *, info: bytes, length: int = 32, salt: bytes | None = No
         raise ParameterError("Argument 'ikm' must be at least 16 bytes of key material.")
     if not isinstance(info, (bytes, bytearray)) or not info.startswith(LABELS):
         raise ParameterError("Argument 'info' must start with a registered purpose label (see kdf.LABELS).")
-    length = check_int("length", length, lo=1, hi=255 * 32)
-    return HKDF(algorithm=hashes.SHA256(), length=length, salt=salt, info=bytes(info)).derive(bytes(ikm))
+    if not (type(length) is int and 1 <= length <= 255 * 32):
+        length = check_int("length", length, lo=1, hi=255 * 32)
+    return HKDF(algorithm=_SHA256, length=length, salt=salt, info=bytes(info)).derive(bytes(ikm))

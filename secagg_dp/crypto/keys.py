@@ -19,6 +19,7 @@ __all__ = [
     "generate_keypair",
     "keypair_from_private",
     "public_from_private",
+    "load_public",
     "exchange",
     "is_low_order",
 ]
@@ -57,12 +58,22 @@ def public_from_private(private: bytes) -> bytes:
     return keypair_from_private(private).public
 
 
-def exchange(own: KeyPair, peer_public: bytes) -> bytes:
-    """Raw X25519(own.private, peer_public). A low-order peer key (all-zero output) raises AuthenticationError."""
+def load_public(peer_public: bytes) -> X25519PublicKey:
+    """Parse a 32-byte X25519 public key once, for callers that use it in many exchanges."""
     if not isinstance(peer_public, (bytes, bytearray)) or len(peer_public) != KEY_LEN:
         raise ParameterError(f"Argument 'peer_public' must be {KEY_LEN} bytes.")
     try:
-        return own._key.exchange(X25519PublicKey.from_public_bytes(bytes(peer_public)))
+        return X25519PublicKey.from_public_bytes(bytes(peer_public))
+    except ValueError:
+        raise AuthenticationError("key agreement failed") from None
+
+
+def exchange(own: KeyPair, peer_public: bytes | X25519PublicKey) -> bytes:
+    """Raw X25519(own.private, peer_public) for a 32-byte key or one parsed by :func:`load_public`.
+    A low-order peer key (all-zero output) raises AuthenticationError."""
+    peer = peer_public if isinstance(peer_public, X25519PublicKey) else load_public(peer_public)
+    try:
+        return own._key.exchange(peer)
     except ValueError:  # cryptography refuses the all-zero shared secret of low-order points
         raise AuthenticationError("key agreement failed") from None
 

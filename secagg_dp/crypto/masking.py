@@ -13,6 +13,7 @@ import hashlib
 from collections.abc import Iterable
 
 import numpy as np
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
 from secagg_dp.crypto import kdf
 from secagg_dp.crypto.keys import KeyPair, exchange
@@ -38,14 +39,14 @@ def new_self_mask_seed(*, source: RandomSource | None = None) -> bytes:
     return resolve_source(source).bytes(SEED_LEN)
 
 
-def pairwise_seed(own: KeyPair, peer_public: bytes, *, round_id: bytes, own_id: int, peer_id: int) -> bytes:
+def pairwise_seed(own: KeyPair, peer_public: bytes | X25519PublicKey, *, round_id: bytes, own_id: int, peer_id: int) -> bytes:
     """s_uv = HKDF-SHA256(X25519(own, peer), info = 'pairwise-mask-seed' || round || min id || max id)."""
     lo, hi = sorted((own_id, peer_id))
     info = kdf.context(kdf.LABEL_PAIRWISE_MASK, round_id, lo, hi)
     return kdf.derive(exchange(own, peer_public), info=info)
 
 
-def channel_key(own: KeyPair, peer_public: bytes, *, round_id: bytes, own_id: int, peer_id: int) -> bytes:
+def channel_key(own: KeyPair, peer_public: bytes | X25519PublicKey, *, round_id: bytes, own_id: int, peer_id: int) -> bytes:
     """AES-256-GCM key for shares between two clients: HKDF over X25519 of their channel key pairs."""
     lo, hi = sorted((own_id, peer_id))
     info = kdf.context(kdf.LABEL_CHANNEL, round_id, lo, hi)

@@ -12,6 +12,8 @@ purpose and round (HKDF, see :mod:`secagg_dp.crypto.kdf`) so no (key, counter) p
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
@@ -31,6 +33,12 @@ def _encryptor(seed: bytes):
     if len(seed) != SEED_LEN:
         raise ParameterError(f"Argument 'seed' must be exactly {SEED_LEN} bytes, not {len(seed)}.")
     return Cipher(algorithms.AES(bytes(seed)), modes.CTR(bytes(16))).encryptor()
+
+
+@functools.lru_cache(maxsize=8)
+def _zeros(nbytes: int) -> bytes:
+    """An immutable all-zero plaintext of ``nbytes`` (one per mask size, not one per mask)."""
+    return bytes(nbytes)
 
 
 def keystream(seed: bytes, nbytes: int) -> bytes:
@@ -58,7 +66,7 @@ def accumulate_mask(acc: np.ndarray, seed: bytes, bits: int, *, sign: int = 1) -
     enc = _encryptor(seed)
     n = acc.size
     chunk = min(n, _CHUNK_ELEMS)
-    zeros = bytes(chunk * dt.itemsize)
+    zeros = _zeros(chunk * dt.itemsize)
     buf = bytearray(chunk * dt.itemsize + 15)  # update_into needs len(data) + block_size - 1
     words_all = np.frombuffer(buf, dtype=dt, count=chunk)
     op = np.add if sign == 1 else np.subtract

@@ -1,16 +1,19 @@
-"""t-out-of-n Shamir secret sharing of byte strings over GF(p), p = 65537 = 2^16 + 1, with galois.
+"""t-out-of-n Shamir secret sharing of byte strings over GF(p), p = 65537 = 2^16 + 1.
 
 Encoding: a secret of 2m bytes is read as m big-endian 16-bit pieces, each an element of GF(65537)
 (pieces are < 2^16 < p, so the encoding is injective). Every piece gets its own random polynomial of
 degree t - 1 whose coefficients are drawn by rejection sampling from a cryptographic source (``os.urandom``
-by default), never from ``GF.Random``. Holder i receives the evaluations at its point x_i in [1, p - 1]
-(0 is refused: it is the secret). Sharing is one Vandermonde product V (n x t) @ C (t x m); reconstruction
-is one Lagrange combination of **exactly t** shares with coefficients cached per point set. Fewer than t
-shares raise :class:`ProtocolError` (Shamir 1979; information-theoretic hiding for any prime > n).
+by default). Holder i receives the evaluations at its point x_i in [1, p - 1] (0 is refused: it is the
+secret). Sharing is one Vandermonde product V (n x t) @ C (t x m); reconstruction is one Lagrange
+combination of **exactly t** shares with coefficients cached per point set. Fewer than t shares raise
+:class:`ProtocolError` (Shamir 1979; information-theoretic hiding for any prime > n).
 
-Why p = 65537 and not a 31-bit prime: galois runs prime fields below 2^20 with lookup tables (fast) but
-larger ones with per-element arithmetic; measured here a 100 x 51 x 18 matmul takes ~20 ms over
-2^31 + 11 and ~0.2 ms over 65537. The cost is at most p - 1 = 65536 share holders per round.
+Arithmetic: GF(65537)* is cyclic of order 2^16 with generator 3, so powers and products of nonzero
+elements are table look-ups on discrete logarithms (:func:`field` builds the two 2^16-entry tables once),
+and the sums of products in V @ C and in the Lagrange combination are exact in float64 (each product is
+below 2^32, a sum of t of them below 2^53 for any t <= p - 1) before one reduction mod p. Why p = 65537
+and not a 31-bit prime: the tables only exist for a small field; the cost is at most p - 1 = 65536 share
+holders per round.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache
 
-import galois
 import numpy as np
 
 from secagg_dp._validate import check_int
@@ -42,10 +44,31 @@ MAX_HOLDERS = PRIME - 1
 PIECES_PER_32_BYTES = 16
 
 
+_ORDER = PRIME - 1  # order of the multiplicative group
+_GENERATOR = 3  # a primitive root mod every Fermat prime above 3
+
+
 @lru_cache(maxsize=1)
-def field() -> type[galois.FieldArray]:
-    """The galois class GF(65537) (built once; construction takes about a second)."""
-    return galois.GF(PRIME)
+def field() -> tuple[np.ndarray, np.ndarray]:
+    """The tables (exp, log) of GF(65537)*: exp[i] = 3^i mod p for i in [0, 2^16), log[exp[i]] = i
+    (log[0] unused). Built once per process in a few milliseconds; read-only."""
+    exp = np.empty(_ORDER, dtype=np.int64)
+    x = 1
+    for i in range(_ORDER):
+        exp[i] = x
+        x = x * _GENERATOR % PRIME
+    if x != 1 or np.unique(exp).size != _ORDER:  # 3 generates the whole group
+        raise AssertionError("3 is not a primitive root mod 65537")
+    log = np.zeros(PRIME, dtype=np.int64)
+    log[exp] = np.arange(_ORDER)
+    exp.flags.writeable = False
+    log.flags.writeable = False
+    return exp, log
+
+
+def _matmul_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(a @ b) mod p for entries in [0, p): exact in float64 (see the module docstring)."""
+    return (a.astype(np.float64) @ b.astype(np.float64)).astype(np.int64) % PRIME
 
 
 def encode(secrets: Sequence[bytes]) -> np.ndarray:
@@ -87,25 +110,25 @@ def share(
     t = check_int("threshold", threshold, lo=1, hi=max(1, pts.size))
     if pts.size < t:
         raise ParameterError(f"Argument 'points' must have at least threshold={t} entries, not {pts.size}.")
-    gf = field()
+    exp, log = field()
     pieces = encode(secrets)
     coeffs = np.empty((t, pieces.size), dtype=np.int64)
     coeffs[0] = pieces
     if t > 1:
         coeffs[1:] = uniform_below(resolve_source(source), (t - 1) * pieces.size, PRIME).reshape(t - 1, -1)
-    vander = gf(pts)[:, None] ** np.arange(t)  # V[i, k] = x_i^k
-    return (vander @ gf(coeffs)).view(np.ndarray).astype(np.uint32)
+    vander = exp[(log[pts][:, None] * np.arange(t)[None, :]) % _ORDER]  # V[i, k] = x_i^k
+    return _matmul_mod(vander, coeffs).astype(np.uint32)
 
 
 @lru_cache(maxsize=4096)
 def lagrange_at_zero(points: tuple[int, ...]) -> np.ndarray:
     """lambda_i = prod_{j != i} x_j / (x_j - x_i) over GF(p), so f(0) = sum_i lambda_i f(x_i). Cached."""
-    gf = field()
-    x = gf(_check_points(points))
-    diff = x[None, :] - x[:, None]  # diff[i, j] = x_j - x_i
-    idx = np.arange(x.size)
-    diff[idx, idx] = 1
-    lam = np.multiply.reduce(x) / x / np.multiply.reduce(diff, axis=1)
+    exp, log = field()
+    x = _check_points(points)
+    diff = (x[None, :] - x[:, None]) % PRIME  # diff[i, j] = x_j - x_i, nonzero off the diagonal
+    np.fill_diagonal(diff, 1)  # log 1 = 0: the diagonal drops out of the sums below
+    # log lambda_i = sum_{j != i} log x_j - sum_{j != i} log (x_j - x_i)  (mod the group order)
+    lam = exp[(log[x].sum() - log[x] - log[diff].sum(axis=1)) % _ORDER]
     lam.flags.writeable = False
     return lam
 
@@ -125,6 +148,5 @@ def reconstruct(points: Sequence[int] | np.ndarray, shares: np.ndarray, *, thres
         raise ProtocolError(f"cannot reconstruct: {pts.size} shares received, threshold is {t}")
     if rows.size and int(rows.max()) >= PRIME:
         raise ProtocolError("share value outside GF(65537)")
-    gf = field()
     lam = lagrange_at_zero(tuple(int(p) for p in pts[:t]))
-    return (lam @ gf(rows[:t].astype(np.int64))).view(np.ndarray).astype(np.int64)
+    return _matmul_mod(lam[None, :], rows[:t].astype(np.int64))[0]
