@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from protocols import STAGES, run_secagg_round
@@ -193,6 +193,10 @@ def _scenarios(draw):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_scenarios())
+# a SecAgg+ client whose neighbours dropped refuses to mask (formerly a rare flaky failure of this test)
+@example((8, 2, 33, 11, 2, ["share_keys", "advertise_keys", None, "advertise_keys", None, "share_keys", None,
+                            "advertise_keys"], 1, "semi-honest"))
+@example((6, 2, 8, 1, 2, ["unmasking", None, "share_keys", "share_keys", None, None], 309361680, "active"))
 def test_property_exact_sum_or_abort(scenario):
     n, t, bits, dim, k, stage_of, seed, security = scenario
     inp = _inputs(n, dim, bits, seed=seed % 1000)
@@ -208,13 +212,21 @@ def test_property_exact_sum_or_abort(scenario):
 
     counted = alive_at("masked_input")
     try:
+        # the round id is pinned so that a failing example replays (by default every run draws a fresh one)
         res = run_secagg_round(inp, modulus_bits=bits, threshold=t, dropouts=drops, neighbours=k, security=security,
-                               seed=seed)
+                               seed=seed, round_id=seed.to_bytes(16, "big"))
     except AbortError:
         if k is None or k >= n - 1:
             # Full graph: abort exactly when some stage has fewer than t clients (U4 is the smallest set).
             assert len(alive_at("unmasking")) < t
         return
-    assert res.survivors == frozenset(counted)
+    if k is None or k >= n - 1:
+        assert res.survivors == frozenset(counted)
+    else:
+        # SecAgg+: a live client whose surviving share holders fell below t refuses to send its masked input
+        # (its secrets could not be recovered); it must say so, and every other live client is counted.
+        assert res.survivors <= frozenset(counted)
+        for c in frozenset(counted) - res.survivors:
+            assert any(r.startswith(f"masked_input: client {c} refused") and "< threshold" in r for r in res.reports)
     assert len(alive_at("unmasking")) >= t
     assert res.aggregate.tolist() == _oracle(inp, res.survivors, bits)
