@@ -81,3 +81,31 @@ def test_out_of_field_share_refused():
     shares[0, 0] = P
     with pytest.raises(ProtocolError):
         shamir.reconstruct(pts, shares, threshold=2)
+
+
+@pytest.mark.slow
+def test_table_arithmetic_matches_galois():
+    # Peer-library oracle: galois's GF(65537) (its own JIT-compiled field arithmetic) for the Vandermonde
+    # product behind `share` and the Lagrange coefficients behind `reconstruct`, at a large random point set.
+    import galois
+
+    gf = galois.GF(P)
+    rng = np.random.default_rng(7)
+    pts = rng.choice(np.arange(1, P), size=300, replace=False)
+    t = 200
+    secret = bytes(rng.integers(0, 256, size=64, dtype=np.uint8))
+    src = SeededRandom(b"\x05" * 32)
+    shares = shamir.share([secret], threshold=t, points=pts, source=src)
+    coeffs = uniform_below(SeededRandom(b"\x05" * 32), (t - 1) * 32, P).reshape(t - 1, 32).astype(np.int64)
+    pieces = np.frombuffer(secret, dtype=">u2").astype(np.int64)
+    full = gf(np.vstack([pieces, coeffs]))
+    vander = gf(pts.astype(np.int64))[:, None] ** np.arange(t)[None, :]
+    np.testing.assert_array_equal(shares.astype(np.int64), np.asarray(vander @ full, dtype=np.int64))
+    chosen = tuple(int(x) for x in pts[:t])
+    x = gf(np.array(chosen))
+    lam = []
+    for i in range(t):
+        others = np.delete(x, i)
+        lam.append(int(np.prod(others / (others - x[i]))))
+    np.testing.assert_array_equal(shamir.lagrange_at_zero(chosen), np.array(lam, dtype=np.int64))
+    assert shamir.decode(shamir.reconstruct(pts, shares, threshold=t)) == secret
