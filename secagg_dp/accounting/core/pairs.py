@@ -51,7 +51,7 @@ _EPS_MAX = 40.0  # grid end at most; beyond it the weight e^{-λ ε} <= e^{-80}
 _TAIL_Z = 38.0  # Gaussian tail argument, Φ(−38) < 1e−315: the grid ends where every δ/q is below that
 _ULP = 1e-13  # relative rounding allowance on each term before a subtraction (a generous multiple of 2^-52)
 _ROWS = 128
-_MAX_POINTS = 20000
+_MAX_POINTS = 20000  # per row
 _CACHE: dict[tuple[float, float, bytes], np.ndarray] = {}  # (z, q, orders) -> row; the check-in mixture
 _CACHE_ROWS = 8192  # re-evaluates the same client counts for every window candidate (oldest evicted first)
 
@@ -105,41 +105,53 @@ def _scales(z: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return scale, top
 
 
-def _grid(scale: np.ndarray, top: np.ndarray, lam_max: float) -> np.ndarray:
-    """Geometric ε grid from 1e-4 of the smallest scale (or of the weight's 1/λ; never below 1e-280) to the
-    largest top (at most 40), at most _MAX_POINTS points (a coarser ratio only loosens the bound)."""
-    hi = min(float(np.max(top)), _EPS_MAX)
-    lo = max(min(float(np.min(scale)), 1.0 / lam_max) * 1e-4, 1e-280)
-    if hi <= lo:
-        return np.array([lo, 2.0 * lo])
-    count = min(int(math.ceil(math.log(hi / lo) / math.log(_RATIO))) + 1, _MAX_POINTS)
-    return np.geomspace(lo, hi, count)
+def _lattice_range(scale: np.ndarray, top: np.ndarray, lam_max: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the indices [a, b] of its grid on the global lattice ε_i = _RATIO^i: from 1e-4 of its scale
+    (or of the weight's 1/λ; never below 1e-280) to its top (at most 40), at most _MAX_POINTS points (a
+    higher start only loosens the [0, ε_a] term). A row's grid depends on that row alone, so its value does
+    not depend on which other rows are computed with it."""
+    step = math.log(_RATIO)
+    hi = np.minimum(top, _EPS_MAX)
+    lo = np.maximum(np.minimum(scale, 1.0 / lam_max) * 1e-4, 1e-280)
+    b = np.ceil(np.log(hi) / step).astype(np.int64)
+    a = np.floor(np.log(lo) / step).astype(np.int64)
+    a = np.minimum(np.maximum(a, b - _MAX_POINTS), b - 1)
+    return a, b
 
 
 def _correction_bound(z: np.ndarray, q: np.ndarray, orders: np.ndarray) -> np.ndarray:
     """Upper bound on λ(λ−1)∫_0^∞ e^{−λε}(δ − δ_rev) dε per row and order (it may be negative).
 
-    Rows are sorted by scale and cut into chunks with a grid each. On a cell [ε_i, ε_{i+1}] δ <= δ(ε_i) and
-    δ_rev >= δ_rev(ε_{i+1}) (both non-increasing); on [0, ε_0] δ <= δ(0); beyond the grid δ <= δ(ε_max)."""
+    Each row integrates on its own stretch [ε_a, ε_b] of a global geometric lattice (rows are sorted and
+    chunked only to share the δ evaluations). On a cell [ε_i, ε_{i+1}] δ <= δ(ε_i) and δ_rev >= δ_rev(ε_{i+1})
+    (both non-increasing); on [0, ε_a] δ <= δ(0); beyond ε_b, δ <= δ(ε_b) (δ_rev is dropped: a lower bound)."""
     lam = orders.astype(np.float64)
     scale, top = _scales(z, q)
-    order = np.argsort(scale, kind="stable")
+    first, last = _lattice_range(scale, top, float(lam.max()))
+    order = np.argsort(first, kind="stable")
     out = np.empty((z.size, lam.size))
     for i in range(0, z.size, _ROWS):
         rows = order[i : i + _ROWS]
-        eps = _grid(scale[rows], top[rows], float(lam.max()))
+        a, b = first[rows], last[rows]
+        idx = np.arange(int(a.min()), int(b.max()) + 1)
+        eps = np.exp(idx * math.log(_RATIO))
         left, right = eps[:-1], eps[1:]
-        with np.errstate(under="ignore"):  # ∫_{left}^{right} e^{−λ ε} dε and ∫_{ε_max}^∞
+        with np.errstate(under="ignore"):  # ∫_{left}^{right} e^{−λ ε} dε
             cell = np.exp(-np.outer(left, lam)) * (-np.expm1(-np.outer(right - left, lam))) / lam[None, :]
-            tail = np.exp(-eps[-1] * lam) / lam
         zr, qr = z[rows, None], q[rows, None]
         at = np.concatenate(([0.0], eps))[None, :]
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):
             fwd, err = _forward_delta(zr, qr, at)
             rev = _reverse_delta(zr, qr, at)
         up = fwd + err
-        upper = up[:, 1:-1] @ cell + up[:, :1] * eps[0] + up[:, -1:] * tail[None, :]
-        lower = rev[:, 2:] @ cell
+        inside = (idx[None, :-1] >= a[:, None]) & (idx[None, 1:] <= b[:, None])  # the row's own cells
+        upper = np.where(inside, up[:, 1:-1], 0.0) @ cell
+        lower = np.where(inside, rev[:, 2:], 0.0) @ cell
+        pos_a, pos_b = a - idx[0], b - idx[0]  # positions of ε_a, ε_b in eps
+        with np.errstate(under="ignore"):
+            tail = np.exp(-np.outer(eps[pos_b], lam)) / lam[None, :]  # ∫_{ε_b}^∞ e^{−λ ε} dε
+        ar = np.arange(rows.size)
+        upper += (up[:, 0] * eps[pos_a])[:, None] + up[ar, pos_b + 1][:, None] * tail
         out[rows] = lam * (lam - 1.0) * (upper - lower)
     return out
 
