@@ -12,7 +12,7 @@ import numpy as np
 from protocols import messages as m
 from protocols.client import SecAggClient
 from protocols.pki import KeyRegistry
-from protocols.pool import ClientPool, InProcessClientPool, RoundPlan, seeded_sources
+from protocols.pool import ClientPool, InProcessClientPool, RoundPlan
 from protocols.security import check_security, min_threshold
 from protocols.server import SecAggServer
 from protocols.stages import STAGE_NAMES
@@ -85,9 +85,6 @@ def drive_round(
         timings[f"{stage}:server"] = t2 - t1
     out = server.outcome
     return SecAggResult(out.aggregate, out.survivors, out.dropped, tuple(reports + server.reports), timings)
-
-
-_seeded = seeded_sources  # fixtures import it from here
 
 
 def run_secagg_round(

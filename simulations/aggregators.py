@@ -17,6 +17,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from secagg_dp import zq
+from secagg_dp.errors import ParameterError
 
 __all__ = [
     "STAGES", "INCLUDED_FROM", "NO_DROP", "draw_drop_stages", "dropout_sets", "draw_dropouts", "included_clients",
@@ -92,16 +93,20 @@ def crypto_aggregate(
     seed: int,
     security: str = "active",
 ) -> tuple[np.ndarray, frozenset[int]]:
-    """Run the full protocol (``protocols.run_secagg_round``) on the clients' vectors."""
-    from protocols import run_secagg_round
+    """Run the full protocol on the clients' vectors (one row per id) with every client in this process:
+    :func:`crypto_aggregate_on` an ``InProcessClientPool``, which is what ``protocols.run_secagg_round`` runs."""
+    from protocols import InProcessClientPool
 
-    inputs = {int(cid): vectors[i] for i, cid in enumerate(ids)}
-    drops = {s: set(v) for s, v in dropouts.items() if v}
-    result = run_secagg_round(
-        inputs, modulus_bits=bits, threshold=threshold, dropouts=drops or None, neighbours=neighbours, seed=seed,
-        security=security,
+    rows = zq.check_residues("vectors", vectors, bits)
+    if rows.ndim != 2 or rows.shape[0] != len(ids) or rows.shape[1] == 0:
+        raise ParameterError(
+            f"Argument 'vectors' must have one non-empty row per id ({len(ids)}), not shape {rows.shape}."
+        )
+    inputs = {int(cid): rows[i] for i, cid in enumerate(ids)}
+    return crypto_aggregate_on(
+        InProcessClientPool(inputs), sorted(inputs), rows.shape[1], bits=bits, threshold=threshold, dropouts=dropouts,
+        neighbours=neighbours, seed=seed, security=security,
     )
-    return zq.check_residues("aggregate", result.aggregate, bits), frozenset(result.survivors)
 
 
 def crypto_aggregate_on(

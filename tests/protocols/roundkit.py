@@ -7,7 +7,7 @@ import numpy as np
 from protocols import messages as m
 from protocols.client import SecAggClient
 from protocols.pki import create_identities
-from protocols.round import _seeded
+from protocols.pool import seeded_sources as _seeded
 from protocols.security import ClientPolicy
 from protocols.server import SecAggServer
 

@@ -6,7 +6,7 @@ import pytest
 
 from protocols import messages as m
 from protocols.client import SecAggClient
-from protocols.round import _seeded
+from protocols.pool import seeded_sources as _seeded
 from protocols.security import ClientPolicy
 from protocols.server import SecAggServer
 from protocols.stages import CLIENT_TRANSITIONS, SERVER_ACCEPTS, SERVER_ADVANCE, ClientStage, ServerStage
