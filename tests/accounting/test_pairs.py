@@ -169,3 +169,14 @@ def test_a_rows_value_does_not_depend_on_its_companions():
     qs = np.array([1e-9, 0.1, 0.999, 1e-3])
     together = wor_gaussian_pair_log_am1(zs, qs, orders)
     np.testing.assert_allclose(together[1], alone, rtol=1e-14, atol=0)
+
+
+def test_an_orders_value_does_not_depend_on_the_other_orders():
+    # the grid is fixed by the row and by max(largest order, 1024): asking for orders up to 64 or up to 1024
+    # gives the same value at order 30 (before, a grid keyed to the largest order moved it by ~1e-5)
+    import secagg_dp.accounting.core.pairs as pairs
+
+    pairs._CACHE.clear()
+    few = wor_gaussian_pair_log_am1(15.8, 0.1, np.array([2, 30, 64]))
+    many = wor_gaussian_pair_log_am1(15.8, 0.1, np.array([2, 30, 64, 512, 1024]))
+    np.testing.assert_allclose(many[:3], few, rtol=1e-14, atol=0)
