@@ -57,26 +57,53 @@ def main() -> None:
     args = ap.parse_args()
     NR = dpa.NeighborRel
     rows = [
-        ("gaussian", ours(Gaussian(1.0, 1.0, "add-remove"), "add-remove"),
-         theirs(E.GaussianDpEvent(1.0), NR.ADD_OR_REMOVE_ONE)),
-        ("poisson gaussian q=0.01", ours(PoissonSampled(0.01, Gaussian(1.0, 1.0, "add-remove")), "add-remove"),
-         theirs(E.PoissonSampledDpEvent(0.01, E.GaussianDpEvent(1.0)), NR.ADD_OR_REMOVE_ONE)),
+        (
+            "gaussian",
+            ours(Gaussian(1.0, 1.0, "add-remove"), "add-remove"),
+            theirs(E.GaussianDpEvent(1.0), NR.ADD_OR_REMOVE_ONE),
+        ),
+        (
+            "poisson gaussian q=0.01",
+            ours(PoissonSampled(0.01, Gaussian(1.0, 1.0, "add-remove")), "add-remove"),
+            theirs(E.PoissonSampledDpEvent(0.01, E.GaussianDpEvent(1.0)), NR.ADD_OR_REMOVE_ONE),
+        ),
         # sigma/C = 2 under replace-one is dp-accounting's z = 1 (it uses the replace-one sensitivity 2C)
-        ("wor gaussian m/N=10/1000 (z=1)",
-         ours(SampledWithoutReplacement(10, 1000, Gaussian(2.0, 2.0, "replace-one")), "replace-one"),
-         theirs(E.SampledWithoutReplacementDpEvent(1000, 10, E.GaussianDpEvent(1.0)), NR.REPLACE_ONE)),
-        ("wor gaussian m/N=10/1000 (z=5, fresh)",
-         lambda: RdpAccountant("replace-one").compose(
-             SampledWithoutReplacement(10, 1000, Gaussian(10.0 + 1e-9 * np.random.rand(), 2.0, "replace-one")), 100
-         ).get_epsilon(1e-5),
-         theirs(E.SampledWithoutReplacementDpEvent(1000, 10, E.GaussianDpEvent(5.0)), NR.REPLACE_ONE)),
-        ("ddg n=100 d=65536", ours(DistributedDiscreteGaussian(100, 763.0, 65536, 7632.08, 1.95e6, "add-remove"),
-                                   "add-remove"), None),
+        (
+            "wor gaussian m/N=10/1000 (z=1)",
+            ours(SampledWithoutReplacement(10, 1000, Gaussian(2.0, 2.0, "replace-one")), "replace-one"),
+            theirs(E.SampledWithoutReplacementDpEvent(1000, 10, E.GaussianDpEvent(1.0)), NR.REPLACE_ONE),
+        ),
+        (
+            "wor gaussian m/N=10/1000 (z=5, fresh)",
+            lambda: (
+                RdpAccountant("replace-one")
+                .compose(
+                    SampledWithoutReplacement(10, 1000, Gaussian(10.0 + 1e-9 * np.random.rand(), 2.0, "replace-one")),
+                    100,
+                )
+                .get_epsilon(1e-5)
+            ),
+            theirs(E.SampledWithoutReplacementDpEvent(1000, 10, E.GaussianDpEvent(5.0)), NR.REPLACE_ONE),
+        ),
+        (
+            "ddg n=100 d=65536",
+            ours(DistributedDiscreteGaussian(100, 763.0, 65536, 7632.08, 1.95e6, "add-remove"), "add-remove"),
+            None,
+        ),
         ("skellam n=100 d=65536", ours(Skellam(100 * 763.0**2, 7632.08, 1.95e6, "add-remove"), "add-remove"), None),
-        ("poisson ddg q=0.01 (ZW19)", ours(PoissonSampled(0.01, DistributedDiscreteGaussian(
-            100, 763.0, 65536, 7632.08, 1.95e6, "add-remove")), "add-remove"), None),
-        ("poisson skellam q=0.01 (ZW19)", ours(PoissonSampled(0.01, Skellam(100 * 763.0**2, 7632.08, 1.95e6,
-                                                                            "add-remove")), "add-remove"), None),
+        (
+            "poisson ddg q=0.01 (ZW19)",
+            ours(
+                PoissonSampled(0.01, DistributedDiscreteGaussian(100, 763.0, 65536, 7632.08, 1.95e6, "add-remove")),
+                "add-remove",
+            ),
+            None,
+        ),
+        (
+            "poisson skellam q=0.01 (ZW19)",
+            ours(PoissonSampled(0.01, Skellam(100 * 763.0**2, 7632.08, 1.95e6, "add-remove")), "add-remove"),
+            None,
+        ),
     ]
     print(f"{'event (100 rounds, 259 orders)':42s} {'ours ms':>10s} {'dp-acc ms':>10s} {'ratio':>8s}")
     for name, f_ours, f_theirs in rows:

@@ -13,9 +13,9 @@ import time
 
 import numpy as np
 
+from secagg_dp.accounting.checkin.bases import GaussianSum
 from secagg_dp.accounting.checkin.mixture import SubsampledCheckin, checkin_mixture
 from secagg_dp.accounting.checkin.tails import log_binom_pmf
-from secagg_dp.accounting.checkin.bases import GaussianSum
 from secagg_dp.accounting.core import pairs
 
 ORDERS = np.arange(2, 257)
@@ -60,8 +60,10 @@ def main() -> None:
         t_fast, mix = best_of(lambda: checkin_mixture(prov, n, gamma, ORDERS))
         t_brute, b = best_of(lambda: brute(n, gamma, amp), reps=1)
         rel = np.max(np.abs(mix.rdp - b) / b)
-        print(f"n={n:.0e} ({amp}): fast {t_fast:.3f} s, brute force over all {n + 1} k {t_brute:.2f} s, "
-              f"speed-up x{t_brute / t_fast:.0f}, max rel. diff {rel:.1e}, fast >= brute: {bool(np.all(mix.rdp >= b))}")
+        print(
+            f"n={n:.0e} ({amp}): fast {t_fast:.3f} s, brute force over all {n + 1} k {t_brute:.2f} s, "
+            f"speed-up x{t_brute / t_fast:.0f}, max rel. diff {rel:.1e}, fast >= brute: {bool(np.all(mix.rdp >= b))}"
+        )
 
 
 if __name__ == "__main__":

@@ -40,8 +40,9 @@ def main() -> None:
     d = 1 << 20
     rng = np.random.default_rng(0)
     x = rng.normal(size=d)
-    codec = ZqCodec(d, 32, 1.0, ZqCodec.scale_for(bits=32, n_clients=1000, clip=1.0, dim=d, sigma=1e-3),
-                    rotation_seed=1)
+    codec = ZqCodec(
+        d, 32, 1.0, ZqCodec.scale_for(bits=32, n_clients=1000, clip=1.0, dim=d, sigma=1e-3), rotation_seed=1
+    )
     noise = rng.integers(-1000, 1000, size=d, dtype=np.int64)
     enc = codec.encode(x, noise=noise)
     codec.decode(enc)  # warm the cached signs
@@ -70,8 +71,10 @@ def main() -> None:
         print(f"{name:<42}{t:>10.4f}{t / t_fft:>10.2f}{t / t_copy:>10.1f}")
     verdict = "meets" if t_h < 0.3 else "MISSES"
     print(f"Hadamard round trip {t_h:.3f} s {verdict} the < 0.3 s target")
-    print(f"batched encode + modular sum, {n} clients x {small} coords: {t_batch:.3f} s "
-          f"({t_batch / n * 1e6:.2f} us/client; {t_batch / t_batch_base:.0f}x a plain float sum of the batch)")
+    print(
+        f"batched encode + modular sum, {n} clients x {small} coords: {t_batch:.3f} s "
+        f"({t_batch / n * 1e6:.2f} us/client; {t_batch / t_batch_base:.0f}x a plain float sum of the batch)"
+    )
 
 
 if __name__ == "__main__":

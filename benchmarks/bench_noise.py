@@ -39,8 +39,10 @@ def main() -> None:
     args = parser.parse_args()
     n = args.n
 
-    generators = {"PCG64": lambda: np.random.Generator(np.random.PCG64(12345)),
-                  "AESCounter": lambda: np.random.Generator(AESCounter(seed=12345))}
+    generators = {
+        "PCG64": lambda: np.random.Generator(np.random.PCG64(12345)),
+        "AESCounter": lambda: np.random.Generator(AESCounter(seed=12345)),
+    }
     print(f"n = {n:,} samples per call, best of {args.repeat}\n")
     print(f"{'generator':<11} {'sampler':<24} {'samples/s':>14} {'time ms':>9} {'x rng.normal':>13}")
     for gname, make in generators.items():
@@ -62,8 +64,10 @@ def main() -> None:
         t0 = time.perf_counter()
         sample_discrete_gaussian_exact(sigma, args.exact_n, rng=rng)
         t = time.perf_counter() - t0
-        print(f"exact sampler (AESCounter) s={sigma:g}: {args.exact_n / t:,.0f} samples/s "
-              f"({args.exact_n:,} samples in {t:.2f} s)")
+        print(
+            f"exact sampler (AESCounter) s={sigma:g}: {args.exact_n / t:,.0f} samples/s "
+            f"({args.exact_n:,} samples in {t:.2f} s)"
+        )
 
 
 if __name__ == "__main__":

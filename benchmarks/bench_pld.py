@@ -49,25 +49,31 @@ def main() -> None:
 
     warnings.simplefilter("ignore")  # the RDP paths warn that the largest order binds; part of the comparison
     print("Gaussian distributed check-in, sigma = 1, replace-one, analyst view")
-    head = (f"{'n':>7} {'gamma':>6} {'delta':>6} {'T':>6} {'rdp256':>8} {'win256':>8} {'rdp':>8} {'window':>8} "
-            f"{'pld':>9} {'pld opt':>9} {'tight':>8} {'lower':>8} {'pld/low':>8} {'pld/tight':>9} {'t_pld s':>8} "
-            f"{'t_win s':>8} {'ratio':>6}")
+    head = (
+        f"{'n':>7} {'gamma':>6} {'delta':>6} {'T':>6} {'rdp256':>8} {'win256':>8} {'rdp':>8} {'window':>8} "
+        f"{'pld':>9} {'pld opt':>9} {'tight':>8} {'lower':>8} {'pld/low':>8} {'pld/tight':>9} {'t_pld s':>8} "
+        f"{'t_win s':>8} {'ratio':>6}"
+    )
     print(head)
     for n, gamma, delta, t, tight, lower in ROWS:
         rdp0, win0, _ = rdp_paths(n, gamma, t, delta, old=True)
         rdp, win, t_win = rdp_paths(n, gamma, t, delta)
         t_pld, cert = timed(lambda: checkin_pld(n, gamma, 1.0, t, delta))
-        print(f"{n:>7.0e} {gamma:>6g} {delta:>6g} {t:>6} {rdp0:>8.4f} {win0:>8.4f} {rdp:>8.4f} {win:>8.4f} "
-              f"{cert.epsilon:>9.5g} {cert.epsilon_optimistic:>9.5g} {tight:>8.5g} {lower:>8.5g} "
-              f"{cert.epsilon / lower:>8.4f} {cert.epsilon / tight:>9.4f} {t_pld:>8.2f} {t_win:>8.2f} "
-              f"{t_pld / t_win:>6.2f}")
+        print(
+            f"{n:>7.0e} {gamma:>6g} {delta:>6g} {t:>6} {rdp0:>8.4f} {win0:>8.4f} {rdp:>8.4f} {win:>8.4f} "
+            f"{cert.epsilon:>9.5g} {cert.epsilon_optimistic:>9.5g} {tight:>8.5g} {lower:>8.5g} "
+            f"{cert.epsilon / lower:>8.4f} {cert.epsilon / tight:>9.4f} {t_pld:>8.2f} {t_win:>8.2f} "
+            f"{t_pld / t_win:>6.2f}"
+        )
     print("\nspeed targets (T = 10^4, delta = 1e-8; ratio = pld time / window time, same run)")
     print(f"{'n':>7} {'gamma':>6} {'pld':>10} {'window':>9} {'t_pld s':>8} {'t_win s':>8} {'ratio':>6} {'blocks':>7}")
     for n, gamma in ((6 * 10**5, 1e-3), (10**9, 1e-3), (10**9, 1e-6)):
         _, win, t_win = rdp_paths(n, gamma, 10**4, 1e-8)
         t_pld, cert = timed(lambda: checkin_pld(n, gamma, 1.0, 10**4, 1e-8))
-        print(f"{n:>7.0e} {gamma:>6g} {cert.epsilon:>10.4g} {win:>9.4g} {t_pld:>8.2f} {t_win:>8.2f} "
-              f"{t_pld / t_win:>6.2f} {cert.blocks:>7}")
+        print(
+            f"{n:>7.0e} {gamma:>6g} {cert.epsilon:>10.4g} {win:>9.4g} {t_pld:>8.2f} {t_win:>8.2f} "
+            f"{t_pld / t_win:>6.2f} {cert.blocks:>7}"
+        )
 
 
 if __name__ == "__main__":

@@ -54,8 +54,10 @@ def bench_a(d=10**6):
     base = best(lambda: raw_keystream_add(acc, seed))
     ours = best(lambda: prg.expand_mask(seed, d, 32))
     fused = best(lambda: prg.accumulate_mask(acc, seed, 32))
-    print(f"(a) d={d:,} Z_2^32: expand_mask {ours*1e3:.2f} ms, accumulate_mask {fused*1e3:.2f} ms; "
-          f"baseline keystream+add {base*1e3:.2f} ms; ratios {ours/base:.2f} / {fused/base:.2f} (target <= 1.5)")
+    print(
+        f"(a) d={d:,} Z_2^32: expand_mask {ours * 1e3:.2f} ms, accumulate_mask {fused * 1e3:.2f} ms; "
+        f"baseline keystream+add {base * 1e3:.2f} ms; ratios {ours / base:.2f} / {fused / base:.2f} (target <= 1.5)"
+    )
 
 
 def bench_b(d=10**5, ks=(2, 5, 10, 25, 50, 100)):
@@ -66,8 +68,10 @@ def bench_b(d=10**5, ks=(2, 5, 10, 25, 50, 100)):
         base = best(lambda: [raw_keystream_add(acc, s) for s in seeds], repeat=3)
         pairs = [(s, 1 if i % 2 else -1) for i, s in enumerate(seeds[1:])]
         ours = best(lambda: masking.mask_input(x, bits=32, self_seed=seeds[0], pairwise=pairs), repeat=3)
-        print(f"(b) k={k:3d} d={d:,}: mask_input {ours*1e3:7.2f} ms vs (k+1)(keystream+add) {base*1e3:7.2f} ms; "
-              f"ratio {ours/base:.2f} (target <= 1.5)")
+        print(
+            f"(b) k={k:3d} d={d:,}: mask_input {ours * 1e3:7.2f} ms vs (k+1)(keystream+add) {base * 1e3:7.2f} ms; "
+            f"ratio {ours / base:.2f} (target <= 1.5)"
+        )
 
 
 def bench_c(t=51, n=100):
@@ -83,8 +87,10 @@ def bench_c(t=51, n=100):
 
     r_time = best(rec, repeat=20)
     r_cached = best(lambda: shamir.reconstruct(pts[sel], sh[sel], threshold=t), repeat=20)
-    print(f"(c) Shamir 32-byte secret t={t} n={n}: share {s_time*1e3:.2f} ms, reconstruct {r_time*1e3:.2f} ms "
-          f"(cached coefficients {r_cached*1e3:.2f} ms); target <= 10 ms each")
+    print(
+        f"(c) Shamir 32-byte secret t={t} n={n}: share {s_time * 1e3:.2f} ms, reconstruct {r_time * 1e3:.2f} ms "
+        f"(cached coefficients {r_cached * 1e3:.2f} ms); target <= 10 ms each"
+    )
 
 
 def round_figures(label, n, d, t, k, drop_frac=0.1, security="active", quiet=False):
@@ -92,8 +98,16 @@ def round_figures(label, n, d, t, k, drop_frac=0.1, security="active", quiet=Fal
     inputs = {i: rng.integers(0, 1 << 32, size=d, dtype=np.uint64) for i in range(n)}
     gone = set(range(0, n, int(round(1 / drop_frac))))
     t0 = time.perf_counter()
-    res = run_secagg_round(inputs, modulus_bits=32, threshold=t, neighbours=k, dropouts={"masked_input": gone}, seed=1,
-                           security=security, round_id=bytes(16))
+    res = run_secagg_round(
+        inputs,
+        modulus_bits=32,
+        threshold=t,
+        neighbours=k,
+        dropouts={"masked_input": gone},
+        seed=1,
+        security=security,
+        round_id=bytes(16),
+    )
     total = time.perf_counter() - t0
     expect = np.zeros(d, dtype=np.uint64)
     for c in res.survivors:
@@ -101,7 +115,9 @@ def round_figures(label, n, d, t, k, drop_frac=0.1, security="active", quiet=Fal
     assert np.array_equal(res.aggregate, expect & np.uint64(0xFFFFFFFF))
     if not quiet:
         stages = ", ".join(f"{s}={v:.2f}s" for s, v in res.timings.items())
-        print(f"{label} n={n} d={d:,} t={t} k={k}: total {total:.2f} s (all clients + server, one process)\n    {stages}")
+        print(
+            f"{label} n={n} d={d:,} t={t} k={k}: total {total:.2f} s (all clients + server, one process)\n    {stages}"
+        )
     return total, res.timings
 
 
@@ -115,9 +131,11 @@ def mode_cost(label, n, d, t, k, repeat=2):
     (semi, _), (act, timings) = min(runs["semi-honest"], key=lambda r: r[0]), min(runs["active"], key=lambda r: r[0])
     cons = timings.get("consistency:clients", 0.0) + timings.get("consistency:server", 0.0)
     keys = timings.get("share_keys:clients", 0.0)  # includes verifying every roster entry used
-    print(f"{label} n={n} d={d:,} t={t} k={k}: active {act:.2f} s vs semi-honest {semi:.2f} s per round; "
-          f"extra {act - semi:+.2f} s = {(act - semi) / n * 1e3:+.1f} ms per client, ratio {act / semi:.2f}\n"
-          f"    active: consistency round {cons:.2f} s, share_keys incl. roster signature checks {keys:.2f} s")
+    print(
+        f"{label} n={n} d={d:,} t={t} k={k}: active {act:.2f} s vs semi-honest {semi:.2f} s per round; "
+        f"extra {act - semi:+.2f} s = {(act - semi) / n * 1e3:+.1f} ms per client, ratio {act / semi:.2f}\n"
+        f"    active: consistency round {cons:.2f} s, share_keys incl. roster signature checks {keys:.2f} s"
+    )
 
 
 def scale_one(n: int, d: int = 10**3) -> dict:
@@ -129,16 +147,26 @@ def scale_one(n: int, d: int = 10**3) -> dict:
     shamir.field()  # one-time GF(65537) table construction, excluded
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB; libraries + inputs
     t0 = time.perf_counter()
-    res = run_secagg_round(inputs, modulus_bits=32, threshold=t, neighbours=k, dropouts={"masked_input": gone},
-                           seed=1, round_id=bytes(16))
+    res = run_secagg_round(
+        inputs, modulus_bits=32, threshold=t, neighbours=k, dropouts={"masked_input": gone}, seed=1, round_id=bytes(16)
+    )
     secs = time.perf_counter() - t0
     expect = np.zeros(d, dtype=np.uint64)
     for c in res.survivors:
         expect += inputs[c]
     assert np.array_equal(res.aggregate, expect & np.uint64(0xFFFFFFFF))
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
-    return {"n": n, "d": d, "k": k, "t": t, "seconds": secs, "rss": rss, "rss_before": rss0, "inputs_bytes": n * d * 8,
-            "timings": dict(res.timings)}
+    return {
+        "n": n,
+        "d": d,
+        "k": k,
+        "t": t,
+        "seconds": secs,
+        "rss": rss,
+        "rss_before": rss0,
+        "inputs_bytes": n * d * 8,
+        "timings": dict(res.timings),
+    }
 
 
 def x25519_seconds(count: int = 4000) -> float:
@@ -153,20 +181,23 @@ def x25519_seconds(count: int = 4000) -> float:
 def bench_scale(ns=(10**3, 10**4)):
     out = {}
     for n in ns:
-        proc = subprocess.run([sys.executable, __file__, "--scale-one", str(n)], capture_output=True, text=True,
-                              check=True)
+        proc = subprocess.run(
+            [sys.executable, __file__, "--scale-one", str(n)], capture_output=True, text=True, check=True
+        )
         out[n] = json.loads(proc.stdout.strip().splitlines()[-1])
     per_x = x25519_seconds()
     base = out[ns[0]]
     for n, r in out.items():
         floor = 2 * r["k"] * n * per_x
         lin = base["seconds"] * n / base["n"]
-        print(f"(g) SecAgg+ active n={n:,} d={r['d']:,} (k, t)=({r['k']}, {r['t']}): {r['seconds']:.1f} s per round, "
-              f"peak RSS {r['rss'] / 2**20:,.0f} MiB ({r['rss_before'] / 2**20:,.0f} MiB before the round: libraries + "
-              f"inputs of {r['inputs_bytes'] / 2**20:,.0f} MiB)\n"
-              f"    vs n={base['n']:,} scaled linearly {lin:.1f} s: ratio {r['seconds'] / lin:.2f}; "
-              f"vs 2kn bare X25519 exchanges {floor:.1f} s ({per_x * 1e6:.0f} us each): ratio {r['seconds'] / floor:.2f}\n"
-              "    " + ", ".join(f"{s}={v:.1f}s" for s, v in r["timings"].items()))
+        print(
+            f"(g) SecAgg+ active n={n:,} d={r['d']:,} (k, t)=({r['k']}, {r['t']}): {r['seconds']:.1f} s per round, "
+            f"peak RSS {r['rss'] / 2**20:,.0f} MiB ({r['rss_before'] / 2**20:,.0f} MiB before the round: libraries + "
+            f"inputs of {r['inputs_bytes'] / 2**20:,.0f} MiB)\n"
+            f"    vs n={base['n']:,} scaled linearly {lin:.1f} s: ratio {r['seconds'] / lin:.2f}; "
+            f"vs 2kn bare X25519 exchanges {floor:.1f} s ({per_x * 1e6:.0f} us each): ratio {r['seconds'] / floor:.2f}\n"
+            "    " + ", ".join(f"{s}={v:.1f}s" for s, v in r["timings"].items())
+        )
 
 
 def main(argv=None):

@@ -51,16 +51,31 @@ _CLI_RSS = (
 
 def ideal_overrides(n: int, dim: int, checkin: float) -> list[str]:
     return [
-        "mode=ideal", f"population.clients={n}", f"population.checkin={checkin}", "population.dropout=0.0",
-        "secagg.bits=32", "privacy.noise_multiplier=4", f"task.dim={dim}", "rounds=1", "seed=1",
+        "mode=ideal",
+        f"population.clients={n}",
+        f"population.checkin={checkin}",
+        "population.dropout=0.0",
+        "secagg.bits=32",
+        "privacy.noise_multiplier=4",
+        f"task.dim={dim}",
+        "rounds=1",
+        "seed=1",
     ]
 
 
 def crypto_overrides(n: int, dim: int, k: int) -> list[str]:
     return [
-        "mode=crypto", f"population.clients={n}", "population.checkin=1.0", "population.dropout=0.0",
-        "secagg.bits=32", "secagg.threshold_fraction=0.5", f"secagg.neighbours={k}", "privacy.noise_multiplier=4",
-        f"task.dim={dim}", "rounds=1", "seed=1",
+        "mode=crypto",
+        f"population.clients={n}",
+        "population.checkin=1.0",
+        "population.dropout=0.0",
+        "secagg.bits=32",
+        "secagg.threshold_fraction=0.5",
+        f"secagg.neighbours={k}",
+        "privacy.noise_multiplier=4",
+        f"task.dim={dim}",
+        "rounds=1",
+        "seed=1",
     ]
 
 
@@ -71,8 +86,23 @@ def run_cli(overrides: list[str], extra: list[str], timeout: float) -> dict:
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", _CLI_RSS, "simulate", *overrides, *extra, "--out", out, "--json", "--no-plots", "--no-progress"],
-            capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+            [
+                sys.executable,
+                "-c",
+                _CLI_RSS,
+                "simulate",
+                *overrides,
+                *extra,
+                "--out",
+                out,
+                "--json",
+                "--no-plots",
+                "--no-progress",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=ROOT,
         )
     except subprocess.TimeoutExpired:
         shutil.rmtree(out, ignore_errors=True)
@@ -134,8 +164,15 @@ def client_split(dim: int, n: int) -> dict[str, float]:
     from simulations.runner import plan
     from simulations.tasks.mean import client_vectors
 
-    cfg = build_config({"seed": 1, "population": {"clients": n}, "secagg": {"bits": 32},
-                        "privacy": {"noise_multiplier": 4.0}, "task": {"name": "mean", "dim": dim}})
+    cfg = build_config(
+        {
+            "seed": 1,
+            "population": {"clients": n},
+            "secagg": {"bits": 32},
+            "privacy": {"noise_multiplier": 4.0},
+            "task": {"name": "mean", "dim": dim},
+        }
+    )
     p = plan(cfg, 1)
     codec = make_codec(p.dim, 32, 1.0, p.scale, 12345, cfg.privacy.beta)
     ids = np.arange(BLOCK) * max(1, n // BLOCK)
@@ -165,24 +202,34 @@ def report(label: str, doc: dict, dim: int, split: dict[str, float] | None) -> N
     participants = rnd["checked_in"]
     secs = rnd["seconds"]
     base = floor_seconds(participants, dim)
-    print(f"  participants {participants}, d = {dim}; process wall {doc['_wall']:.2f} s, CPU (incl. workers) "
-          f"{doc['_cpu']:.2f} s, peak RSS {doc['_maxrss_mb']:.0f} MB"
-          + (f" (largest worker {doc['_worker_rss_mb']:.0f} MB)" if doc["_worker_rss_mb"] > 0 else ""))
+    print(
+        f"  participants {participants}, d = {dim}; process wall {doc['_wall']:.2f} s, CPU (incl. workers) "
+        f"{doc['_cpu']:.2f} s, peak RSS {doc['_maxrss_mb']:.0f} MB"
+        + (f" (largest worker {doc['_worker_rss_mb']:.0f} MB)" if doc["_worker_rss_mb"] > 0 else "")
+    )
     for key in ("checkin", "clients", "secagg", "account", "decode"):
         if key in secs:
             print(f"  {key:<10} {secs[key]:9.3f} s   {100 * secs[key] / secs['total']:5.1f} %")
-    print(f"  {'round':<10} {secs['total']:9.3f} s   -> {participants / secs['total']:,.0f} clients/s; "
-          f"outside the round (start-up, accountant, files) {doc['_wall'] - secs['total']:.2f} s")
+    print(
+        f"  {'round':<10} {secs['total']:9.3f} s   -> {participants / secs['total']:,.0f} clients/s; "
+        f"outside the round (start-up, accountant, files) {doc['_wall'] - secs['total']:.2f} s"
+    )
     if split is not None:
         per = sum(split.values())
-        print("  client stage per participant (one block, this process): " + ", ".join(
-            f"{k} {v * 1e6:.1f} us ({100 * v / per:.0f} %)" for k, v in split.items()))
+        print(
+            "  client stage per participant (one block, this process): "
+            + ", ".join(f"{k} {v * 1e6:.1f} us ({100 * v / per:.0f} %)" for k, v in split.items())
+        )
     padded = 1 << (dim - 1).bit_length()
     rnd_floor = randomness_floor_seconds(participants, padded)
-    print(f"  floor (numpy float64 sum of {participants} x {dim}) {base * 1e3:.1f} ms; "
-          f"round / floor = {secs['total'] / base:,.0f}x")
-    print(f"  randomness floor (2 AES-CTR uniforms per coordinate, {participants} x {padded}) {rnd_floor * 1e3:.1f} ms "
-          f"= {rnd_floor / base:.1f}x the sum floor; round / randomness floor = {secs['total'] / rnd_floor:,.1f}x")
+    print(
+        f"  floor (numpy float64 sum of {participants} x {dim}) {base * 1e3:.1f} ms; "
+        f"round / floor = {secs['total'] / base:,.0f}x"
+    )
+    print(
+        f"  randomness floor (2 AES-CTR uniforms per coordinate, {participants} x {padded}) {rnd_floor * 1e3:.1f} ms "
+        f"= {rnd_floor / base:.1f}x the sum floor; round / randomness floor = {secs['total'] / rnd_floor:,.1f}x"
+    )
 
 
 def compare(local: dict, dist: dict) -> None:
@@ -191,9 +238,11 @@ def compare(local: dict, dist: dict) -> None:
         return
     a, b = local["rounds"][0], dist["rounds"][0]
     same = {k: v for k, v in a.items() if k != "seconds"} == {k: v for k, v in b.items() if k != "seconds"}
-    print(f"  in-process / Dask: round {a['seconds']['total'] / b['seconds']['total']:.2f}x, process wall "
-          f"{local['_wall'] / dist['_wall']:.2f}x, CPU {local['_cpu'] / dist['_cpu']:.2f}x; same round record "
-          f"(metrics, counts): {same}")
+    print(
+        f"  in-process / Dask: round {a['seconds']['total'] / b['seconds']['total']:.2f}x, process wall "
+        f"{local['_wall'] / dist['_wall']:.2f}x, CPU {local['_cpu'] / dist['_cpu']:.2f}x; same round record "
+        f"(metrics, counts): {same}"
+    )
 
 
 def random_rows(ids: list[int], dim: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -245,15 +294,21 @@ def pool_split(n: int, dim: int, k: int) -> None:
         print(f"  {stage:<16}{pool.cpu[stage]:11.2f}s" + "".join(f"{sh.get(stage, 0.0):9.2f}s" for sh in shards))
     total = sum(pool.cpu.values())
     per = [sum(sh.values()) for sh in shards]
-    print(f"  {'clients':<16}{total:11.2f}s" + "".join(f"{p:9.2f}s" for p in per)
-          + f"   shards together {sum(per) / total:.2f}x the in-process client CPU, largest shard {max(per) / total:.2f}x")
-    print(f"  in-process: wall {local_wall:.2f} s, CPU {local_cpu:.2f} s (server {local_cpu - total:.2f} s); Dask: wall "
-          f"{dask_wall:.2f} s (shards built inside), driver CPU {driver_cpu:.2f} s; wall in-process / Dask "
-          f"{local_wall / dask_wall:.2f}x")
+    print(
+        f"  {'clients':<16}{total:11.2f}s"
+        + "".join(f"{p:9.2f}s" for p in per)
+        + f"   shards together {sum(per) / total:.2f}x the in-process client CPU, largest shard {max(per) / total:.2f}x"
+    )
+    print(
+        f"  in-process: wall {local_wall:.2f} s, CPU {local_cpu:.2f} s (server {local_cpu - total:.2f} s); Dask: wall "
+        f"{dask_wall:.2f} s (shards built inside), driver CPU {driver_cpu:.2f} s; wall in-process / Dask "
+        f"{local_wall / dask_wall:.2f}x"
+    )
 
 
 def startup(reps: int = 10) -> None:
     """Hyperfine-like: ``secagg-dp --help`` and ``simulate --help`` against ``python -c pass``, same run."""
+
     def timed(cmd: list[str]) -> tuple[float, float]:
         runs = []
         for _ in range(reps):
@@ -267,11 +322,14 @@ def startup(reps: int = 10) -> None:
     print(f"  python -c pass              {base[0] * 1e3:7.1f} / {base[1] * 1e3:7.1f} ms")
     for args in (["--help"], ["simulate", "--help"], ["account", "checkin", "--help"]):
         mean, best = timed([*CLI, *args])
-        print(f"  secagg-dp {' '.join(args):<17} {mean * 1e3:7.1f} / {best * 1e3:7.1f} ms   "
-              f"(+{(mean - base[0]) * 1e3:.1f} ms over the bare interpreter)")
+        print(
+            f"  secagg-dp {' '.join(args):<17} {mean * 1e3:7.1f} / {best * 1e3:7.1f} ms   "
+            f"(+{(mean - base[0]) * 1e3:.1f} ms over the bare interpreter)"
+        )
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "from secagg_dp.crypto.shamir import field; field(); field()"],
-                   check=True, cwd=ROOT)
+    subprocess.run(
+        [sys.executable, "-c", "from secagg_dp.crypto.shamir import field; field(); field()"], check=True, cwd=ROOT
+    )
     print(f"  GF(65537) first use in a process (build the log tables once): {time.perf_counter() - t:.2f} s")
 
 
@@ -284,8 +342,14 @@ def main() -> None:
     ap.add_argument("--neighbours", type=int, default=32, help="SecAgg+ k")
     ap.add_argument("--dask", action="store_true", help="also run every case on a 2-worker LocalCluster")
     ap.add_argument("--startup", action="store_true", help="only the cold-start figures")
-    ap.add_argument("--pool", type=int, nargs="*", default=[], metavar="N",
-                    help="SecAgg+ round on the in-process vs the Dask client pool: client CPU per stage and shard")
+    ap.add_argument(
+        "--pool",
+        type=int,
+        nargs="*",
+        default=[],
+        metavar="N",
+        help="SecAgg+ round on the in-process vs the Dask client pool: client CPU per stage and shard",
+    )
     ap.add_argument("--timeout", type=float, default=3600.0, help="per case, seconds")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; python {sys.version.split()[0]}")

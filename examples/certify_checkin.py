@@ -30,21 +30,25 @@ def epsilon(sigma: float, method: str = "rdp") -> float:
     gamma = effective_checkin_rate(P, DROPOUT)
     with warnings.catch_warnings():  # the window certificate often peaks at the largest order offered
         warnings.simplefilter("ignore", LargestOrderWarning)
-        return checkin_epsilon(SubsampledCheckin(GaussianSum(sigma), N), N, gamma, ROUNDS, DELTA, ORDERS,
-                               method=method).epsilon
+        return checkin_epsilon(
+            SubsampledCheckin(GaussianSum(sigma), N), N, gamma, ROUNDS, DELTA, ORDERS, method=method
+        ).epsilon
 
 
 def main() -> None:
     gamma = effective_checkin_rate(P, DROPOUT)
     print(f"n = {N}, p = {P}, p' = {DROPOUT} -> gamma = {gamma:g}; T = {ROUNDS}, delta = {DELTA:g}")
     for sigma in (0.5, 1.0, 2.0):
-        print(f"  sigma = {sigma}: full mixture eps = {epsilon(sigma):.4f}, "
-              f"window eps = {epsilon(sigma, 'window'):.4f}")
+        print(
+            f"  sigma = {sigma}: full mixture eps = {epsilon(sigma):.4f}, window eps = {epsilon(sigma, 'window'):.4f}"
+        )
     target = 1.0
     sigma = calibrate_noise(epsilon, target, lo=0.25, hi=4.0, rtol=1e-3)  # the full-mixture certificate
     achieved = epsilon(sigma)
-    print(f"smallest per-client sigma (relative to the clip norm) for eps <= {target}: {sigma:.4f} "
-          f"(certified eps = {achieved:.4f})")
+    print(
+        f"smallest per-client sigma (relative to the clip norm) for eps <= {target}: {sigma:.4f} "
+        f"(certified eps = {achieved:.4f})"
+    )
     if achieved > target:
         raise SystemExit("calibration returned a sigma above the target")
 

@@ -52,8 +52,10 @@ def best(rows: list[tuple[str, CheckinCertificate]], observer: str) -> CheckinCe
 
 
 def main() -> None:
-    print(f"n = {N}, gamma = {GAMMA:g}, sigma = {SIGMA} (Gaussian, C = 1), delta = {DELTA:g}, "
-          f"client-level replace-one; observers {OBSERVERS}")
+    print(
+        f"n = {N}, gamma = {GAMMA:g}, sigma = {SIGMA} (Gaussian, C = 1), delta = {DELTA:g}, "
+        f"client-level replace-one; observers {OBSERVERS}"
+    )
     for rounds in HORIZONS:
         rows, at_largest = certify(rounds)
         print(f"\nT = {rounds}")
@@ -64,8 +66,10 @@ def main() -> None:
             print("  note: an optimum sat at the largest Rényi order offered (256); more orders can only lower it")
         analyst, server = best(rows, "analyst"), best(rows, "server")
         ex_post = rows[-1][1]
-        print(f"  quote: eps = {analyst.epsilon:.4f} against the analyst ({analyst.method}), "
-              f"eps = {server.epsilon:.4f} against the server ({server.method}), at delta = {DELTA:g}")
+        print(
+            f"  quote: eps = {analyst.epsilon:.4f} against the analyst ({analyst.method}), "
+            f"eps = {server.epsilon:.4f} against the server ({server.method}), at delta = {DELTA:g}"
+        )
         # the server sees strictly more than the analyst, and every figure here must be a certificate
         if not all(c.certificate and c.neighbouring == "replace-one" for _, c in rows):
             raise SystemExit("a figure is not a replace-one certificate")

@@ -29,15 +29,19 @@ def main(out_dir: Path) -> None:
     for r in study["runs"]:
         by_dropout.setdefault(r["values"]["population.dropout"], []).append(r["results"])
     p = cfg.population.checkin
-    print(f"n = {cfg.population.clients}, p = {p}, z = {cfg.privacy.noise_multiplier}, bits = {cfg.secagg.bits}, "
-          f"delta = {cfg.privacy.delta:g}, T = {cfg.rounds}, seeds = {cfg.study.seeds}")
+    print(
+        f"n = {cfg.population.clients}, p = {p}, z = {cfg.privacy.noise_multiplier}, bits = {cfg.secagg.bits}, "
+        f"delta = {cfg.privacy.delta:g}, T = {cfg.rounds}, seeds = {cfg.study.seeds}"
+    )
     print("p'     gamma     included/round  certified eps   mse (mean ± std over seeds)")
     for dropout, docs in sorted(by_dropout.items()):
         mse = [d["summary"]["final_metrics"].get("mse", float("nan")) for d in docs]
         included = statistics.mean(d["summary"]["mean_included"] for d in docs)
         eps = docs[0]["summary"]["epsilon"]
-        print(f"{dropout:<6} {effective_gamma(p, dropout):<9.4g} {included:<15.1f} {eps:<15.4g} "
-              f"{statistics.mean(mse):.3g} ± {statistics.stdev(mse):.2g}")
+        print(
+            f"{dropout:<6} {effective_gamma(p, dropout):<9.4g} {included:<15.1f} {eps:<15.4g} "
+            f"{statistics.mean(mse):.3g} ± {statistics.stdev(mse):.2g}"
+        )
     print(f"plot: {Path(out_dir) / 'study.png'}")
 
 

@@ -43,9 +43,11 @@ def main(out_dir: Path) -> None:
     privacy, summary = doc["privacy"], doc["summary"]
     server = privacy["server"]
     accuracy = summary["final_metrics"]["accuracy"]
-    print(f"\nn = {cfg.population.clients}, p = {cfg.population.checkin}, z = {cfg.privacy.noise_multiplier}, "
-          f"{cfg.task.local_steps} local steps, T = {summary['rounds_completed']}, "
-          f"about {summary['mean_included']:.0f} clients per round")
+    print(
+        f"\nn = {cfg.population.clients}, p = {cfg.population.checkin}, z = {cfg.privacy.noise_multiplier}, "
+        f"{cfg.task.local_steps} local steps, T = {summary['rounds_completed']}, "
+        f"about {summary['mean_included']:.0f} clients per round"
+    )
     print(f"test accuracy after {summary['rounds_completed']} rounds: {accuracy:.3f} (chance {CHANCE})")
     print(f"unit of privacy: {privacy['unit']} ({privacy['neighbouring']}), delta = {privacy['delta']:g}")
     print(f"  observer {privacy['observer']:<8} eps = {privacy['epsilon']:.3f}   sees the released model and K")

@@ -24,8 +24,8 @@ def main() -> None:
     scale = ZqCodec.scale_for(bits=bits, n_clients=n, clip=clip, dim=dim, sigma=sigma)
     codec = ZqCodec(dim, bits, clip, scale, rotation_seed=int(rng.integers(2**31)))
     noise = sample_discrete_gaussian(scale * sigma, (n, codec.padded_dim), rng=rng)
-    encoded = codec.encode(x, noise=noise, rng=rng)          # what each client sends (uint64 residues)
-    decoded = codec.decode(sum_mod(encoded, bits))           # what the server recovers
+    encoded = codec.encode(x, noise=noise, rng=rng)  # what each client sends (uint64 residues)
+    decoded = codec.decode(sum_mod(encoded, bits))  # what the server recovers
 
     error = float(np.linalg.norm(decoded - clip_l2(x, clip).sum(axis=0)))
     bound = codec.decode_error_bound(n, float(np.linalg.norm(noise.sum(axis=0))))
@@ -33,8 +33,10 @@ def main() -> None:
     print(f"q = 2^{bits}, scale s = {scale:.1f}, padded dim d = {codec.padded_dim}")
     print(f"L2 sensitivity (grid units): {codec.l2_sensitivity:.1f}; L1: {codec.l1_sensitivity:.3g}")
     print(f"decode error {error:.4f} <= bound {bound:.4f} (noise included)")
-    print(f"P(some coordinate wraps) <= {wrap.any_coordinate:.3g}; expected wrapped coordinates <= "
-          f"{wrap.expected_wrapped:.3g}")
+    print(
+        f"P(some coordinate wraps) <= {wrap.any_coordinate:.3g}; expected wrapped coordinates <= "
+        f"{wrap.expected_wrapped:.3g}"
+    )
     if error > bound:
         raise SystemExit("decode error above its bound: a wrap-around happened")
 

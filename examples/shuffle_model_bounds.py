@@ -39,10 +39,16 @@ def main() -> None:
     rows = [
         ("shuffle Gaussian, all n report", "lower bound", eps(shuffle_gaussian_rdp(ORDERS, n=N, sigma=SIGMA))),
         ("Gaussian without shuffling", "certificate", eps(shuffle_gaussian_rdp_upper(ORDERS, sigma=SIGMA))),
-        (f"shuffled check-in gamma={GAMMA}, pair", "lower bound",
-         eps(shuffled_checkin_gaussian_rdp_pair_lower(ORDERS, n=N, gamma=GAMMA, sigma=SIGMA))),
-        (f"shuffled check-in gamma={GAMMA}, Gaussian base", "certificate",
-         eps(shuffled_checkin_gaussian_rdp_windowed(ORDERS, n=N, gamma=GAMMA, sigma=SIGMA, base="gaussian-upper"))),
+        (
+            f"shuffled check-in gamma={GAMMA}, pair",
+            "lower bound",
+            eps(shuffled_checkin_gaussian_rdp_pair_lower(ORDERS, n=N, gamma=GAMMA, sigma=SIGMA)),
+        ),
+        (
+            f"shuffled check-in gamma={GAMMA}, Gaussian base",
+            "certificate",
+            eps(shuffled_checkin_gaussian_rdp_windowed(ORDERS, n=N, gamma=GAMMA, sigma=SIGMA, base="gaussian-upper")),
+        ),
     ]
     for name, kind, e in rows:
         print(f"  {name:<44} {kind:<12} eps = {e:.4g}")

@@ -125,7 +125,9 @@ class SecAggClient:
         self.round_id: bytes | None = None
 
     def __repr__(self) -> str:
-        return f"SecAggClient(id={self.id}, stage={self.stage.name}, security={self.policy.security}, dim={self._x.size})"
+        return (
+            f"SecAggClient(id={self.id}, stage={self.stage.name}, security={self.policy.security}, dim={self._x.size})"
+        )
 
     # -- dispatch ------------------------------------------------------------------------------------------
     def receive(self, data: bytes) -> bytes | None:
@@ -227,7 +229,9 @@ class SecAggClient:
             try:
                 self._registry.verify(v, label, body, sigs[j * sl : (j + 1) * sl])
             except AuthenticationError:
-                raise ProtocolError(f"client {self.id}: roster entry of client {v} fails signature verification") from None
+                raise ProtocolError(
+                    f"client {self.id}: roster entry of client {v} fails signature verification"
+                ) from None
         # A low-order key that slipped through makes the key agreement below raise AuthenticationError
         # (a ProtocolError): the roster is refused without a separate check per entry.
 
@@ -263,7 +267,9 @@ class SecAggClient:
                 continue
             enc_pk = view.public_key(row, mask=False)
             ck = masking.channel_key(self._enc, enc_pk, round_id=self.round_id, own_id=self.id, peer_id=v)
-            boxes.append(aead.seal(ck, plaintexts[j], aead.associated_data(self.round_id, self.id, v), source=self._src))
+            boxes.append(
+                aead.seal(ck, plaintexts[j], aead.associated_data(self.round_id, self.id, v), source=self._src)
+            )
             recipients.append(v)
             peers[v] = (ck, view.public_key(row, mask=True))
         commitment = masking.self_mask_commitment(self_seed, round_id=self.round_id, owner=self.id)
@@ -282,7 +288,9 @@ class SecAggClient:
             raise ProtocolError(f"client {self.id}: only {len(msg.senders) + 1} share holders left < threshold")
         pairwise = []
         for v in msg.senders:
-            seed = masking.pairwise_seed(self._mask, self._peers[v][1], round_id=self.round_id, own_id=self.id, peer_id=v)
+            seed = masking.pairwise_seed(
+                self._mask, self._peers[v][1], round_id=self.round_id, own_id=self.id, peer_id=v
+            )
             pairwise.append((seed, masking.mask_sign(self.id, v)))
         y = masking.mask_input(self._x, bits=self.bits, self_seed=self._self_seed, pairwise=pairwise)
         self._boxes = dict(zip(msg.senders, msg.boxes))
@@ -353,7 +361,9 @@ class SecAggClient:
     def _on_unmask_request(self, msg: m.UnmaskRequest) -> bytes:
         alive, gone = set(msg.survivors), set(msg.dropped)
         if alive & gone:
-            raise ProtocolError(f"client {self.id}: clients listed as both dropped and surviving: {sorted(alive & gone)[:5]}")
+            raise ProtocolError(
+                f"client {self.id}: clients listed as both dropped and surviving: {sorted(alive & gone)[:5]}"
+            )
         if self.id not in alive:
             raise ProtocolError(f"client {self.id}: request does not list us as a survivor")
         known = set(self._boxes) | {self.id}
@@ -385,9 +395,13 @@ class SecAggClient:
                 key_owners.append(v)
                 key_rows.append(row[:half])
         out = m.UnmaskResponse(
-            self.round_id, self.id, m.SERVER,
-            tuple(self_owners), np.array(self_rows, dtype=np.uint32).reshape(-1, half),
-            tuple(key_owners), np.array(key_rows, dtype=np.uint32).reshape(-1, half),
+            self.round_id,
+            self.id,
+            m.SERVER,
+            tuple(self_owners),
+            np.array(self_rows, dtype=np.uint32).reshape(-1, half),
+            tuple(key_owners),
+            np.array(key_rows, dtype=np.uint32).reshape(-1, half),
             tuple(failed),
         ).to_bytes()
         self.stage = ClientStage.DONE

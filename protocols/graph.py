@@ -16,9 +16,9 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats
 
+from protocols.security import check_security
 from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.crypto.prg import keystream
-from protocols.security import check_security
 from secagg_dp.errors import ParameterError
 
 __all__ = [
@@ -230,9 +230,7 @@ def secaggplus_parameters(
         fail = stats.hypergeom(n - 1, n_drop, k).sf(k + 1 - t)
         if log2n + math.log2(max(fail, 1e-300)) <= -eta:
             return k, t
-    raise ParameterError(
-        f"No k < n - 1 meets the targets for n={n}; use the full graph (neighbours=None) instead."
-    )
+    raise ParameterError(f"No k < n - 1 meets the targets for n={n}; use the full graph (neighbours=None) instead.")
 
 
 def holder_points(holders: Sequence[int]) -> dict[int, int]:

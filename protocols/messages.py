@@ -52,6 +52,7 @@ def _all_bytes(items: tuple) -> bool:
     """Whether every item is a ``bytes`` object (one C-level pass; no generator per box)."""
     return set(map(type, items)) <= {bytes}
 
+
 # The message classes, plus the wire names callers use through this module (``m.SERVER``, ``m.Kind``, ...).
 __all__ = [
     *(name for name in wire.__all__ if name.isupper() or name in ("Kind", "peek_kind")),
@@ -88,7 +89,9 @@ class RoundOpen(Header):
         super().__post_init__()
         if not (isinstance(self.p, float) and 0.0 <= self.p <= 1.0):
             raise ProtocolError("field 'p' must be a float in [0, 1]")
-        if not (1 <= self.bits <= 62 and 0 <= self.dim < 1 << 32 and 1 <= self.threshold and 0 <= self.neighbours < 1 << 32):
+        if not (
+            1 <= self.bits <= 62 and 0 <= self.dim < 1 << 32 and 1 <= self.threshold and 0 <= self.neighbours < 1 << 32
+        ):
             raise ProtocolError("round parameters out of range")
         if self.security not in SECURITY_CODES.values():
             raise ProtocolError(f"field 'security' must be one of {sorted(SECURITY_CODES.values())}")
@@ -173,7 +176,10 @@ class KeyRoster(Header):
     def entry(self, index: int) -> RosterEntry:
         """The roster row at position ``index`` (not client id)."""
         return RosterEntry(
-            self.ids[index], self.enc_pks[index].tobytes(), self.mask_pks[index].tobytes(), self.signatures[index].tobytes()
+            self.ids[index],
+            self.enc_pks[index].tobytes(),
+            self.mask_pks[index].tobytes(),
+            self.signatures[index].tobytes(),
         )
 
 
@@ -310,12 +316,17 @@ class UnmaskRequest(Header):
         check_sig_rows("signatures", self.signatures, len(self.signers))
 
     def __repr__(self) -> str:
-        return (f"UnmaskRequest(sender={self.sender}, recipient={self.recipient}, survivors={len(self.survivors)}, "
-                f"dropped={len(self.dropped)}, signers={len(self.signers)})")
+        return (
+            f"UnmaskRequest(sender={self.sender}, recipient={self.recipient}, survivors={len(self.survivors)}, "
+            f"dropped={len(self.dropped)}, signers={len(self.signers)})"
+        )
 
     def to_bytes(self) -> bytes:
         return (
-            self._head() + pack_ids(self.survivors) + pack_ids(self.dropped) + pack_ids(self.signers)
+            self._head()
+            + pack_ids(self.survivors)
+            + pack_ids(self.dropped)
+            + pack_ids(self.signers)
             + self.signatures.tobytes()
         )
 
@@ -374,14 +385,23 @@ class SharePlaintext:
         check_id("holder", self.holder)
         for name in ("key_share", "self_share"):
             a = getattr(self, name)
-            if not (type(a) is np.ndarray and a.dtype == np.uint32 and a.shape == (PIECES_PER_32_BYTES,) and int(a.max()) < PRIME):
+            if not (
+                type(a) is np.ndarray
+                and a.dtype == np.uint32
+                and a.shape == (PIECES_PER_32_BYTES,)
+                and int(a.max()) < PRIME
+            ):
                 raise ProtocolError(f"field '{name}' must be {PIECES_PER_32_BYTES} uint32 elements of GF(p)")
 
     def __repr__(self) -> str:
         return f"SharePlaintext(owner={self.owner}, holder={self.holder}, shares=<hidden>)"
 
     def to_bytes(self) -> bytes:
-        return struct.pack(">II", self.owner, self.holder) + self.key_share.astype(">u4").tobytes() + self.self_share.astype(">u4").tobytes()
+        return (
+            struct.pack(">II", self.owner, self.holder)
+            + self.key_share.astype(">u4").tobytes()
+            + self.self_share.astype(">u4").tobytes()
+        )
 
     @classmethod
     def from_bytes(cls, data: bytes) -> SharePlaintext:
@@ -398,8 +418,10 @@ class SharePlaintext:
         check_id("owner", owner)
         check_ids("holders", tuple(holders))
         rows = np.asarray(shares)
-        if rows.dtype != np.uint32 or rows.shape != (len(holders), 2 * PIECES_PER_32_BYTES) or (
-            rows.size and int(rows.max()) >= PRIME
+        if (
+            rows.dtype != np.uint32
+            or rows.shape != (len(holders), 2 * PIECES_PER_32_BYTES)
+            or (rows.size and int(rows.max()) >= PRIME)
         ):
             raise ProtocolError(
                 f"field 'shares' must be ({len(holders)}, {2 * PIECES_PER_32_BYTES}) uint32 elements of GF(p)"
@@ -426,8 +448,16 @@ class SharePlaintext:
 
 
 Message = (
-    RoundOpen | AdvertiseKeys | KeyRoster | ShareKeys | ShareBundle | MaskedInput | SurvivorList | SurvivorSignature
-    | UnmaskRequest | UnmaskResponse
+    RoundOpen
+    | AdvertiseKeys
+    | KeyRoster
+    | ShareKeys
+    | ShareBundle
+    | MaskedInput
+    | SurvivorList
+    | SurvivorSignature
+    | UnmaskRequest
+    | UnmaskResponse
 )
 
 
@@ -482,7 +512,15 @@ def _decode_roster(data: bytes) -> KeyRoster:
     seed = r.take(32)
     n = r.u32()
     arr = np.frombuffer(r.take(n * _ROSTER_DT.itemsize), dtype=_ROSTER_DT)
-    msg = KeyRoster(rid, sender, recipient, seed, tuple(arr["id"].tolist()), np.array(arr["enc"]),
-                    np.array(arr["mask"]), np.array(arr["sig"]))
+    msg = KeyRoster(
+        rid,
+        sender,
+        recipient,
+        seed,
+        tuple(arr["id"].tolist()),
+        np.array(arr["enc"]),
+        np.array(arr["mask"]),
+        np.array(arr["sig"]),
+    )
     r.done()
     return msg

@@ -183,7 +183,12 @@ class InProcessClientPool:
         self.silent_from = {c: s for c, s in silent_from.items() if c in self._inputs}
         self.clients = {
             cid: SecAggClient(
-                cid, x, bits=plan.bits, policy=policy, identity=self._identities.get(cid), registry=registry,
+                cid,
+                x,
+                bits=plan.bits,
+                policy=policy,
+                identity=self._identities.get(cid),
+                registry=registry,
                 source=plan.client_source(cid),
             )
             for cid, x in sorted(self._inputs.items())

@@ -131,12 +131,22 @@ def run_secagg_round(
         if arr.ndim != 1 or arr.size == 0:
             raise ParameterError(f"Argument 'inputs[{cid}]' must be a non-empty 1-D vector, not shape {arr.shape}.")
         if dim is not None and arr.size != dim:
-            raise ParameterError(f"Argument 'inputs' must hold vectors of one length; client {cid} has {arr.size}, not {dim}.")
+            raise ParameterError(
+                f"Argument 'inputs' must hold vectors of one length; client {cid} has {arr.size}, not {dim}."
+            )
         dim = arr.size
         vecs[cid] = arr
     return run_pooled_round(
-        InProcessClientPool(vecs), sorted(vecs), dim, modulus_bits=bits, threshold=threshold, dropouts=dropouts,
-        neighbours=neighbours, security=security, seed=seed, round_id=round_id,
+        InProcessClientPool(vecs),
+        sorted(vecs),
+        dim,
+        modulus_bits=bits,
+        threshold=threshold,
+        dropouts=dropouts,
+        neighbours=neighbours,
+        security=security,
+        seed=seed,
+        round_id=round_id,
     )
 
 
@@ -221,8 +231,14 @@ def run_pooled_round(
             raise ProtocolError("the client pool returned identity keys for other clients than the round's")
         registry = KeyRegistry(keys)
     server = SecAggServer(
-        bits=bits, dim=dim, threshold=t, neighbours=neighbours, security=security, registry=registry,
-        round_id=round_id, source=plan.server_source(),
+        bits=bits,
+        dim=dim,
+        threshold=t,
+        neighbours=neighbours,
+        security=security,
+        registry=registry,
+        round_id=round_id,
+        source=plan.server_source(),
     )
     pool.start(plan, registry, silent_from)
     return drive_round(server, pool, InProcessTransport(rng=rng, faults=faults, keep_log=False))

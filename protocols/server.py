@@ -170,7 +170,14 @@ class SecAggServer:
         if self.stage is not ServerStage.IDLE:
             raise ProtocolError(f"server in stage {self.stage.name} cannot open a round")
         msg = m.RoundOpen(
-            self.round_id, m.SERVER, m.BROADCAST, self.p, self.bits, self.dim, self.threshold, self.k or 0,
+            self.round_id,
+            m.SERVER,
+            m.BROADCAST,
+            self.p,
+            self.bits,
+            self.dim,
+            self.threshold,
+            self.k or 0,
             m.SECURITY_CODES[self.security],
         )
         self.stage = ServerStage.COLLECT_KEYS
@@ -427,9 +434,9 @@ class SecAggServer:
                 np.add.at(count, window[new].ravel(), 1)
         del window
         sig_at = np.zeros((n, m.SIG_LEN), dtype=np.uint8)  # by ring position
-        sig_at[signer_pos] = np.frombuffer(b"".join(map(sigs.__getitem__, signer_ids.tolist())), dtype=np.uint8).reshape(
-            -1, m.SIG_LEN
-        )
+        sig_at[signer_pos] = np.frombuffer(
+            b"".join(map(sigs.__getitem__, signer_ids.tolist())), dtype=np.uint8
+        ).reshape(-1, m.SIG_LEN)
 
         def pick(owners: frozenset[int]) -> tuple[tuple[int, ...], np.ndarray]:
             pos = ring[graph.index(np.fromiter(owners, dtype=np.int64, count=len(owners)))]

@@ -26,7 +26,9 @@ from secagg_dp.rng import resolve_rng
 __all__ = ["Envelope", "FaultInjector", "InProcessTransport", "PHASES"]
 
 PHASES = tuple(
-    f"{s}:{d}" for s in ("advertise_keys", "share_keys", "masked_input", "consistency", "unmasking") for d in ("down", "up")
+    f"{s}:{d}"
+    for s in ("advertise_keys", "share_keys", "masked_input", "consistency", "unmasking")
+    for d in ("down", "up")
 )
 
 
@@ -67,7 +69,9 @@ class FaultInjector:
     delays: list[Match] = field(default_factory=list)
     injections: dict[str, list[Envelope]] = field(default_factory=dict)
 
-    def drop(self, kind: Kind | None = None, *, sender: int | None = None, recipient: int | None = None) -> FaultInjector:
+    def drop(
+        self, kind: Kind | None = None, *, sender: int | None = None, recipient: int | None = None
+    ) -> FaultInjector:
         self.drops.append(_match(kind, sender, recipient))
         return self
 
@@ -90,7 +94,9 @@ class FaultInjector:
         self.tampers.append((_match(kind, sender, recipient), fn or flip))
         return self
 
-    def delay(self, kind: Kind | None = None, *, sender: int | None = None, recipient: int | None = None) -> FaultInjector:
+    def delay(
+        self, kind: Kind | None = None, *, sender: int | None = None, recipient: int | None = None
+    ) -> FaultInjector:
         """Hold matching envelopes back to the next phase in the same direction (they arrive a stage late)."""
         self.delays.append(_match(kind, sender, recipient))
         return self

@@ -174,7 +174,11 @@ class Reader:
         return np.frombuffer(self.take(rows * SIG_LEN), dtype=np.uint8).reshape(rows, SIG_LEN).copy()
 
     def shares(self, rows: int) -> np.ndarray:
-        return np.frombuffer(self.take(rows * _SHARE_BYTES), dtype=">u4").astype(np.uint32).reshape(rows, PIECES_PER_32_BYTES)
+        return (
+            np.frombuffer(self.take(rows * _SHARE_BYTES), dtype=">u4")
+            .astype(np.uint32)
+            .reshape(rows, PIECES_PER_32_BYTES)
+        )
 
     def boxes(self) -> tuple[tuple[int, ...], tuple[bytes, ...]]:
         n = self.u32()
@@ -223,7 +227,6 @@ def peek_kind(data: bytes) -> Kind:
         return Kind(kind)
     except ValueError:
         raise ProtocolError(f"unknown message kind {kind}") from None
-
 
 
 def parse_header(data: bytes) -> tuple[Kind, bytes, int, int]:

@@ -57,9 +57,8 @@ def check_real(
     v = float(value)
     if not math.isfinite(v):
         raise ParameterError(f"Argument '{name}' must be finite, not {v}.")
-    bad = (
-        (lo is not None and (v < lo or (lo_open and v == lo)))
-        or (hi is not None and (v > hi or (hi_open and v == hi)))
+    bad = (lo is not None and (v < lo or (lo_open and v == lo))) or (
+        hi is not None and (v > hi or (hi_open and v == hi))
     )
     if bad:
         left = "(" if lo_open else "["

@@ -52,7 +52,9 @@ def check_residues(name: str, a: object, bits: int) -> np.ndarray:
     """
     arr = np.asarray(a)
     if arr.dtype.kind not in "ui":
-        raise ParameterError(f"Argument '{name}' must be an integer array of residues mod 2^{bits}, not dtype {arr.dtype}.")
+        raise ParameterError(
+            f"Argument '{name}' must be an integer array of residues mod 2^{bits}, not dtype {arr.dtype}."
+        )
     if arr.dtype.kind == "i" and arr.size and int(arr.min()) < 0:
         raise ParameterError(f"Argument '{name}' must hold residues in [0, 2^{bits}), found a negative value.")
     arr = arr.astype(np.uint64, copy=False)

@@ -20,8 +20,17 @@ from secagg_dp import zq
 from secagg_dp.errors import ParameterError
 
 __all__ = [
-    "STAGES", "INCLUDED_FROM", "NO_DROP", "draw_drop_stages", "dropout_sets", "draw_dropouts", "included_clients",
-    "ideal_aborts", "aborts_from_counts", "crypto_aggregate", "crypto_aggregate_on",
+    "STAGES",
+    "INCLUDED_FROM",
+    "NO_DROP",
+    "draw_drop_stages",
+    "dropout_sets",
+    "draw_dropouts",
+    "included_clients",
+    "ideal_aborts",
+    "aborts_from_counts",
+    "crypto_aggregate",
+    "crypto_aggregate_on",
 ]
 
 STAGES = ("advertise_keys", "share_keys", "masked_input", "unmasking")
@@ -104,8 +113,15 @@ def crypto_aggregate(
         )
     inputs = {int(cid): rows[i] for i, cid in enumerate(ids)}
     return crypto_aggregate_on(
-        InProcessClientPool(inputs), sorted(inputs), rows.shape[1], bits=bits, threshold=threshold, dropouts=dropouts,
-        neighbours=neighbours, seed=seed, security=security,
+        InProcessClientPool(inputs),
+        sorted(inputs),
+        rows.shape[1],
+        bits=bits,
+        threshold=threshold,
+        dropouts=dropouts,
+        neighbours=neighbours,
+        seed=seed,
+        security=security,
     )
 
 
@@ -127,7 +143,14 @@ def crypto_aggregate_on(
 
     drops = {s: set(v) for s, v in dropouts.items() if v}
     result = run_pooled_round(
-        pool, ids, dim, modulus_bits=bits, threshold=threshold, dropouts=drops or None, neighbours=neighbours,
-        seed=seed, security=security,
+        pool,
+        ids,
+        dim,
+        modulus_bits=bits,
+        threshold=threshold,
+        dropouts=drops or None,
+        neighbours=neighbours,
+        seed=seed,
+        security=security,
     )
     return zq.check_residues("aggregate", result.aggregate, bits), frozenset(result.survivors)

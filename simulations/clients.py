@@ -21,8 +21,18 @@ from secagg_dp import zq
 from secagg_dp.errors import ParameterError
 
 __all__ = [
-    "RoundSpec", "Block", "block_rng", "blocks_of", "chunks_of", "BLOCK", "CHUNK", "GENERATORS", "make_codec",
-    "draw_noise", "run_blocks", "client_truth",
+    "RoundSpec",
+    "Block",
+    "block_rng",
+    "blocks_of",
+    "chunks_of",
+    "BLOCK",
+    "CHUNK",
+    "GENERATORS",
+    "make_codec",
+    "draw_noise",
+    "run_blocks",
+    "client_truth",
 ]
 
 # spawn-key purposes under (1, round, purpose[, client]) — documented in results.json "seeds"
@@ -129,7 +139,11 @@ def _encode_logreg_client(spec: RoundSpec, codec, cid: int, rng: np.random.Gener
         for _ in range(spec.local_steps):
             chosen = rng.random(m) < spec.sample_rate
             if chosen.any():
-                w -= spec.learning_rate * per_sample_gradients(w, x[chosen], y[chosen]).sum(axis=0) / (spec.sample_rate * m)
+                w -= (
+                    spec.learning_rate
+                    * per_sample_gradients(w, x[chosen], y[chosen]).sum(axis=0)
+                    / (spec.sample_rate * m)
+                )
         noise = draw_noise(spec.mechanism, spec.sigma_int, codec.padded_dim, rng)
         return codec.encode(w - spec.model, noise=noise, rng=rng)
     total = np.zeros(codec.padded_dim, dtype=np.uint64)
@@ -146,9 +160,7 @@ def _encode_logreg_client(spec: RoundSpec, codec, cid: int, rng: np.random.Gener
     return total
 
 
-def run_blocks(
-    spec: RoundSpec, blocks: list[Block]
-) -> tuple[np.ndarray | None, np.ndarray, np.ndarray | None]:
+def run_blocks(spec: RoundSpec, blocks: list[Block]) -> tuple[np.ndarray | None, np.ndarray, np.ndarray | None]:
     """Encode (and noise) the participants of the given blocks.
 
     Blocks with a ``keep`` mask (ideal aggregator) give ``(None, partial, truth)``: ``partial`` is the exact

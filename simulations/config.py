@@ -276,7 +276,9 @@ class StudyParams:
                 raise ConfigError(f"Config key 'study.grid' names unknown or unsweepable key {k!r}.")
             if not isinstance(v, list) or not v:
                 raise _err(f"study.grid.{k}", "a non-empty list of values", v)
-        if not isinstance(self.x, str) or (self.x not in ("epsilon", "round") and self.grid and self.x not in self.grid):
+        if not isinstance(self.x, str) or (
+            self.x not in ("epsilon", "round") and self.grid and self.x not in self.grid
+        ):
             raise _err("study.x", "'epsilon', 'round' or a key of study.grid", self.x)
 
 
@@ -319,7 +321,9 @@ class SimConfig:
         if k is not None and k >= n:
             raise ConfigError(f"Config key 'secagg.neighbours' must be < population.clients = {n}, not {k}.")
         if k is not None and t is not None and t > k + 1:
-            raise ConfigError(f"Config key 'secagg.threshold' must be <= secagg.neighbours + 1 = {k + 1} (SecAgg+), not {t}.")
+            raise ConfigError(
+                f"Config key 'secagg.threshold' must be <= secagg.neighbours + 1 = {k + 1} (SecAgg+), not {t}."
+            )
         if self.population.sampling == "fixed" and self.population.dropout > 0:
             raise ConfigError(
                 "Config key 'population.dropout' must be 0 with sampling = 'fixed': the without-replacement "
@@ -355,7 +359,9 @@ def _merge(base: dict[str, Any], raw: dict[str, Any], where: str = "") -> dict[s
         full = f"{where}{key}"
         if key not in base:
             known = ", ".join(sorted(base))
-            raise ConfigError(f"Unknown config key '{full}'. Known keys{' in [' + where[:-1] + ']' if where else ''}: {known}.")
+            raise ConfigError(
+                f"Unknown config key '{full}'. Known keys{' in [' + where[:-1] + ']' if where else ''}: {known}."
+            )
         if isinstance(base[key], dict) and key != "grid":
             if not isinstance(val, dict):
                 raise _err(full, "a table", val)
@@ -399,7 +405,9 @@ def build_config(
     used = _TASK_KEYS.get(task.get("name"), set())
     stray = sorted(task_keys - used)
     if task.get("name") in _TASK_KEYS and stray:
-        raise ConfigError(f"Config key 'task.{stray[0]}' does not apply to task {task['name']!r} (its keys: {sorted(used)}).")
+        raise ConfigError(
+            f"Config key 'task.{stray[0]}' does not apply to task {task['name']!r} (its keys: {sorted(used)})."
+        )
     try:
         return SimConfig(
             name=merged["name"],
@@ -442,7 +450,9 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise ConfigError(f"Override must look like key=value (e.g. population.dropout=0.3), not {text!r}.")
     key, value = (s.strip() for s in text.split("=", 1))
     if key not in _ALL_KEYS:
-        raise ConfigError(f"Unknown config key '{key}' in override {text!r}. Known keys: {', '.join(sorted(_ALL_KEYS))}.")
+        raise ConfigError(
+            f"Unknown config key '{key}' in override {text!r}. Known keys: {', '.join(sorted(_ALL_KEYS))}."
+        )
     try:
         parsed = tomllib.loads(f"v = {value}")["v"]
     except tomllib.TOMLDecodeError:
@@ -523,11 +533,18 @@ def expand_study(cfg: SimConfig) -> list[tuple[str, dict[str, Any], SimConfig]]:
         doc["name"] = f"{cfg.name}[{label}]"
         try:
             variant = SimConfig(
-                name=doc["name"], mode=doc["mode"], rounds=doc["rounds"], seed=doc["seed"],
-                executor=doc["executor"], scheduler=doc["scheduler"],
-                population=Population(**doc["population"]), secagg=SecAggParams(**doc["secagg"]),
-                privacy=PrivacyParams(**doc["privacy"]), task=TaskParams(**doc["task"]),
-                study=StudyParams(grid={}, x=cfg.study.x, seeds=1), rng=doc["rng"],
+                name=doc["name"],
+                mode=doc["mode"],
+                rounds=doc["rounds"],
+                seed=doc["seed"],
+                executor=doc["executor"],
+                scheduler=doc["scheduler"],
+                population=Population(**doc["population"]),
+                secagg=SecAggParams(**doc["secagg"]),
+                privacy=PrivacyParams(**doc["privacy"]),
+                task=TaskParams(**doc["task"]),
+                study=StudyParams(grid={}, x=cfg.study.x, seeds=1),
+                rng=doc["rng"],
             )
         except ConfigError as exc:
             raise ConfigError(f"Study variant {label}: {exc}") from exc

@@ -87,8 +87,15 @@ class DaskClientPool:
             raise ConfigError("The Dask cluster has no workers; start some (dask worker ADDRESS) and retry.")
         self._client = client
         self._futures = [
-            client.submit(ClientShard, fn, tuple(args), actor=True, pure=False,
-                          workers=[workers[i % len(workers)]], allow_other_workers=False)
+            client.submit(
+                ClientShard,
+                fn,
+                tuple(args),
+                actor=True,
+                pure=False,
+                workers=[workers[i % len(workers)]],
+                allow_other_workers=False,
+            )
             for i, (fn, args) in enumerate(loads)
         ]
         self._owner: dict[int, int] = {}

@@ -43,7 +43,7 @@ class InProcessExecutor:
     def close(self) -> None:
         pass
 
-    def __enter__(self) -> "InProcessExecutor":
+    def __enter__(self) -> InProcessExecutor:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -110,7 +110,7 @@ class DaskExecutor:
         if self._cluster is not None:
             self._cluster.close()
 
-    def __enter__(self) -> "DaskExecutor":
+    def __enter__(self) -> DaskExecutor:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -55,8 +55,9 @@ def describe(doc: dict[str, Any], swept: tuple[str, ...] = ()) -> str:
     ]
     if c["task"]["name"] == "logreg":
         parts.append(("task.local_steps", "local steps", c["task"]["local_steps"]))
-    return ", ".join(f"{short}={'swept' if key in swept else (f'{v:g}' if isinstance(v, float) else v)}"
-                     for key, short, v in parts)
+    return ", ".join(
+        f"{short}={'swept' if key in swept else (f'{v:g}' if isinstance(v, float) else v)}" for key, short, v in parts
+    )
 
 
 def plot_run(doc: dict[str, Any], out_dir: str | Path) -> list[Path]:
@@ -148,8 +149,7 @@ def _per_round(axes, runs: list[dict[str, Any]], metric: str, x_key: str) -> Non
         xs = sorted(per_round)
         stats = [_mean_std(per_round[x]) for x in xs]
         xplot = [eps_at[x] for x in xs] if x_key == "epsilon" else xs
-        axes[0].errorbar(xplot, [m for m, _ in stats], yerr=[s for _, s in stats], capsize=2, label=label,
-                         **_style(i))
+        axes[0].errorbar(xplot, [m for m, _ in stats], yerr=[s for _, s in stats], capsize=2, label=label, **_style(i))
         rounds = sorted(eps_at)
         axes[1].plot(rounds, [eps_at[r] for r in rounds], label=label, **_style(i))
     axes[0].set_xlabel("certified ε" if x_key == "epsilon" else "round")
@@ -175,8 +175,14 @@ def _swept(axes, runs: list[dict[str, Any]], metric: str, x_key: str) -> None:  
         # a small horizontal offset per series keeps coinciding series apart; the tick labels stay exact
         shift = (i - (len(groups) - 1) / 2) * 0.06 * gap
         stats = [_mean_std(pts[x][0]) for x in xs]
-        axes[0].errorbar([x + shift for x in xs], [m for m, _ in stats], yerr=[s for _, s in stats], capsize=2,
-                         label=label or None, **_style(i))
+        axes[0].errorbar(
+            [x + shift for x in xs],
+            [m for m, _ in stats],
+            yerr=[s for _, s in stats],
+            capsize=2,
+            label=label or None,
+            **_style(i),
+        )
         axes[1].plot([x + shift for x in xs], [pts[x][1] for x in xs], label=label or None, **_style(i))
     name = x_key.split(".")[-1]
     for ax in axes:

@@ -54,8 +54,8 @@ from typing import Any
 import numpy as np
 
 from secagg_dp._validate import check_int, check_probability
-from secagg_dp.accounting.core.ledger import PrivacyLedger, register_event_type
 from secagg_dp.accounting.core.events import PrivacyEvent, check_neighbouring
+from secagg_dp.accounting.core.ledger import PrivacyLedger, register_event_type
 from secagg_dp.accounting.core.rdp import check_orders
 from secagg_dp.errors import ConfigError, ParameterError
 
@@ -75,7 +75,10 @@ def effective_gamma(checkin: float, dropout: float) -> float:
 def _describe(obj: Any) -> Any:
     """JSON-ready description of a (nested) frozen dataclass such as a check-in provider."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {"type": type(obj).__name__, **{f.name: _describe(getattr(obj, f.name)) for f in dataclasses.fields(obj)}}
+        return {
+            "type": type(obj).__name__,
+            **{f.name: _describe(getattr(obj, f.name)) for f in dataclasses.fields(obj)},
+        }
     return obj
 
 
@@ -121,8 +124,14 @@ class CheckinRound(PrivacyEvent):
         return _round_rdp(self, tuple(int(o) for o in ints)).copy()
 
     def describe(self) -> dict[str, Any]:
-        return {"type": type(self).__name__, "provider": _describe(self.provider), "clients": self.clients,
-                "gamma": self.gamma, "sample_size": self.sample_size, "neighbouring": self.neighbouring}
+        return {
+            "type": type(self).__name__,
+            "provider": _describe(self.provider),
+            "clients": self.clients,
+            "gamma": self.gamma,
+            "sample_size": self.sample_size,
+            "neighbouring": self.neighbouring,
+        }
 
 
 @functools.lru_cache(maxsize=32)
@@ -152,8 +161,11 @@ class SimAccountant:
         self.provider, self.label = _provider(cfg, plan)
         self.neighbouring = self.provider.neighbouring
         self.event = CheckinRound(
-            provider=self.provider, clients=self.n, gamma=None if self.fixed else self.gamma,
-            sample_size=cfg.population.fixed_size if self.fixed else None, neighbouring=self.neighbouring,
+            provider=self.provider,
+            clients=self.n,
+            gamma=None if self.fixed else self.gamma,
+            sample_size=cfg.population.fixed_size if self.fixed else None,
+            neighbouring=self.neighbouring,
         )
         self.round_rdp = self.event.rdp(self.orders)
         from secagg_dp.accounting.checkin.observers import server_view_provider
@@ -183,7 +195,8 @@ class SimAccountant:
 
     def describe(self) -> dict[str, Any]:
         return {
-            "accountant": "secagg_dp.accounting.checkin.mixture" + (" (fixed-size, k = m)" if self.fixed else " (binomial mixture)"),
+            "accountant": "secagg_dp.accounting.checkin.mixture"
+            + (" (fixed-size, k = m)" if self.fixed else " (binomial mixture)"),
             "method": self.method,
             "neighbouring": self.neighbouring,
             "unit": self.cfg.privacy.unit,
@@ -222,8 +235,14 @@ class SimAccountant:
         return eps, _int_order(order), self._rdp_cert(eps, order, rounds)
 
     def _rdp_cert(self, eps: float, order: float, rounds: int) -> dict[str, Any]:
-        return {"observer": "analyst", "epsilon": eps, "delta": self.delta, "order": _int_order(order),
-                "method": "rdp", "rounds": rounds}
+        return {
+            "observer": "analyst",
+            "epsilon": eps,
+            "delta": self.delta,
+            "order": _int_order(order),
+            "method": "rdp",
+            "rounds": rounds,
+        }
 
     def _ex_post_round_rdp(self) -> np.ndarray:
         """Per-round RDP against the server for a client seen in the round (ex-post): the base mechanism
@@ -236,8 +255,9 @@ class SimAccountant:
             return np.asarray(mech.rdp_upper(m, m, self.orders), dtype=np.float64)[0]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            cert = server_ex_post_certificate(mech, self.n, self.gamma, 1, self.delta, self.orders,
-                                              neighbouring=self.neighbouring)
+            cert = server_ex_post_certificate(
+                mech, self.n, self.gamma, 1, self.delta, self.orders, neighbouring=self.neighbouring
+            )
         return np.array([cert.rdp[int(o)] for o in self.orders])
 
     def server_view(self, rounds: int) -> dict[str, Any]:
@@ -247,11 +267,20 @@ class SimAccountant:
         eps, order = rdp_to_dp(self.orders, max(rounds, 0) * self.server_round_rdp, self.delta, warn=False)
         planned, _ = rdp_to_dp(self.orders, self.cfg.rounds * self.server_round_rdp, self.delta, warn=False)
         post, _ = rdp_to_dp(self.orders, max(rounds, 0) * self.server_ex_post_round_rdp, self.delta, warn=False)
-        return {"observer": "server", "epsilon": eps, "order": _int_order(order), "method": "rdp",
-                "rounds": rounds, "planned_epsilon": planned,
-                "sees": "who took part and who dropped, and the aggregate",
-                "ex_post": {"epsilon": post, "ex_post": True,
-                            "for": "a client that took part in every one of these rounds"}}
+        return {
+            "observer": "server",
+            "epsilon": eps,
+            "order": _int_order(order),
+            "method": "rdp",
+            "rounds": rounds,
+            "planned_epsilon": planned,
+            "sees": "who took part and who dropped, and the aggregate",
+            "ex_post": {
+                "epsilon": post,
+                "ex_post": True,
+                "for": "a client that took part in every one of these rounds",
+            },
+        }
 
     def record_round(self) -> tuple[float, int | None]:
         """Spend one round in the ledger (before its aggregate is released); return the certified (epsilon, order).
@@ -295,8 +324,8 @@ def _int_order(order: float) -> int | None:
 
 def _provider(cfg, plan):  # noqa: ANN001, ANN202
     """The per-k provider of the check-in mixture for this config, and a one-line label."""
-    from secagg_dp.accounting.checkin import mixture as ck
     from secagg_dp.accounting.checkin import bases as cm
+    from secagg_dp.accounting.checkin import mixture as ck
 
     if cfg.task.name == "logreg" and cfg.privacy.unit == "sample":
         return _logreg_provider(cfg, plan)
@@ -318,8 +347,8 @@ def _logreg_provider(cfg, plan):  # noqa: ANN001, ANN202
     (S = 1: joint noise of the k clients; S >= 2: S-fold adaptive composition of the client's own per-step
     noise, Mironov 2017 Prop. 1; Poisson rate q inside each client, Zhu & Wang 2019 Thm 5) with Delta_2,
     Delta_1 of one encoded sample on the grid. Check-in: joint convexity at rate k/n (any unit of privacy)."""
-    from secagg_dp.accounting.checkin import mixture as ck
     from secagg_dp.accounting.checkin import local_steps as ls
+    from secagg_dp.accounting.checkin import mixture as ck
 
     priv, task, n = cfg.privacy, cfg.task, cfg.population.clients
     d2, d1 = plan.l2_sensitivity, plan.l1_sensitivity  # add-remove of one sample: one encoded gradient
@@ -330,8 +359,10 @@ def _logreg_provider(cfg, plan):  # noqa: ANN001, ANN202
         base = ls.LocalStepsSkellam(variance=plan.sigma_int**2, **common)
     provider = ck.SubsampledCheckin(mechanism=base, n=n, amplification="joint-convexity", neighbouring="add-remove")
     noise = "joint noise" if task.local_steps == 1 else "own noise per step"
-    label = (f"{type(base).__name__}(S={task.local_steps}, q={task.sample_rate:g}, sigma_int={plan.sigma_int:.6g}, "
-             f"Delta2={d2:.6g}, {noise}) in check-in by joint convexity at k/n, n={n}, add-remove of one sample")
+    label = (
+        f"{type(base).__name__}(S={task.local_steps}, q={task.sample_rate:g}, sigma_int={plan.sigma_int:.6g}, "
+        f"Delta2={d2:.6g}, {noise}) in check-in by joint convexity at k/n, n={n}, add-remove of one sample"
+    )
     return provider, label
 
 

@@ -24,27 +24,37 @@ from typing import Any
 import numpy as np
 
 from secagg_dp import zq
-from secagg_dp.noise import SIGMA_MAX
 from secagg_dp.errors import ConfigError, ParameterError, ProtocolError
+from secagg_dp.noise import SIGMA_MAX
 from simulations import aggregators
 from simulations.clients import (
+    BLOCK,
     PURPOSE_CHECKIN,
     PURPOSE_CRYPTO,
     PURPOSE_DROPOUT,
     PURPOSE_ROTATION,
-    BLOCK,
     RoundSpec,
     blocks_of,
     chunks_of,
+    client_truth,
     make_codec,
     run_blocks,
-    client_truth,
 )
 from simulations.config import SimConfig
 from simulations.results import SCHEMA, write_atomic
 from simulations.tasks import make_task
 
-__all__ = ["Plan", "plan", "run_scenario", "RoundRecord", "RoundAggregate", "aggregate_round", "aggregate_both_modes", "SEED_DERIVATION", "SIGMA_INT_MAX"]
+__all__ = [
+    "Plan",
+    "plan",
+    "run_scenario",
+    "RoundRecord",
+    "RoundAggregate",
+    "aggregate_round",
+    "aggregate_both_modes",
+    "SEED_DERIVATION",
+    "SIGMA_INT_MAX",
+]
 
 #: Largest per-client grid noise std the simulator uses: the range of ``sample_discrete_gaussian``
 #: (sigma in (0, 1e6]) and of ``sample_skellam`` (variance in (0, 1e12]); a test ties it to the samplers.
@@ -108,8 +118,13 @@ def plan(cfg: SimConfig, root_seed: int = 0) -> Plan:
 
     try:
         scale = ZqCodec.scale_for(
-            bits=cfg.secagg.bits, n_clients=n_scale, clip=signal, dim=dim, sigma=sigma_total,
-            k=priv.k_stddevs, beta=priv.beta,
+            bits=cfg.secagg.bits,
+            n_clients=n_scale,
+            clip=signal,
+            dim=dim,
+            sigma=sigma_total,
+            k=priv.k_stddevs,
+            beta=priv.beta,
         )
     except ParameterError as exc:
         raise ConfigError(
@@ -136,15 +151,32 @@ def plan(cfg: SimConfig, root_seed: int = 0) -> Plan:
     from secagg_dp.quantize import wrap_around_bound
 
     # P(some coordinate of the aggregate wraps) for the budgeted signal and noise (codec's sub-Gaussian bound)
-    wrap = float(wrap_around_bound(
-        bits=cfg.secagg.bits, scale=scale, clip=signal, dim=dim, n_clients=n_scale, sigma=sigma_total, beta=priv.beta,
-    ).any_coordinate)
+    wrap = float(
+        wrap_around_bound(
+            bits=cfg.secagg.bits,
+            scale=scale,
+            clip=signal,
+            dim=dim,
+            n_clients=n_scale,
+            sigma=sigma_total,
+            beta=priv.beta,
+        ).any_coordinate
+    )
     return Plan(
-        dim=dim, padded_dim=codec.padded_dim, expected_checkins=n_exp, scale_clients=n_scale, signal_norm=signal,
-        sigma_local=sigma_local, sigma_int=min(sigma_local * scale, SIGMA_INT_MAX), scale=scale,
-        scale_rule=scale_rule, scale_capped=capped,
-        l2_sensitivity=float(codec.l2_sensitivity), l1_sensitivity=float(codec.l1_sensitivity),
-        shard_size=shard, wrap_probability_bound=wrap,
+        dim=dim,
+        padded_dim=codec.padded_dim,
+        expected_checkins=n_exp,
+        scale_clients=n_scale,
+        signal_norm=signal,
+        sigma_local=sigma_local,
+        sigma_int=min(sigma_local * scale, SIGMA_INT_MAX),
+        scale=scale,
+        scale_rule=scale_rule,
+        scale_capped=capped,
+        l2_sensitivity=float(codec.l2_sensitivity),
+        l1_sensitivity=float(codec.l1_sensitivity),
+        shard_size=shard,
+        wrap_probability_bound=wrap,
     )
 
 
@@ -331,11 +363,24 @@ def aggregate_round(cfg: SimConfig, p: Plan, root: int, r: int, model: Any, exec
     counts = np.bincount(stages, minlength=len(aggregators.STAGES) + 1)[: len(aggregators.STAGES)]
     secs["checkin"] = time.perf_counter() - t0
     spec = RoundSpec(
-        task=cfg.task.name, round=r, root_seed=root, n_clients=cfg.population.clients, dim=p.dim,
-        bits=cfg.secagg.bits, clip=cfg.privacy.clip, scale=p.scale, rotation_seed=_round_int(root, r, PURPOSE_ROTATION),
-        beta=cfg.privacy.beta, mechanism=cfg.privacy.mechanism, sigma_int=p.sigma_int,
-        local_steps=cfg.task.local_steps, sample_rate=cfg.task.sample_rate, learning_rate=cfg.task.learning_rate,
-        model=model, unit=cfg.privacy.unit, generator=cfg.rng,
+        task=cfg.task.name,
+        round=r,
+        root_seed=root,
+        n_clients=cfg.population.clients,
+        dim=p.dim,
+        bits=cfg.secagg.bits,
+        clip=cfg.privacy.clip,
+        scale=p.scale,
+        rotation_seed=_round_int(root, r, PURPOSE_ROTATION),
+        beta=cfg.privacy.beta,
+        mechanism=cfg.privacy.mechanism,
+        sigma_int=p.sigma_int,
+        local_steps=cfg.task.local_steps,
+        sample_rate=cfg.task.sample_rate,
+        learning_rate=cfg.task.learning_rate,
+        model=model,
+        unit=cfg.privacy.unit,
+        generator=cfg.rng,
     )
     aggregate = truth = None
     t1 = time.perf_counter()
@@ -351,8 +396,12 @@ def aggregate_round(cfg: SimConfig, p: Plan, root: int, r: int, model: Any, exec
     else:
         survivors = None
         crypto = dict(
-            bits=cfg.secagg.bits, threshold=t, dropouts=aggregators.dropout_sets(ids, stages),
-            neighbours=cfg.secagg.neighbours, seed=_round_int(root, r, PURPOSE_CRYPTO), security=cfg.secagg.security,
+            bits=cfg.secagg.bits,
+            threshold=t,
+            dropouts=aggregators.dropout_sets(ids, stages),
+            neighbours=cfg.secagg.neighbours,
+            seed=_round_int(root, r, PURPOSE_CRYPTO),
+            security=cfg.secagg.security,
         )
         if hasattr(executor, "client_pool") and len(ids) >= max(t, 2):
             # clients live on the workers for the round: each shard encodes its own blocks there
@@ -409,14 +458,23 @@ def _one_round(cfg, p: Plan, task, model, root: int, r: int, executor, acct) -> 
     secs["decode"] = time.perf_counter() - t3
     secs["total"] = time.perf_counter() - t0
     rec = RoundRecord(
-        round=r, checked_in=len(ra.ids), included=0 if aborted else len(ra.included), threshold=ra.threshold,
-        dropped=ra.dropped_counts(), aborted=aborted, epsilon=float(eps),
-        order=None if order is None else float(order), metrics=metrics, seconds=secs,
+        round=r,
+        checked_in=len(ra.ids),
+        included=0 if aborted else len(ra.included),
+        threshold=ra.threshold,
+        dropped=ra.dropped_counts(),
+        aborted=aborted,
+        epsilon=float(eps),
+        order=None if order is None else float(order),
+        metrics=metrics,
+        seconds=secs,
     )
     return rec, model
 
 
-def aggregate_both_modes(cfg: SimConfig, round_: int = 1, executor: Any = None) -> tuple[np.ndarray | None, np.ndarray | None]:
+def aggregate_both_modes(
+    cfg: SimConfig, round_: int = 1, executor: Any = None
+) -> tuple[np.ndarray | None, np.ndarray | None]:
     """The round's modular sum from the ideal aggregator and from the full protocol, same seeds."""
     from simulations.executors import InProcessExecutor
 

@@ -68,8 +68,7 @@ def run(
 
                     doc["plots"] = [p.name for p in plot_run(doc, sub)]
                     write_atomic(sub / "results.json", doc)
-                study["runs"].append(
-                    {"label": label, "values": vals, "seed": v.seed, "out": sub.name, "results": doc})
+                study["runs"].append({"label": label, "values": vals, "seed": v.seed, "out": sub.name, "results": doc})
                 write_atomic(out / "results.json", study)
         study["status"] = "complete"
     except KeyboardInterrupt:
@@ -126,11 +125,15 @@ def observer_lines(doc: dict[str, Any]) -> list[str]:
         priv = run["results"].get("privacy", {})
         server = priv.get("server") or {}
         unit = priv.get("unit", "client")
-        lines.append(f"{run['label']}: observer analyst (sees K and the aggregate): epsilon = "
-                     f"{priv.get('epsilon', 0.0):.6g} at delta = {priv.get('delta')} ({unit} level)")
+        lines.append(
+            f"{run['label']}: observer analyst (sees K and the aggregate): epsilon = "
+            f"{priv.get('epsilon', 0.0):.6g} at delta = {priv.get('delta')} ({unit} level)"
+        )
         if server:
-            lines.append(f"{run['label']}: observer server (also sees who took part and who dropped): epsilon = "
-                         f"{server['epsilon']:.6g} at delta = {priv.get('delta')} ({unit} level)")
+            lines.append(
+                f"{run['label']}: observer server (also sees who took part and who dropped): epsilon = "
+                f"{server['epsilon']:.6g} at delta = {priv.get('delta')} ({unit} level)"
+            )
     return lines
 
 

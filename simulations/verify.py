@@ -77,13 +77,15 @@ def check_end_to_end(*, seed: int, trials: int) -> list[Row]:
             ok = lift_ok and wrapped == 0 and err <= bound * (1 + 1e-9) + 1e-9
             rel = err / max(float(np.linalg.norm(truth)), 1e-300)
             wb = codec.wrap_bound(n, sigma).any_coordinate
-            rows.append((
-                "end-to-end encode/noise/sum/decode",
-                {"bits": bits, "n": n, "dim": dim, "clip": clip, "sigma": sigma, "seed": rseed},
-                ok,
-                f"‖err‖={err:.3g} ≤ {bound:.3g} (rel {rel:.1e}); lift exact={lift_ok}; "
-                f"wrapped={wrapped} (P≤{wb:.1e})",
-            ))
+            rows.append(
+                (
+                    "end-to-end encode/noise/sum/decode",
+                    {"bits": bits, "n": n, "dim": dim, "clip": clip, "sigma": sigma, "seed": rseed},
+                    ok,
+                    f"‖err‖={err:.3g} ≤ {bound:.3g} (rel {rel:.1e}); lift exact={lift_ok}; "
+                    f"wrapped={wrapped} (P≤{wb:.1e})",
+                )
+            )
     return rows
 
 
@@ -106,8 +108,14 @@ def check_modular_sum_exact(*, seed: int, trials: int) -> list[Row]:
             got_stack = sum_mod(a, bits).tolist()
             got_iter = sum_mod(list(a), bits).tolist()
             ok = got_stack == want and got_iter == want
-            rows.append(("modular sum bit-exact", {"bits": bits, "n": n, "dim": dim, "trial": t}, ok,
-                         "equal to Python-int sum" if ok else "MISMATCH with Python-int sum"))
+            rows.append(
+                (
+                    "modular sum bit-exact",
+                    {"bits": bits, "n": n, "dim": dim, "trial": t},
+                    ok,
+                    "equal to Python-int sum" if ok else "MISMATCH with Python-int sum",
+                )
+            )
     return rows
 
 
@@ -124,7 +132,9 @@ def check_encode_exact(*, seed: int, trials: int) -> list[Row]:
             rng = np.random.default_rng([seed, t, bits, 7])
             q = 1 << bits
             n, dim = 50, 12
-            codec = ZqCodec(dim, bits, 1.0, min(2.0 ** (bits + 2), 2.0**60), rotation_seed=int(rng.integers(2**62)), beta=0.0)
+            codec = ZqCodec(
+                dim, bits, 1.0, min(2.0 ** (bits + 2), 2.0**60), rotation_seed=int(rng.integers(2**62)), beta=0.0
+            )
             x = rng.normal(size=(n, dim))
             z = rng.integers(-(2**63), 2**63 - 1, size=(n, codec.padded_dim), dtype=np.int64, endpoint=True)
             xq = codec.quantize(x, rng=np.random.default_rng(t))
@@ -133,8 +143,14 @@ def check_encode_exact(*, seed: int, trials: int) -> list[Row]:
             per_ok = enc.ravel().tolist() == [(a + b) % q for a, b in pairs]
             want = [sum(c) % q for c in zip(*(xq.astype(object) + z.astype(object)).tolist())]
             sum_ok = sum_mod(enc, bits).tolist() == want
-            rows.append(("encode + noise bit-exact", {"bits": bits, "n": n, "noise": "full int64", "trial": t},
-                         per_ok and sum_ok, f"per-client exact={per_ok}; modular sum exact={sum_ok}"))
+            rows.append(
+                (
+                    "encode + noise bit-exact",
+                    {"bits": bits, "n": n, "noise": "full int64", "trial": t},
+                    per_ok and sum_ok,
+                    f"per-client exact={per_ok}; modular sum exact={sum_ok}",
+                )
+            )
     return rows
 
 
@@ -165,9 +181,15 @@ def check_wrap_edges(*, seed: int, trials: int) -> list[Row]:
         wrap_ok = lifted == [_py_lift(v, q) for v in exact]
         n_wrapped = sum(1 for v in exact if not -(q // 2) <= v < q // 2)
         ok = lift_ok and wrap_ok and n_wrapped > 0
-        rows.append(("wrap-around edges", {"bits": bits, "n": n, "dim": dim}, ok,
-                     f"boundary lifts ok={lift_ok}; {n_wrapped}/{big.padded_dim} coords wrapped, "
-                     f"decode = centred residue: {wrap_ok}"))
+        rows.append(
+            (
+                "wrap-around edges",
+                {"bits": bits, "n": n, "dim": dim},
+                ok,
+                f"boundary lifts ok={lift_ok}; {n_wrapped}/{big.padded_dim} coords wrapped, "
+                f"decode = centred residue: {wrap_ok}",
+            )
+        )
     return rows
 
 
@@ -186,8 +208,14 @@ def check_rotation(*, seed: int, trials: int) -> list[Row]:
         inv = float(np.max(np.abs(codec.unrotate(y) - x)))
         norm = float(np.max(np.abs(np.linalg.norm(y, axis=1) / np.linalg.norm(x, axis=1) - 1)))
         ok = inv <= 1e-9 and norm <= 1e-12
-        rows.append(("rotation inverse/orthogonal", {"dim": dim, "padded": codec.padded_dim}, ok,
-                     f"max|R⁻¹Rx−x|={inv:.1e}; max rel norm change={norm:.1e}"))
+        rows.append(
+            (
+                "rotation inverse/orthogonal",
+                {"dim": dim, "padded": codec.padded_dim},
+                ok,
+                f"max|R⁻¹Rx−x|={inv:.1e}; max rel norm change={norm:.1e}",
+            )
+        )
     return rows
 
 
@@ -207,8 +235,14 @@ def check_l2_bound(*, seed: int, trials: int) -> list[Row]:
         xq = codec.quantize(x, rng=rng)
         worst = max(sum(v * v for v in row) for row in xq.tolist())
         ok = worst <= Fraction(codec.l2_sensitivity) ** 2
-        rows.append(("Δ₂ after conditional rounding", {"beta": round(beta, 4), "clients": len(x), "c·s": 20.0}, ok,
-                     f"max ‖x̃‖₂={math.sqrt(worst):.4f} ≤ Δ₂={codec.l2_sensitivity:.4f}"))
+        rows.append(
+            (
+                "Δ₂ after conditional rounding",
+                {"beta": round(beta, 4), "clients": len(x), "c·s": 20.0},
+                ok,
+                f"max ‖x̃‖₂={math.sqrt(worst):.4f} ≤ Δ₂={codec.l2_sensitivity:.4f}",
+            )
+        )
     return rows
 
 

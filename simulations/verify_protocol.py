@@ -36,8 +36,18 @@ def _edge_vector(kind: str, dim: int, bits: int, pyrng: random.Random) -> list[i
     return [pyrng.randrange(q) for _ in range(dim)]
 
 
-def _one_case(bits: int, n: int, t: int, dim: int, drops: dict[str, set[int]], neighbours: int | None,
-              kind: str, seed: int, pyrng: random.Random, security: str = "active") -> Row:
+def _one_case(
+    bits: int,
+    n: int,
+    t: int,
+    dim: int,
+    drops: dict[str, set[int]],
+    neighbours: int | None,
+    kind: str,
+    seed: int,
+    pyrng: random.Random,
+    security: str = "active",
+) -> Row:
     from protocols import run_secagg_round
 
     inputs_py = {c: _edge_vector(kind if c % 2 == 0 else "random", dim, bits, pyrng) for c in range(n)}
@@ -49,12 +59,28 @@ def _one_case(bits: int, n: int, t: int, dim: int, drops: dict[str, set[int]], n
     for s in STAGES:
         alive -= len(drops.get(s, ()))
         must_abort |= alive < t
-    params = {"bits": bits, "n": n, "t": t, "dim": dim, "neighbours": neighbours, "security": security, "inputs": kind,
-              "dropouts": {s: len(v) for s, v in drops.items()}, "seed": seed}
+    params = {
+        "bits": bits,
+        "n": n,
+        "t": t,
+        "dim": dim,
+        "neighbours": neighbours,
+        "security": security,
+        "inputs": kind,
+        "dropouts": {s: len(v) for s, v in drops.items()},
+        "seed": seed,
+    }
     name = f"protocol q=2^{bits}"
     try:
-        res = run_secagg_round(inputs, modulus_bits=bits, threshold=t, dropouts=drops or None,
-                               neighbours=neighbours, seed=seed, security=security)
+        res = run_secagg_round(
+            inputs,
+            modulus_bits=bits,
+            threshold=t,
+            dropouts=drops or None,
+            neighbours=neighbours,
+            seed=seed,
+            security=security,
+        )
     except ProtocolError as exc:
         if neighbours is not None and not must_abort:
             # SecAgg+ checks t per neighbourhood; the global count above cannot predict that abort
@@ -69,7 +95,12 @@ def _one_case(bits: int, n: int, t: int, dim: int, drops: dict[str, set[int]], n
         return (name, params, False, f"survivors {sorted(res.survivors)} != expected {sorted(expected_survivors)}")
     want = _oracle(inputs_py, expected_survivors, bits, dim)
     ok = got == want
-    return (name, params, ok, "bit-exact" if ok else f"first mismatch at {next(i for i in range(dim) if got[i] != want[i])}")
+    return (
+        name,
+        params,
+        ok,
+        "bit-exact" if ok else f"first mismatch at {next(i for i in range(dim) if got[i] != want[i])}",
+    )
 
 
 def _random_drops(n: int, pyrng: random.Random, rate: float) -> dict[str, set[int]]:
@@ -102,8 +133,10 @@ def protocol_checks(*, cases: int = 24, seed: int = 0) -> list[Row]:
         security = "semi-honest" if i % 2 else "active"
         full = neighbours is None or neighbours >= n - 1
         holders = n if full else neighbours + 1
-        t = pyrng.randint(min_threshold(holders, neighbours=None if full else neighbours, security=security),
-                          max(2, holders - 2 if security == "semi-honest" else holders))
+        t = pyrng.randint(
+            min_threshold(holders, neighbours=None if full else neighbours, security=security),
+            max(2, holders - 2 if security == "semi-honest" else holders),
+        )
         if i % 4 == 0:  # one stage at a time, so every stage is exercised deterministically
             stage = STAGES[(i // 4) % 4]
             drops = {stage: {pyrng.randrange(n)}}
@@ -136,8 +169,14 @@ def dropout_model_checks(*, trials: int = 2000, seed: int = 0) -> list[Row]:
         sd = max(np.sqrt(trials * (1 - p_drop) ** 3 * (1 - (1 - p_drop) ** 3)), 1e-12)
         ok = abs(inc - want) <= 6 * sd if p_drop else inc == trials
         disjoint = all(not (drops[a] & drops[b]) for a in drops for b in drops if a < b)
-        rows.append(("dropout model", {"p_drop": p_drop, "clients": trials}, bool(ok and disjoint),
-                     f"included {inc}, expected {want:.1f} ± {6 * sd:.1f}; stage sets disjoint: {disjoint}"))
+        rows.append(
+            (
+                "dropout model",
+                {"p_drop": p_drop, "clients": trials},
+                bool(ok and disjoint),
+                f"included {inc}, expected {want:.1f} ± {6 * sd:.1f}; stage sets disjoint: {disjoint}",
+            )
+        )
     return rows
 
 
@@ -148,16 +187,31 @@ def mode_equivalence_checks(*, seed: int = 0) -> list[Row]:
 
     rows: list[Row] = []
     # heavy dropout (20-30% per stage) is beyond the active threshold t > 2n/3: those rows are semi-honest
-    for bits, dropout, mech, sec in ((16, 0.0, "ddg", "active"), (20, 0.2, "skellam", "semi-honest"),
-                                     (24, 0.3, "ddg", "semi-honest")):
-        cfg = build_config({"rounds": 1, "seed": seed, "population": {"clients": 20, "checkin": 1.0, "dropout": dropout},
-                            "secagg": {"bits": bits, "threshold_fraction": 0.1, "security": sec},
-                            "privacy": {"mechanism": mech}, "task": {"name": "mean", "dim": 20}})
+    for bits, dropout, mech, sec in (
+        (16, 0.0, "ddg", "active"),
+        (20, 0.2, "skellam", "semi-honest"),
+        (24, 0.3, "ddg", "semi-honest"),
+    ):
+        cfg = build_config(
+            {
+                "rounds": 1,
+                "seed": seed,
+                "population": {"clients": 20, "checkin": 1.0, "dropout": dropout},
+                "secagg": {"bits": bits, "threshold_fraction": 0.1, "security": sec},
+                "privacy": {"mechanism": mech},
+                "task": {"name": "mean", "dim": 20},
+            }
+        )
         ideal, crypto = aggregate_both_modes(cfg, round_=1)
         ok = ideal is not None and crypto is not None and np.array_equal(ideal, crypto)
-        rows.append(("crypto == ideal", {"bits": bits, "dropout": dropout, "mechanism": mech, "security": sec,
-                                         "seed": seed}, bool(ok),
-                     "identical modular sums" if ok else "sums differ (or a round aborted)"))
+        rows.append(
+            (
+                "crypto == ideal",
+                {"bits": bits, "dropout": dropout, "mechanism": mech, "security": sec, "seed": seed},
+                bool(ok),
+                "identical modular sums" if ok else "sums differ (or a round aborted)",
+            )
+        )
     return rows
 
 

@@ -26,7 +26,8 @@ def test_examples_are_documented_scripts():
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_example_runs(path, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT), MPLBACKEND="Agg")
-    proc = subprocess.run([sys.executable, str(path)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip(), "an example prints what it shows"

@@ -76,8 +76,12 @@ def test_no_upward_import_between_layers():
 
 
 def test_nothing_imports_the_cli_package():
-    users = [a for a, edges in GRAPH.items() for b in edges
-             if (b == "simulations.cli" or b.startswith("simulations.cli.")) and not a.startswith("simulations.cli")]
+    users = [
+        a
+        for a, edges in GRAPH.items()
+        for b in edges
+        if (b == "simulations.cli" or b.startswith("simulations.cli.")) and not a.startswith("simulations.cli")
+    ]
     assert not users, f"the CLI is the top layer, yet {users} import it"
 
 
@@ -107,7 +111,7 @@ def test_no_cycles():
         state[node] = 1
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                cycle.extend(path[path.index(nxt):] + [node, nxt] if nxt in path else [node, nxt])
+                cycle.extend(path[path.index(nxt) :] + [node, nxt] if nxt in path else [node, nxt])
                 return True
             if state.get(nxt) is None and visit(nxt, path + [node]):
                 return True

@@ -13,8 +13,16 @@ from pathlib import Path
 import pytest
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-PACKAGES = ["secagg_dp.noise", "secagg_dp.quantize", "secagg_dp.zq", "secagg_dp.crypto", "protocols",
-            "secagg_dp.accounting", "secagg_dp.errors", "secagg_dp.rng"]
+PACKAGES = [
+    "secagg_dp.noise",
+    "secagg_dp.quantize",
+    "secagg_dp.zq",
+    "secagg_dp.crypto",
+    "protocols",
+    "secagg_dp.accounting",
+    "secagg_dp.errors",
+    "secagg_dp.rng",
+]
 
 
 @pytest.mark.parametrize("module_name", PACKAGES)
@@ -31,4 +39,4 @@ def test_readme_quick_start_is_the_two_documented_commands():
     block = README.split("## Quick start", 1)[1].split("```bash", 1)[1].split("```", 1)[0].strip().splitlines()
     assert block == ["pip install '.[sim]' && secagg-dp simulate", "pip install '.[test]' && python -m pytest"]
     ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
-    assert "pip install --quiet \".[test]\" && python -m pytest" in ci
+    assert 'pip install --quiet ".[test]" && python -m pytest' in ci

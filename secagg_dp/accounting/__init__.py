@@ -14,6 +14,66 @@ differ only by module (``checkin.DEFAULT_ORDERS`` = integers 2..256 then every 1
 ``NEIGHBOURING``, the check-in adapter ``checkin.rdp_to_epsilon``) stay in their modules.
 """
 
+from secagg_dp.accounting.checkin.baselines import (
+    analytic_gaussian_epsilon,
+    chernoff_shortcut_epsilon,
+    chernoff_shortcut_rdp,
+    strong_composition_baseline,
+)
+from secagg_dp.accounting.checkin.bases import DDGSum, GaussianSum, SkellamSum
+from secagg_dp.accounting.checkin.dropout import (
+    PROTOCOL_DROPOUT_STAGES,
+    DropoutStage,
+    calibrate_gaussian_multiplier,
+    effective_checkin_rate,
+    gaussian_composed_epsilon,
+    p_versus_gamma,
+    staged_checkin_rate,
+    underdelivered_epsilon,
+)
+from secagg_dp.accounting.checkin.local_steps import (
+    SEED004_LABEL,
+    LocalStep,
+    LocalStepsDDG,
+    LocalStepsGaussian,
+    LocalStepsSkellam,
+    calibrate_local_sigma,
+    fuse_steps,
+    heterogeneous_gaussian_rdp,
+    local_steps_epsilon,
+    seed004_joint_noise_rdp,
+    sum_dominating_step,
+    table1_comparison,
+)
+from secagg_dp.accounting.checkin.mixture import (
+    OBSERVERS,
+    BaseMechanism,
+    CheckinCertificate,
+    MixtureResult,
+    PerKProvider,
+    PerKTable,
+    SubsampledCheckin,
+    checkin_epsilon,
+    checkin_mixture,
+    checkin_orders,
+    checkin_rdp,
+    window_certificate,
+)
+from secagg_dp.accounting.checkin.observers import (
+    server_certificate,
+    server_ex_post_certificate,
+    server_view_provider,
+)
+from secagg_dp.accounting.checkin.pld import (
+    PLD_OBSERVERS,
+    PLDCertificate,
+    calibrate_checkin_pld,
+    checkin_pld,
+    checkin_round_delta,
+    epsilon_for_delta,
+    wor_gaussian_delta,
+)
+from secagg_dp.accounting.checkin.tails import log_binom_pmf, log_binom_tail_ub
 from secagg_dp.accounting.core.calibration import (
     calibrate_gaussian_noise_multiplier,
     calibrate_noise,
@@ -71,66 +131,6 @@ from secagg_dp.accounting.core.subsampling import (
     wor_subsampled_log_am1,
     wor_subsampled_rdp,
 )
-from secagg_dp.accounting.checkin.baselines import (
-    analytic_gaussian_epsilon,
-    chernoff_shortcut_epsilon,
-    chernoff_shortcut_rdp,
-    strong_composition_baseline,
-)
-from secagg_dp.accounting.checkin.bases import DDGSum, GaussianSum, SkellamSum
-from secagg_dp.accounting.checkin.dropout import (
-    PROTOCOL_DROPOUT_STAGES,
-    DropoutStage,
-    calibrate_gaussian_multiplier,
-    effective_checkin_rate,
-    gaussian_composed_epsilon,
-    p_versus_gamma,
-    staged_checkin_rate,
-    underdelivered_epsilon,
-)
-from secagg_dp.accounting.checkin.local_steps import (
-    LocalStep,
-    LocalStepsDDG,
-    LocalStepsGaussian,
-    LocalStepsSkellam,
-    calibrate_local_sigma,
-    fuse_steps,
-    SEED004_LABEL,
-    heterogeneous_gaussian_rdp,
-    local_steps_epsilon,
-    seed004_joint_noise_rdp,
-    sum_dominating_step,
-    table1_comparison,
-)
-from secagg_dp.accounting.checkin.mixture import (
-    BaseMechanism,
-    CheckinCertificate,
-    OBSERVERS,
-    MixtureResult,
-    PerKProvider,
-    PerKTable,
-    SubsampledCheckin,
-    checkin_epsilon,
-    checkin_mixture,
-    checkin_orders,
-    checkin_rdp,
-    window_certificate,
-)
-from secagg_dp.accounting.checkin.observers import (
-    server_certificate,
-    server_ex_post_certificate,
-    server_view_provider,
-)
-from secagg_dp.accounting.checkin.pld import (
-    PLD_OBSERVERS,
-    PLDCertificate,
-    calibrate_checkin_pld,
-    checkin_pld,
-    checkin_round_delta,
-    epsilon_for_delta,
-    wor_gaussian_delta,
-)
-from secagg_dp.accounting.checkin.tails import log_binom_pmf, log_binom_tail_ub
 from secagg_dp.accounting.shuffle.gaussian import (
     shuffle_gaussian_log_moments,
     shuffle_gaussian_rdp,

@@ -9,4 +9,16 @@ combines them is :mod:`.masking`; protocol code should use it rather than the pr
 from secagg_dp.crypto import aead, kdf, keys, masking, prg, randomness, shamir, signing
 from secagg_dp.crypto.randomness import OsRandom, RandomSource, SeededRandom
 
-__all__ = ["aead", "kdf", "keys", "masking", "prg", "randomness", "shamir", "signing", "OsRandom", "RandomSource", "SeededRandom"]
+__all__ = [
+    "aead",
+    "kdf",
+    "keys",
+    "masking",
+    "prg",
+    "randomness",
+    "shamir",
+    "signing",
+    "OsRandom",
+    "RandomSource",
+    "SeededRandom",
+]

@@ -39,14 +39,18 @@ def new_self_mask_seed(*, source: RandomSource | None = None) -> bytes:
     return resolve_source(source).bytes(SEED_LEN)
 
 
-def pairwise_seed(own: KeyPair, peer_public: bytes | X25519PublicKey, *, round_id: bytes, own_id: int, peer_id: int) -> bytes:
+def pairwise_seed(
+    own: KeyPair, peer_public: bytes | X25519PublicKey, *, round_id: bytes, own_id: int, peer_id: int
+) -> bytes:
     """s_uv = HKDF-SHA256(X25519(own, peer), info = 'pairwise-mask-seed' || round || min id || max id)."""
     lo, hi = sorted((own_id, peer_id))
     info = kdf.context(kdf.LABEL_PAIRWISE_MASK, round_id, lo, hi)
     return kdf.derive(exchange(own, peer_public), info=info)
 
 
-def channel_key(own: KeyPair, peer_public: bytes | X25519PublicKey, *, round_id: bytes, own_id: int, peer_id: int) -> bytes:
+def channel_key(
+    own: KeyPair, peer_public: bytes | X25519PublicKey, *, round_id: bytes, own_id: int, peer_id: int
+) -> bytes:
     """AES-256-GCM key for shares between two clients: HKDF over X25519 of their channel key pairs."""
     lo, hi = sorted((own_id, peer_id))
     info = kdf.context(kdf.LABEL_CHANNEL, round_id, lo, hi)
@@ -74,9 +78,7 @@ def finish_accumulator(acc: np.ndarray, bits: int) -> np.ndarray:
     return acc.astype(np.uint64) & np.uint64((1 << bits) - 1)
 
 
-def apply_masks(
-    acc: np.ndarray, bits: int, *, add: Iterable[bytes] = (), subtract: Iterable[bytes] = ()
-) -> np.ndarray:
+def apply_masks(acc: np.ndarray, bits: int, *, add: Iterable[bytes] = (), subtract: Iterable[bytes] = ()) -> np.ndarray:
     """acc + sum PRG(add) - sum PRG(subtract) mod 2^bits as uint64 residues (``acc`` is updated in place)."""
     bits = check_bits(bits)
     for seed in add:
@@ -86,9 +88,7 @@ def apply_masks(
     return finish_accumulator(acc, bits)
 
 
-def mask_input(
-    x: np.ndarray, *, bits: int, self_seed: bytes, pairwise: Iterable[tuple[bytes, int]]
-) -> np.ndarray:
+def mask_input(x: np.ndarray, *, bits: int, self_seed: bytes, pairwise: Iterable[tuple[bytes, int]]) -> np.ndarray:
     """y = x + PRG(self_seed) + sum sign * PRG(seed) over ``pairwise`` (seed, sign) pairs, mod 2^bits."""
     bits = check_bits(bits)
     acc = new_accumulator(check_residues("x", x, bits), bits)

@@ -79,7 +79,9 @@ def sample_discrete_gaussian(
     shift = sigma2 / t
     half_inv_sigma2 = 0.5 / sigma2
     accept_rate = math.exp(
-        discrete_gaussian_log_normaliser(sigma) - sigma2 / (2.0 * t * t) + math.log(-math.expm1(-1.0 / t))
+        discrete_gaussian_log_normaliser(sigma)
+        - sigma2 / (2.0 * t * t)
+        + math.log(-math.expm1(-1.0 / t))
         - math.log1p(math.exp(-1.0 / t))
     )
     filled = 0

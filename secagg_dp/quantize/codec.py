@@ -176,8 +176,7 @@ class ZqCodec:
         agg = check_residues("aggregate", aggregate, self.bits)
         if agg.ndim not in (1, 2) or agg.shape[-1] != self.padded_dim:
             raise ParameterError(
-                f"Argument 'aggregate' must have shape ({self.padded_dim},) or (m, {self.padded_dim}), "
-                f"not {agg.shape}."
+                f"Argument 'aggregate' must have shape ({self.padded_dim},) or (m, {self.padded_dim}), not {agg.shape}."
             )
         lifted = centered(agg, self.bits).astype(np.float64)
         lifted /= self.scale

@@ -13,7 +13,6 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-
 __all__ = [
     "OneLineParser",
     "int_in",
@@ -62,8 +61,9 @@ def int_in(lo: int | None = None, hi: int | None = None) -> Callable[[str], int]
     return parse
 
 
-def real_in(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
-            hi_open: bool = False) -> Callable[[str], float]:
+def real_in(
+    lo: float | None = None, hi: float | None = None, *, lo_open: bool = False, hi_open: bool = False
+) -> Callable[[str], float]:
     """An argparse type: a finite real number in the given (open or closed) interval."""
     left, right = "(" if lo_open or lo is None else "[", ")" if hi_open or hi is None else "]"
     span = f" in {left}{'-inf' if lo is None else f'{lo:g}'}, {'inf' if hi is None else f'{hi:g}'}{right}"

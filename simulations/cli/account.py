@@ -30,32 +30,72 @@ def _common(p: argparse.ArgumentParser, *, calibrate: bool) -> None:
         help="neighbouring relation; the accountant sets the sensitivity (C or 2C for a clipped sum) "
         "itself (default add-remove; Poisson sampling needs add-remove, without-replacement replace-one)",
     )
-    p.add_argument("--sample-rate", type=real_in(0.0, 1.0, lo_open=True), default=1.0, metavar="q", help="sampling rate q (default 1: no sampling)")
+    p.add_argument(
+        "--sample-rate",
+        type=real_in(0.0, 1.0, lo_open=True),
+        default=1.0,
+        metavar="q",
+        help="sampling rate q (default 1: no sampling)",
+    )
     p.add_argument(
         "--sampling",
         choices=("poisson", "without-replacement"),
         default="poisson",
         help="how records/clients are sampled when q < 1 (default poisson)",
     )
-    p.add_argument("--population", type=int_in(1), default=None, metavar="N", help="population N (sampling without replacement; q·N must be an integer)")
+    p.add_argument(
+        "--population",
+        type=int_in(1),
+        default=None,
+        metavar="N",
+        help="population N (sampling without replacement; q·N must be an integer)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     if calibrate:
         p.add_argument("--epsilon", type=POSITIVE, required=True, metavar="E", help="target epsilon (> 0)")
     else:
-        p.add_argument("--rdp", action="store_true",
-                       help='add the composed RDP curve {"orders": [...], "values": [...]} (JSON) or print it')
+        p.add_argument(
+            "--rdp",
+            action="store_true",
+            help='add the composed RDP curve {"orders": [...], "values": [...]} (JSON) or print it',
+        )
 
 
 def _codec_flags(p: argparse.ArgumentParser, *, calibrate: bool) -> None:
-    p.add_argument("--clients", "--n", dest="clients", type=int_in(1), required=True, metavar="n",
-                   help="clients per round n (alias --n)")
-    p.add_argument("--dim", type=int_in(1), required=True, metavar="d", help="vector dimension (padded to a power of two as the codec pads it)")
-    p.add_argument("--bits", type=int_in(1, 62), required=True, metavar="b", help="bits per coordinate of the modular sum")
+    p.add_argument(
+        "--clients",
+        "--n",
+        dest="clients",
+        type=int_in(1),
+        required=True,
+        metavar="n",
+        help="clients per round n (alias --n)",
+    )
+    p.add_argument(
+        "--dim",
+        type=int_in(1),
+        required=True,
+        metavar="d",
+        help="vector dimension (padded to a power of two as the codec pads it)",
+    )
+    p.add_argument(
+        "--bits", type=int_in(1, 62), required=True, metavar="b", help="bits per coordinate of the modular sum"
+    )
     p.add_argument("--clip", type=POSITIVE, required=True, metavar="c", help="L2 clip norm of one client's vector")
     if not calibrate:
-        p.add_argument("--noise-multiplier", type=POSITIVE, required=True, metavar="z", help="z: local noise std = z·c/sqrt(n)")
-    p.add_argument("--k-stddevs", type=POSITIVE, default=4.0, metavar="k", help="k in the k-stddev scale rule (default 4)")
-    p.add_argument("--beta", type=real_in(0.0, 1.0, hi_open=True), default=_BETA_DEFAULT, metavar="β", help="conditional-rounding beta in [0,1) (default e^-1/2)")
+        p.add_argument(
+            "--noise-multiplier", type=POSITIVE, required=True, metavar="z", help="z: local noise std = z·c/sqrt(n)"
+        )
+    p.add_argument(
+        "--k-stddevs", type=POSITIVE, default=4.0, metavar="k", help="k in the k-stddev scale rule (default 4)"
+    )
+    p.add_argument(
+        "--beta",
+        type=real_in(0.0, 1.0, hi_open=True),
+        default=_BETA_DEFAULT,
+        metavar="β",
+        help="conditional-rounding beta in [0,1) (default e^-1/2)",
+    )
 
 
 def register_account(subparsers: Any) -> None:
@@ -66,17 +106,28 @@ def register_account(subparsers: Any) -> None:
         description="RDP certificate for T rounds of a clipped sum with Gaussian noise sigma = z*C. "
         "Under replace-one the accountant uses sensitivity 2C itself: never pre-halve z.",
     )
-    p.add_argument("--noise-multiplier", "--sigma", dest="noise_multiplier", type=POSITIVE, required=True, metavar="z",
-                   help="sigma / C, C the clip norm of one record (alias --sigma)")
+    p.add_argument(
+        "--noise-multiplier",
+        "--sigma",
+        dest="noise_multiplier",
+        type=POSITIVE,
+        required=True,
+        metavar="z",
+        help="sigma / C, C the clip norm of one record (alias --sigma)",
+    )
     _common(p, calibrate=False)
     p.set_defaults(handler=_account_gaussian)
     for mech, helptext in (
         ("ddg", "distributed discrete Gaussian through the Z_q codec (TFF parameterisation)"),
         ("skellam", "distributed Skellam through the Z_q codec (TFF parameterisation)"),
     ):
-        q = subparsers.add_parser(mech, help=helptext, description=helptext + ". Local sigma = z*c/sqrt(n); "
-                                  "scale from the k-stddev rule; sensitivities of one client's clipped and "
-                                  "rounded vector (doubled under replace-one).")
+        q = subparsers.add_parser(
+            mech,
+            help=helptext,
+            description=helptext + ". Local sigma = z*c/sqrt(n); "
+            "scale from the k-stddev rule; sensitivities of one client's clipped and "
+            "rounded vector (doubled under replace-one).",
+        )
         _codec_flags(q, calibrate=False)
         _common(q, calibrate=False)
         q.set_defaults(handler=_account_ddg if mech == "ddg" else _account_skellam)
@@ -92,8 +143,11 @@ def register_calibrate(subparsers: Any) -> None:
     _common(p, calibrate=True)
     p.set_defaults(handler=_calibrate_gaussian)
     for mech in ("ddg", "skellam"):
-        q = subparsers.add_parser(mech, help=f"smallest noise multiplier z meeting --epsilon for {mech}",
-                                  description=f"Smallest z (local sigma = z*c/sqrt(n)) with epsilon <= --epsilon for {mech}.")
+        q = subparsers.add_parser(
+            mech,
+            help=f"smallest noise multiplier z meeting --epsilon for {mech}",
+            description=f"Smallest z (local sigma = z*c/sqrt(n)) with epsilon <= --epsilon for {mech}.",
+        )
         _codec_flags(q, calibrate=True)
         _common(q, calibrate=True)
         q.set_defaults(handler=_calibrate_codec, mechanism_name=mech)
@@ -123,8 +177,15 @@ def _events_for(args: argparse.Namespace, z: float, mech: str) -> tuple[Any, dic
 
         n = args.clients
         local_sigma = z * args.clip / math.sqrt(n)
-        scale = ZqCodec.scale_for(bits=args.bits, n_clients=n, clip=args.clip, dim=args.dim, sigma=local_sigma,
-                                  k=args.k_stddevs, beta=args.beta)
+        scale = ZqCodec.scale_for(
+            bits=args.bits,
+            n_clients=n,
+            clip=args.clip,
+            dim=args.dim,
+            sigma=local_sigma,
+            k=args.k_stddevs,
+            beta=args.beta,
+        )
         codec = ZqCodec(args.dim, args.bits, args.clip, scale, rotation_seed=0, beta=args.beta)
         factor = 2.0 if nb == "replace-one" else 1.0
         l2, l1 = factor * codec.l2_sensitivity, factor * codec.l1_sensitivity
@@ -150,9 +211,17 @@ def _events_for(args: argparse.Namespace, z: float, mech: str) -> tuple[Any, dic
     ev = sampled(base, sample_rate=args.sample_rate, sampling=args.sampling, population=args.population)
     if args.sample_rate < 1.0:
         if args.sampling == "poisson":
-            method += " + Poisson sampling (" + ("Mironov-Talwar-Zhang 2019" if mech == "gaussian" else "Zhu-Wang 2019 Thm 5") + ")"
+            method += (
+                " + Poisson sampling ("
+                + ("Mironov-Talwar-Zhang 2019" if mech == "gaussian" else "Zhu-Wang 2019 Thm 5")
+                + ")"
+            )
         else:
-            method += " + sampling w/o replacement (Wang-Balle-Kasiviswanathan 2019 Thm " + ("27" if mech == "gaussian" else "9") + ")"
+            method += (
+                " + sampling w/o replacement (Wang-Balle-Kasiviswanathan 2019 Thm "
+                + ("27" if mech == "gaussian" else "9")
+                + ")"
+            )
     return ev, extra, method + "; RDP->DP Canonne-Kamath-Steinke 2020 Prop. 12"
 
 
@@ -205,8 +274,12 @@ def _server_view(args: argparse.Namespace, ev: Any, rounds: int, rdp: Any, order
         server_rdp = rdp
         sees = "the same aggregate as the analyst (no sampling to hide)"
     eps, order = rdp_to_dp(orders, server_rdp, args.delta, warn=False)
-    return {"observer": "server", "epsilon": eps if math.isfinite(eps) else "inf", "order": _order_value(order),
-            "sees": sees}
+    return {
+        "observer": "server",
+        "epsilon": eps if math.isfinite(eps) else "inf",
+        "order": _order_value(order),
+        "sees": sees,
+    }
 
 
 def _order_value(order: float) -> float | int | None:
@@ -224,7 +297,11 @@ def _emit(args: argparse.Namespace, out: dict[str, Any], *, with_rdp: bool) -> i
     if args.json:
         print(dumps(out))
         return 0
-    lead = f"noise_multiplier = {out['noise_multiplier']:.6g}\n" if getattr(args, "epsilon", None) is not None and "target_epsilon" in out else ""
+    lead = (
+        f"noise_multiplier = {out['noise_multiplier']:.6g}\n"
+        if getattr(args, "epsilon", None) is not None and "target_epsilon" in out
+        else ""
+    )
     eps = out["epsilon"]
     eps_text = f"{eps:.10g}" if math.isfinite(eps) else f"inf ({INFINITE_EPSILON})"
     print(
@@ -232,8 +309,10 @@ def _emit(args: argparse.Namespace, out: dict[str, Any], *, with_rdp: bool) -> i
         f"{out['neighbouring']}, {out['rounds']} round(s))\nmethod: {out['method']}"
     )
     srv = out["server"]
-    print(f"observer analyst (sees the released aggregate): epsilon = {out['epsilon']:.10g}\n"
-          f"observer server (sees {srv['sees']}): epsilon = {srv['epsilon']:.10g} (order {srv['order']})")
+    print(
+        f"observer analyst (sees the released aggregate): epsilon = {out['epsilon']:.10g}\n"
+        f"observer server (sees {srv['sees']}): epsilon = {srv['epsilon']:.10g} (order {srv['order']})"
+    )
     if with_rdp:
         for a, v in zip(rdp["orders"], rdp["values"]):
             print(f"  rdp[{a}] = {math.inf if v is None else v:.10g}")

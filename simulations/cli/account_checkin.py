@@ -26,52 +26,104 @@ def register_account(subparsers: argparse._SubParsersAction) -> None:
             "one line each."
         ),
     )
-    p.add_argument("--n", "--clients", dest="n", type=int_in(1), required=True,
-                   help="number of clients N (alias --clients)")
+    p.add_argument(
+        "--n", "--clients", dest="n", type=int_in(1), required=True, help="number of clients N (alias --clients)"
+    )
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--gamma", type=PROBABILITY, help="effective check-in rate gamma")
     g.add_argument("--p", type=PROBABILITY, help="check-in probability p (use with --dropout)")
-    p.add_argument("--dropout", type=PROBABILITY, default=None,
-                   help="dropout probability p' per stage; gamma = p (1 - p')^N with N = --dropout-stages")
-    p.add_argument("--dropout-stages", type=int_in(1), default=3, metavar="N",
-                   help="dropout chances before the masked input is received: 3 (default) = our protocol "
-                        "(advertise_keys, share_keys, masked_input), gamma = p (1 - p')^3; 1 = the single-dropout "
-                        "model gamma = p (1 - p') of the self check-in draft")
+    p.add_argument(
+        "--dropout",
+        type=PROBABILITY,
+        default=None,
+        help="dropout probability p' per stage; gamma = p (1 - p')^N with N = --dropout-stages",
+    )
+    p.add_argument(
+        "--dropout-stages",
+        type=int_in(1),
+        default=3,
+        metavar="N",
+        help="dropout chances before the masked input is received: 3 (default) = our protocol "
+        "(advertise_keys, share_keys, masked_input), gamma = p (1 - p')^3; 1 = the single-dropout "
+        "model gamma = p (1 - p') of the self check-in draft",
+    )
     p.add_argument("--sigma", type=POSITIVE, required=True, help="per-client noise std relative to C = 1")
-    p.add_argument("--mechanism", choices=("gaussian", "ddg", "skellam"), default="gaussian",
-                   help="noise: continuous Gaussian, distributed discrete Gaussian, Skellam")
+    p.add_argument(
+        "--mechanism",
+        choices=("gaussian", "ddg", "skellam"),
+        default="gaussian",
+        help="noise: continuous Gaussian, distributed discrete Gaussian, Skellam",
+    )
     p.add_argument("--rounds", type=int_in(1), required=True, help="number of rounds T")
     p.add_argument("--delta", type=DELTA, required=True, help="target delta in (0, 1)")
-    p.add_argument("--method", choices=("pld", "rdp", "window"), default=None,
-                   help="certificate reported in JSON: privacy loss distribution (pld; default for the Gaussian "
-                        "without local steps, unless --rdp asks for an RDP curve), full mixture (rdp, the default "
-                        "otherwise) or window certificate")
-    p.add_argument("--observer", choices=("analyst", "server"), default="analyst",
-                   help="whose view the top-level JSON certificate is for: the analyst (sees K and the aggregate) "
-                        "or the server (also sees who took part); both are printed, and JSON has 'server' too")
-    p.add_argument("--window-delta", choices=("conditioning", "coupling"), default="conditioning",
-                   help="delta charged for check-in counts outside the window: T*P(out) (conditioning, default) "
-                        "or (1+e^eps)*T*P(out) (coupling, the looser total-variation bound)")
-    p.add_argument("--local-steps", type=int_in(1), default=None,
-                   help="local DP-SGD steps per round, sample-level (add-remove): S = 1 uses the k clients' joint "
-                        "noise, S >= 2 only the client's own per-step noise (sound under adaptive local steps); "
-                        "the joint-noise bound of Heikkilä 2024 is printed as a comparison, not a certificate. "
-                        "Client-level DP-FedAvg (clip the whole update, noise once) is the command without this flag")
-    p.add_argument("--sample-rate", type=real_in(0.0, 1.0, lo_open=True), default=1.0, help="Poisson sampling rate q inside each client")
-    p.add_argument("--scale", type=POSITIVE, default=256.0,
-                   help="ddg/skellam: grid points per unit of C (sensitivities 2*scale, noise sigma*scale)")
+    p.add_argument(
+        "--method",
+        choices=("pld", "rdp", "window"),
+        default=None,
+        help="certificate reported in JSON: privacy loss distribution (pld; default for the Gaussian "
+        "without local steps, unless --rdp asks for an RDP curve), full mixture (rdp, the default "
+        "otherwise) or window certificate",
+    )
+    p.add_argument(
+        "--observer",
+        choices=("analyst", "server"),
+        default="analyst",
+        help="whose view the top-level JSON certificate is for: the analyst (sees K and the aggregate) "
+        "or the server (also sees who took part); both are printed, and JSON has 'server' too",
+    )
+    p.add_argument(
+        "--window-delta",
+        choices=("conditioning", "coupling"),
+        default="conditioning",
+        help="delta charged for check-in counts outside the window: T*P(out) (conditioning, default) "
+        "or (1+e^eps)*T*P(out) (coupling, the looser total-variation bound)",
+    )
+    p.add_argument(
+        "--local-steps",
+        type=int_in(1),
+        default=None,
+        help="local DP-SGD steps per round, sample-level (add-remove): S = 1 uses the k clients' joint "
+        "noise, S >= 2 only the client's own per-step noise (sound under adaptive local steps); "
+        "the joint-noise bound of Heikkilä 2024 is printed as a comparison, not a certificate. "
+        "Client-level DP-FedAvg (clip the whole update, noise once) is the command without this flag",
+    )
+    p.add_argument(
+        "--sample-rate",
+        type=real_in(0.0, 1.0, lo_open=True),
+        default=1.0,
+        help="Poisson sampling rate q inside each client",
+    )
+    p.add_argument(
+        "--scale",
+        type=POSITIVE,
+        default=256.0,
+        help="ddg/skellam: grid points per unit of C (sensitivities 2*scale, noise sigma*scale)",
+    )
     p.add_argument("--dim", type=int_in(1), default=1, help="ddg/skellam: vector dimension d")
-    p.add_argument("--max-order", type=int_in(2, MAX_CHECKIN_ORDER), default=MAX_CHECKIN_ORDER,
-                   help=f"largest integer RDP order, at most {MAX_CHECKIN_ORDER} (default {MAX_CHECKIN_ORDER}); "
-                        "orders are every integer up to 256, then every 16th")
-    p.add_argument("--amplification", choices=("auto", "pair", "thm27", "thm9"), default="auto",
-                   help="subsampling bound: auto = pair for gaussian, thm9 for ddg/skellam (tightest); pair = "
-                        "Rényi divergence of the Zhu-Dong-Wang 2022 dominating pair (gaussian only); thm27 = WBK19 "
-                        "Thm 27 (gaussian only); thm9 = WBK19 Thm 9 for every mechanism")
-    p.add_argument("--baselines", action="store_true", help="also print the labelled baselines (strong composition, Chernoff shortcut)")
+    p.add_argument(
+        "--max-order",
+        type=int_in(2, MAX_CHECKIN_ORDER),
+        default=MAX_CHECKIN_ORDER,
+        help=f"largest integer RDP order, at most {MAX_CHECKIN_ORDER} (default {MAX_CHECKIN_ORDER}); "
+        "orders are every integer up to 256, then every 16th",
+    )
+    p.add_argument(
+        "--amplification",
+        choices=("auto", "pair", "thm27", "thm9"),
+        default="auto",
+        help="subsampling bound: auto = pair for gaussian, thm9 for ddg/skellam (tightest); pair = "
+        "Rényi divergence of the Zhu-Dong-Wang 2022 dominating pair (gaussian only); thm27 = WBK19 "
+        "Thm 27 (gaussian only); thm9 = WBK19 Thm 9 for every mechanism",
+    )
+    p.add_argument(
+        "--baselines",
+        action="store_true",
+        help="also print the labelled baselines (strong composition, Chernoff shortcut)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--rdp", action="store_true",
-                   help='with --json: add the composed RDP curve {"orders": [...], "values": [...]}')
+    p.add_argument(
+        "--rdp", action="store_true", help='with --json: add the composed RDP curve {"orders": [...], "values": [...]}'
+    )
     p.set_defaults(handler=_handle)
 
 
@@ -81,9 +133,7 @@ def _handle(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from secagg_dp.accounting.checkin.mixture import SubsampledCheckin, checkin_epsilon, checkin_orders, rdp_to_epsilon
     from secagg_dp.accounting.checkin.bases import DDGSum, GaussianSum, SkellamSum
-    from secagg_dp.accounting.core.conversion import LargestOrderWarning
     from secagg_dp.accounting.checkin.dropout import effective_checkin_rate
     from secagg_dp.accounting.checkin.local_steps import (
         SEED004_LABEL,
@@ -92,7 +142,9 @@ def _handle(args: argparse.Namespace) -> int:
         LocalStepsSkellam,
         seed004_joint_noise_rdp,
     )
+    from secagg_dp.accounting.checkin.mixture import SubsampledCheckin, checkin_epsilon, checkin_orders, rdp_to_epsilon
     from secagg_dp.accounting.checkin.observers import server_certificate, server_ex_post_certificate
+    from secagg_dp.accounting.core.conversion import LargestOrderWarning
     from secagg_dp.errors import ParameterError
     from simulations.cli._output import dumps, rdp_curve
 
@@ -153,8 +205,9 @@ def _handle(args: argparse.Namespace) -> int:
         warnings.simplefilter("always")
         seed_style = checkin_epsilon(prov, args.n, gamma, args.rounds, args.delta, orders, method="rdp")
         try:
-            window = checkin_epsilon(prov, args.n, gamma, args.rounds, args.delta, orders, method="window",
-                                    delta_split=args.window_delta)
+            window = checkin_epsilon(
+                prov, args.n, gamma, args.rounds, args.delta, orders, method="window", delta_split=args.window_delta
+            )
         except ParameterError:
             window = None
         nb = prov.neighbouring
@@ -171,8 +224,12 @@ def _handle(args: argparse.Namespace) -> int:
             warnings.simplefilter("ignore")
             old_rdp = args.rounds * checkin_rdp(_JointConvexityTable(old_prov, args.n), args.n, gamma, orders)
             old_eps = rdp_to_epsilon(old_rdp, orders, args.delta)[0]
-        comparison = {"bound": SEED004_LABEL, "certificate": False, "epsilon": old_eps,
-                      "method": "Heikkilä 2024 Thm 4.7 joint noise over S local steps, check-in by joint convexity"}
+        comparison = {
+            "bound": SEED004_LABEL,
+            "certificate": False,
+            "epsilon": old_eps,
+            "method": "Heikkilä 2024 Thm 4.7 joint noise over S local steps, check-in by joint convexity",
+        }
     chosen = seed_style if method == "rdp" or window is None else window
     if method == "window" and window is None:
         raise ParameterError("No window certificate exists for these parameters (T * P(K outside) >= delta).")
@@ -194,10 +251,16 @@ def _handle(args: argparse.Namespace) -> int:
         out["dropout_stages"] = args.dropout_stages if args.gamma is None else None
         if comparison:
             out["comparison"] = comparison
-        out.update({"gamma": gamma, "n": args.n, "mechanism": args.mechanism,
-                    "unit": "sample" if local else "client",
-                    "amplification": "joint-convexity" if local else args.amplification,
-                    "window_delta": args.window_delta})
+        out.update(
+            {
+                "gamma": gamma,
+                "n": args.n,
+                "mechanism": args.mechanism,
+                "unit": "sample" if local else "client",
+                "amplification": "joint-convexity" if local else args.amplification,
+                "window_delta": args.window_delta,
+            }
+        )
         analyst = args.observer == "analyst"  # the rdp/window paths here certify the analyst view only
         out["epsilon_rdp"] = seed_style.epsilon if analyst else None
         out["epsilon_window"] = window.epsilon if window and analyst else None
@@ -216,23 +279,37 @@ def _handle(args: argparse.Namespace) -> int:
         print(dumps(out))
         return 0
     unit = "sample-level add-remove" if local else "client-level replace-one"
-    print(f"distributed check-in: n={args.n} gamma={gamma:g} sigma={args.sigma:g} ({args.mechanism}, {unit}), "
-          f"T={args.rounds}, delta={args.delta:g}")
+    print(
+        f"distributed check-in: n={args.n} gamma={gamma:g} sigma={args.sigma:g} ({args.mechanism}, {unit}), "
+        f"T={args.rounds}, delta={args.delta:g}"
+    )
     print(f"  {'certificate':<34}{'epsilon':>12}{'order':>7}  detail")
     print("  (the rdp, pld and window lines certify the analyst view; the observer lines below say who)")
-    amp = "joint convexity" if local else {
-        "auto": "ZDW22 dominating pair" if args.mechanism == "gaussian" else "WBK19 Thm 9",
-        "pair": "ZDW22 dominating pair", "thm27": "WBK19 Thm 27", "thm9": "WBK19 Thm 9"}[args.amplification]
-    print(f"  {'full mixture (rdp)':<34}{seed_style.epsilon:>12.6g}{seed_style.order:>7}  "
-          f"rate k/n ({amp}), k=0 term kept")
+    amp = (
+        "joint convexity"
+        if local
+        else {
+            "auto": "ZDW22 dominating pair" if args.mechanism == "gaussian" else "WBK19 Thm 9",
+            "pair": "ZDW22 dominating pair",
+            "thm27": "WBK19 Thm 27",
+            "thm9": "WBK19 Thm 9",
+        }[args.amplification]
+    )
+    print(
+        f"  {'full mixture (rdp)':<34}{seed_style.epsilon:>12.6g}{seed_style.order:>7}  rate k/n ({amp}), k=0 term kept"
+    )
     if pld_note:
         print(f"  note: {pld_note}")
     if pld:
-        print(f"  {'privacy loss distribution (pld)':<34}{pld.epsilon:>12.6g}{'':>7}  analyst view, "
-              f"optimistic {pld.epsilon_optimistic:.6g}, delta_tail={pld.delta_tail:.3g}")
+        print(
+            f"  {'privacy loss distribution (pld)':<34}{pld.epsilon:>12.6g}{'':>7}  analyst view, "
+            f"optimistic {pld.epsilon_optimistic:.6g}, delta_tail={pld.delta_tail:.3g}"
+        )
     if window:
-        print(f"  {'window certificate (window)':<34}{window.epsilon:>12.6g}{window.order:>7}  "
-              f"K in [{window.window[0]}, {window.window[1]}], delta_window={window.delta_window:.3g}")
+        print(
+            f"  {'window certificate (window)':<34}{window.epsilon:>12.6g}{window.order:>7}  "
+            f"K in [{window.window[0]}, {window.window[1]}], delta_window={window.delta_window:.3g}"
+        )
     else:
         print(f"  {'window certificate (window)':<34}{'n/a':>12}")
     for name, v in base.items():
@@ -240,15 +317,23 @@ def _handle(args: argparse.Namespace) -> int:
     a_cert, s_cert = pld or chosen, pld_server or server
     a_order = "" if pld else a_cert.order
     s_order = "" if pld_server else s_cert.order
-    print(f"  {'observer analyst (' + a_cert.method + ')':<34}{a_cert.epsilon:>12.6g}{a_order:>7}  "
-          "sees K and the aggregate")
-    print(f"  {'observer server (' + s_cert.method + ')':<34}{s_cert.epsilon:>12.6g}{s_order:>7}  "
-          "also sees who took part and who dropped")
-    print(f"  {'server, ex-post (took part in all)':<34}{ex_post.epsilon:>12.6g}{ex_post.order:>7}  "
-          "ex-post: for a client seen in every round")
+    print(
+        f"  {'observer analyst (' + a_cert.method + ')':<34}{a_cert.epsilon:>12.6g}{a_order:>7}  "
+        "sees K and the aggregate"
+    )
+    print(
+        f"  {'observer server (' + s_cert.method + ')':<34}{s_cert.epsilon:>12.6g}{s_order:>7}  "
+        "also sees who took part and who dropped"
+    )
+    print(
+        f"  {'server, ex-post (took part in all)':<34}{ex_post.epsilon:>12.6g}{ex_post.order:>7}  "
+        "ex-post: for a client seen in every round"
+    )
     if comparison:
-        print(f"  {'comparison: ' + SEED004_LABEL:<34}{comparison['epsilon']:>12.6g}{'':>7}  "
-              "certificate: false (adaptive local steps beat it)")
+        print(
+            f"  {'comparison: ' + SEED004_LABEL:<34}{comparison['epsilon']:>12.6g}{'':>7}  "
+            "certificate: false (adaptive local steps beat it)"
+        )
     for w in caught:
         if issubclass(w.category, LargestOrderWarning):
             print("  note: optimal order is the largest offered; raise --max-order for a smaller epsilon")
@@ -266,7 +351,9 @@ class _JointConvexityTable:
         import numpy as np
 
         with np.errstate(divide="ignore"):
-            return np.log(np.asarray(k_hi, dtype=np.float64) / self.n)[:, None] + self.table.log_expm1_upper(k_lo, k_hi, orders)
+            return np.log(np.asarray(k_hi, dtype=np.float64) / self.n)[:, None] + self.table.log_expm1_upper(
+                k_lo, k_hi, orders
+            )
 
 
 def register_calibrate(subparsers: argparse._SubParsersAction) -> None:
@@ -275,7 +362,7 @@ def register_calibrate(subparsers: argparse._SubParsersAction) -> None:
         "checkin",
         help="distributed check-in: smallest per-client sigma meeting --epsilon (privacy loss distribution)",
         description="Smallest per-client noise std sigma (C = 1, replace-one) whose PLD certificate of T rounds "
-                    "of Gaussian distributed check-in is <= --epsilon; bracketed bisection to 0.1%, rounded up.",
+        "of Gaussian distributed check-in is <= --epsilon; bracketed bisection to 0.1%, rounded up.",
     )
     p.add_argument("--n", type=int_in(1), required=True, help="number of clients N")
     p.add_argument("--gamma", type=PROBABILITY, required=True, help="effective check-in rate gamma")
@@ -292,14 +379,19 @@ def _handle_calibrate(args: argparse.Namespace) -> int:
     from secagg_dp.accounting.checkin.pld import calibrate_checkin_pld
     from simulations.cli._output import dumps
 
-    sigma, cert = calibrate_checkin_pld(args.n, args.gamma, args.rounds, args.delta, args.epsilon,
-                                        observer=args.observer)
+    sigma, cert = calibrate_checkin_pld(
+        args.n, args.gamma, args.rounds, args.delta, args.epsilon, observer=args.observer
+    )
     out = {"sigma": sigma, "target_epsilon": args.epsilon, "n": args.n, "gamma": args.gamma, **cert.as_dict()}
     if args.json:
         print(dumps(out))
         return 0
-    print(f"distributed check-in (gaussian, client-level replace-one, {cert.observer} view): n={args.n} "
-          f"gamma={args.gamma:g} T={args.rounds} delta={args.delta:g}")
-    print(f"  smallest sigma = {sigma:.6g}  (certified epsilon {cert.epsilon:.6g} <= {args.epsilon:g}; "
-          f"method {cert.method}, optimistic {cert.epsilon_optimistic:.6g})")
+    print(
+        f"distributed check-in (gaussian, client-level replace-one, {cert.observer} view): n={args.n} "
+        f"gamma={args.gamma:g} T={args.rounds} delta={args.delta:g}"
+    )
+    print(
+        f"  smallest sigma = {sigma:.6g}  (certified epsilon {cert.epsilon:.6g} <= {args.epsilon:g}; "
+        f"method {cert.method}, optimistic {cert.epsilon_optimistic:.6g})"
+    )
     return 0

@@ -22,14 +22,21 @@ _CAVEAT_LOWER = "LOWER bound (LHT22 Thm 3: one neighbouring pair); not a privacy
 
 
 def _common(p: argparse.ArgumentParser, default_order: int) -> None:
-    p.add_argument("--n", "--clients", dest="n", type=int_in(1), required=True, help="number of users (alias --clients)")
+    p.add_argument(
+        "--n", "--clients", dest="n", type=int_in(1), required=True, help="number of users (alias --clients)"
+    )
     p.add_argument("--rounds", type=int_in(1), required=True, help="number of compositions T")
     p.add_argument("--delta", type=DELTA, required=True, help="target delta in (0, 1)")
-    p.add_argument("--max-order", type=int_in(2, MAX_SHUFFLE_ORDER), default=default_order,
-                   help=f"largest integer RDP order, at most {MAX_SHUFFLE_ORDER} (default {default_order})")
+    p.add_argument(
+        "--max-order",
+        type=int_in(2, MAX_SHUFFLE_ORDER),
+        default=default_order,
+        help=f"largest integer RDP order, at most {MAX_SHUFFLE_ORDER} (default {default_order})",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--rdp", action="store_true",
-                   help='include the per-round RDP curve {"orders": [...], "values": [...]}')
+    p.add_argument(
+        "--rdp", action="store_true", help='include the per-round RDP curve {"orders": [...], "values": [...]}'
+    )
 
 
 def register_account(subparsers) -> None:
@@ -41,8 +48,12 @@ def register_account(subparsers) -> None:
     _common(p, 256)
     p.add_argument("--sigma", type=POSITIVE, required=True, help="per-report Gaussian noise (sensitivity 1)")
     p.add_argument("--bound", choices=("lower", "upper"), default="lower")
-    p.add_argument("--conversion", choices=("cks", "mironov"), default="cks",
-                   help="RDP->DP: Canonne-Kamath-Steinke 2020 Prop. 12 (default) or Mironov 2017 Prop. 3")
+    p.add_argument(
+        "--conversion",
+        choices=("cks", "mironov"),
+        default="cks",
+        help="RDP->DP: Canonne-Kamath-Steinke 2020 Prop. 12 (default) or Mironov 2017 Prop. 3",
+    )
     p.set_defaults(handler=_handle_gaussian)
 
     q = subparsers.add_parser(
@@ -78,7 +89,11 @@ def _server_view(args, orders) -> dict:
         base = gaussian_rdp(orders, args.sigma, 1.0)
     per_round = revealed_participation_rdp(base, getattr(args, "gamma", 1.0), orders)
     eps, order = rdp_to_dp(orders, args.rounds * per_round, args.delta, warn=False)
-    return {**view, "epsilon": eps if math.isfinite(eps) else None, "order": int(order) if math.isfinite(order) else None}
+    return {
+        **view,
+        "epsilon": eps if math.isfinite(eps) else None,
+        "order": int(order) if math.isfinite(order) else None,
+    }
 
 
 def _emit(args, out: dict, orders, rdp) -> int:
@@ -95,13 +110,17 @@ def _emit(args, out: dict, orders, rdp) -> int:
         tag = "certificate" if out["certificate"] else "NOT a certificate"
         eps = out["epsilon"]
         eps_text = "inf (" + INFINITE_EPSILON + ")" if eps is None or not math.isfinite(eps) else f"{eps:.6g}"
-        print(f"epsilon={eps_text} delta={out['delta']:g} order={out['order']} "
-              f"bound={out['bound']} ({tag}) method={out['method']} neighbouring={out['neighbouring']}")
+        print(
+            f"epsilon={eps_text} delta={out['delta']:g} order={out['order']} "
+            f"bound={out['bound']} ({tag}) method={out['method']} neighbouring={out['neighbouring']}"
+        )
         for c in out["caveats"]:
             print(f"  note: {c}")
         srv = out["server"]
-        print(f"  observer analyst (sees the shuffled reports): epsilon={out['epsilon']}\n"
-              f"  observer server (sees {srv['sees']}): epsilon={srv['epsilon']}")
+        print(
+            f"  observer analyst (sees the shuffled reports): epsilon={out['epsilon']}\n"
+            f"  observer server (sees {srv['sees']}): epsilon={srv['epsilon']}"
+        )
     return 0
 
 
@@ -133,8 +152,16 @@ def _handle_gaussian(args) -> int:
         rdp = shuffle_gaussian_rdp_upper(orders, sigma=args.sigma)
         method, caveats, cert = "gaussian-no-shuffle (LT22 Corollary 1)", [], True
     eps, order, notes = _convert(orders, rdp, args.rounds, args.delta, args.conversion)
-    out = {"epsilon": eps, "delta": args.delta, "order": order, "method": method + f"; conversion={args.conversion}",
-           "neighbouring": "replace-one", "bound": args.bound, "certificate": cert, "caveats": caveats + notes}
+    out = {
+        "epsilon": eps,
+        "delta": args.delta,
+        "order": order,
+        "method": method + f"; conversion={args.conversion}",
+        "neighbouring": "replace-one",
+        "bound": args.bound,
+        "certificate": cert,
+        "caveats": caveats + notes,
+    }
     return _emit(args, out, orders, rdp)
 
 
@@ -156,14 +183,19 @@ def _handle_checkin(args) -> int:
         if method == "windowed":
             rdp = sc.shuffled_checkin_gaussian_rdp_windowed(orders, **kw)
             bound, cert = "lower", False
-            caveats = ["estimate: WBK subsampling upper bound fed with the shuffle Gaussian LOWER bound "
-                       "(LHT22 Thm 2, LT22 Eq. 16-17); neither a certificate nor a proven lower bound"]
+            caveats = [
+                "estimate: WBK subsampling upper bound fed with the shuffle Gaussian LOWER bound "
+                "(LHT22 Thm 2, LT22 Eq. 16-17); neither a certificate nor a proven lower bound"
+            ]
             label = "shuffled-checkin-gaussian windowed k/n sum (LHT22 Thm 2 + LT22 Thm 2)"
         elif method == "chernoff":
             rdp = sc.shuffled_checkin_gaussian_rdp_chernoff(orders, **kw)
             bound, cert = "lower", False
-            caveats = ["rests on Conjecture 1 (LT22), unproven", "uses rate gamma in place of k/n as printed",
-                       _CAVEAT_LOWER]
+            caveats = [
+                "rests on Conjecture 1 (LT22), unproven",
+                "uses rate gamma in place of k/n as printed",
+                _CAVEAT_LOWER,
+            ]
             label = "shuffled-checkin-gaussian Chernoff (LT22 Thm 3)"
         elif method == "pair-lower":
             rdp = sc.shuffled_checkin_gaussian_rdp_pair_lower(orders, **kw)
@@ -174,8 +206,16 @@ def _handle_checkin(args) -> int:
             bound, cert, caveats = "upper", True, []
             label = "shuffled-checkin-gaussian windowed k/n sum, Gaussian base (LHT22 Thm 2 + LT22 Cor. 1)"
         eps, order, notes = _convert(orders, rdp, args.rounds, args.delta)
-        out = {"epsilon": eps, "delta": args.delta, "order": order, "method": label, "neighbouring": "replace-one",
-               "bound": bound, "certificate": cert, "caveats": caveats + notes}
+        out = {
+            "epsilon": eps,
+            "delta": args.delta,
+            "order": order,
+            "method": label,
+            "neighbouring": "replace-one",
+            "bound": bound,
+            "certificate": cert,
+            "caveats": caveats + notes,
+        }
         return _emit(args, out, orders, rdp)
 
     from secagg_dp.accounting.shuffle import ldp as ls
@@ -190,21 +230,52 @@ def _handle_checkin(args) -> int:
         rdp = fn(args.eps0, n=args.n, gamma=args.gamma, orders=orders)
         eps, order, notes = _convert(orders, rdp, args.rounds, args.delta)
         upper = method == "seed000-upper"
-        caveats = (["constants read as in Girgis et al. 2021 where the extraction is garbled"] if upper
-                   else ["LOWER bound (binary randomized response); not a certificate"])
-        out = {"epsilon": eps, "delta": args.delta, "order": order,
-               "method": f"{method} (SCI22 Thm {'2' if upper else '3'})", "neighbouring": "replace-one",
-               "bound": "upper" if upper else "lower", "certificate": upper, "caveats": caveats + notes}
+        caveats = (
+            ["constants read as in Girgis et al. 2021 where the extraction is garbled"]
+            if upper
+            else ["LOWER bound (binary randomized response); not a certificate"]
+        )
+        out = {
+            "epsilon": eps,
+            "delta": args.delta,
+            "order": order,
+            "method": f"{method} (SCI22 Thm {'2' if upper else '3'})",
+            "neighbouring": "replace-one",
+            "bound": "upper" if upper else "lower",
+            "certificate": upper,
+            "caveats": caveats + notes,
+        }
         return _emit(args, out, orders, rdp)
     if method == "first-cut":
-        res = ls.first_cut_epsilon(args.eps0, args.delta0, n=args.n, gamma=args.gamma, rounds=args.rounds,
-                                   delta=args.delta, max_order=args.max_order)
+        res = ls.first_cut_epsilon(
+            args.eps0,
+            args.delta0,
+            n=args.n,
+            gamma=args.gamma,
+            rounds=args.rounds,
+            delta=args.delta,
+            max_order=args.max_order,
+        )
     else:
-        res = ls.approach_epsilon(args.eps0, args.delta0, n=args.n, gamma=args.gamma, rounds=args.rounds,
-                                  delta=args.delta, approach=int(method[-1]), max_order=args.max_order)
-    out = {"epsilon": res.epsilon, "delta": res.delta,
-           "order": res.order if math.isfinite(res.order) else None, "method": res.method,
-           "neighbouring": "replace-one", "bound": "upper", "certificate": math.isfinite(res.epsilon),
-           "caveats": ["delta carried as delta-approximate RDP instead of LHT22 Lemma 1 (unsound for delta > 0)"]}
+        res = ls.approach_epsilon(
+            args.eps0,
+            args.delta0,
+            n=args.n,
+            gamma=args.gamma,
+            rounds=args.rounds,
+            delta=args.delta,
+            approach=int(method[-1]),
+            max_order=args.max_order,
+        )
+    out = {
+        "epsilon": res.epsilon,
+        "delta": res.delta,
+        "order": res.order if math.isfinite(res.order) else None,
+        "method": res.method,
+        "neighbouring": "replace-one",
+        "bound": "upper",
+        "certificate": math.isfinite(res.epsilon),
+        "caveats": ["delta carried as delta-approximate RDP instead of LHT22 Lemma 1 (unsound for delta > 0)"],
+    }
     args.rdp = False  # the LDP approaches report (epsilon, delta) only
     return _emit(args, out, orders, [])

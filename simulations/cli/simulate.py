@@ -1,10 +1,10 @@
 """``secagg-dp simulate``: run a scenario (or study) and print a summary table.
 
-    secagg-dp simulate                                   # small default scenario, results in ./simulate-out
-    secagg-dp simulate --config dropouts --out runs/d    # a bundled scenario (simulations/configs/*.toml)
-    secagg-dp simulate population.dropout=0.3 mode=crypto --set rounds=10
-    secagg-dp simulate --executor dask [--scheduler tcp://host:8786]
-    secagg-dp simulate --json                            # print the results document instead of the table
+secagg-dp simulate                                   # small default scenario, results in ./simulate-out
+secagg-dp simulate --config dropouts --out runs/d    # a bundled scenario (simulations/configs/*.toml)
+secagg-dp simulate population.dropout=0.3 mode=crypto --set rounds=10
+secagg-dp simulate --executor dask [--scheduler tcp://host:8786]
+secagg-dp simulate --json                            # print the results document instead of the table
 """
 
 from __future__ import annotations
@@ -47,14 +47,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides (dotted keys)")
     p.add_argument("--config", "-c", metavar="FILE", help="TOML scenario: a path or a bundled name")
     p.add_argument("--out", "-o", metavar="DIR", default="simulate-out", help="output folder (default: %(default)s)")
-    p.add_argument("--set", dest="set_", action="append", default=[], metavar="KEY=VALUE", help="one override (repeatable)")
+    p.add_argument(
+        "--set", dest="set_", action="append", default=[], metavar="KEY=VALUE", help="one override (repeatable)"
+    )
     p.add_argument("--executor", choices=("inprocess", "dask"), help="where client work runs (overrides the config)")
     p.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler address (default: start a LocalCluster)")
     p.add_argument("--seed", type=int_in(0, 2**63 - 1), help="root seed (overrides the config)")
     p.add_argument("--json", action="store_true", help="print the results document as JSON")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     prog = p.add_mutually_exclusive_group()
-    prog.add_argument("--progress", dest="progress", action="store_true", default=None, help="always show a progress bar")
+    prog.add_argument(
+        "--progress", dest="progress", action="store_true", default=None, help="always show a progress bar"
+    )
     prog.add_argument("--no-progress", dest="progress", action="store_false", help="never show a progress bar")
     p.set_defaults(handler=handle)
 
@@ -117,18 +121,26 @@ def summary_text(doc: dict, out: Path) -> str:
         unit = "sample-level" if priv.get("unit") == "sample" else "client-level"
         eps = res["summary"].get("epsilon")
         eps_text = "inf" if eps is None or eps == math.inf else f"{eps:.6g}"
-        lines.append(f"{tag}certified ε ({observer} view, {unit}, {priv.get('neighbouring')}) at δ = "
-                     f"{priv.get('delta'):g}: {eps_text}  (method: {priv.get('method')}, {priv.get('accountant')})")
+        lines.append(
+            f"{tag}certified ε ({observer} view, {unit}, {priv.get('neighbouring')}) at δ = "
+            f"{priv.get('delta'):g}: {eps_text}  (method: {priv.get('method')}, {priv.get('accountant')})"
+        )
         done = res["summary"].get("rounds_completed", 0)
         if res.get("status") == "budget_exhausted":
-            lines.append(f"{tag}stopped: budget exhausted after {done} rounds "
-                         f"(epsilon_budget = {priv.get('ledger', {}).get('epsilon_budget')})")
+            lines.append(
+                f"{tag}stopped: budget exhausted after {done} rounds "
+                f"(epsilon_budget = {priv.get('ledger', {}).get('epsilon_budget')})"
+            )
         wrap = res.get("derived", {}).get("wrap_probability_bound")
         if wrap is not None and wrap > _WRAP_NOTE:
-            lines.append(f"{tag}wrap-around: P(some coordinate of a round's sum wraps mod q) <= {wrap:.3g} per "
-                         "round; raise secagg.bits or privacy.k_stddevs to lower it")
+            lines.append(
+                f"{tag}wrap-around: P(some coordinate of a round's sum wraps mod q) <= {wrap:.3g} per "
+                "round; raise secagg.bits or privacy.k_stddevs to lower it"
+            )
     lines.append(f"results: {out / 'results.json'}")
-    plots = list(doc.get("plots", [])) + [f"{r['out']}/{p}" for r in runs if r["out"] for p in r["results"].get("plots", [])]
+    plots = list(doc.get("plots", [])) + [
+        f"{r['out']}/{p}" for r in runs if r["out"] for p in r["results"].get("plots", [])
+    ]
     if plots:
         lines.append("plots: " + ", ".join(str(out / p) for p in plots))
     ledgers = [out / r["out"] / "ledger.sqlite" if r["out"] else out / "ledger.sqlite" for r in runs]
@@ -149,8 +161,9 @@ def _check_extras(cfg, *, plots: bool, progress: bool) -> None:  # noqa: ANN001
         need.append(("sklearn", "task 'logreg' (its digits data set)"))
     for module, why in need:
         if importlib.util.find_spec(module) is None:
-            raise ConfigError(f"'{module}' is needed for {why}: install the simulation extra, "
-                              "pip install 'secagg-dp[sim]'.")
+            raise ConfigError(
+                f"'{module}' is needed for {why}: install the simulation extra, pip install 'secagg-dp[sim]'."
+            )
 
 
 def _check_scheduler(address: str, timeout: float = 5.0) -> None:

@@ -24,12 +24,18 @@ def _handler(args: argparse.Namespace) -> int:
         rows.extend(run_checks([check], seed=args.seed, trials=args.trials))
     failed = sum(1 for r in rows if not r[2])
     if args.json:
-        print(json.dumps({
-            "rows": [{"name": n, "params": p, "passed": bool(ok), "detail": d} for n, p, ok, d in rows],
-            "passed": len(rows) - failed,
-            "failed": failed,
-            "ok": failed == 0,
-        }, indent=2, default=str))
+        print(
+            json.dumps(
+                {
+                    "rows": [{"name": n, "params": p, "passed": bool(ok), "detail": d} for n, p, ok, d in rows],
+                    "passed": len(rows) - failed,
+                    "failed": failed,
+                    "ok": failed == 0,
+                },
+                indent=2,
+                default=str,
+            )
+        )
     else:
         print(format_table(rows))
     return 0 if failed == 0 else 1
@@ -40,7 +46,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     help_text = "randomized end-to-end checks: clip, encode, noise, modular sum, decode vs the plain sum"
     p = subparsers.add_parser("verify", help=help_text, description=help_text)
     p.add_argument("--seed", type=int_in(0), default=0, help="seed of the check generators (default 0)")
-    p.add_argument("--trials", type=int_in(1, MAX_TRIALS), default=2,
-                   help=f"random repetitions per check, at most {MAX_TRIALS} (default 2; each trial takes seconds)")
+    p.add_argument(
+        "--trials",
+        type=int_in(1, MAX_TRIALS),
+        default=2,
+        help=f"random repetitions per check, at most {MAX_TRIALS} (default 2; each trial takes seconds)",
+    )
     p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of a table")
     p.set_defaults(handler=_handler)

@@ -73,7 +73,9 @@ class MeanTask:
     def init_model(self, root_seed: int) -> np.ndarray | None:
         return None  # nothing to train: each round is an independent mean estimate
 
-    def server_update(self, model, decoded_sum: np.ndarray, survivors: int, truth_sum: np.ndarray | None, root_seed: int):
+    def server_update(
+        self, model, decoded_sum: np.ndarray, survivors: int, truth_sum: np.ndarray | None, root_seed: int
+    ):
         """Return (model, metrics) for one round from the decoded sum of ``survivors`` clients."""
         k = max(survivors, 1)
         estimate = decoded_sum / k

@@ -13,8 +13,8 @@ from secagg_dp.accounting.checkin.baselines import (
     chernoff_shortcut_rdp,
     strong_composition_baseline,
 )
-from secagg_dp.accounting.checkin.mixture import SubsampledCheckin, checkin_rdp
 from secagg_dp.accounting.checkin.bases import GaussianSum
+from secagg_dp.accounting.checkin.mixture import SubsampledCheckin, checkin_rdp
 
 
 def test_analytic_gaussian_against_closed_form_delta():

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from scipy.special import gammaln, logsumexp
 
+from secagg_dp.accounting.checkin.bases import DDGSum, GaussianSum, SkellamSum
 from secagg_dp.accounting.checkin.mixture import (
     PerKTable,
     SubsampledCheckin,
@@ -25,10 +26,9 @@ from secagg_dp.accounting.checkin.mixture import (
     window_certificate,
 )
 from secagg_dp.accounting.checkin.tails import log_binom_pmf, log_binom_tail_ub
-from secagg_dp.accounting.checkin.bases import DDGSum, GaussianSum, SkellamSum
 from secagg_dp.accounting.core.logspace import log_binomial_sum
-from secagg_dp.accounting.core.rdp import ddg_tau
 from secagg_dp.accounting.core.pairs import wor_gaussian_pair_log_am1, wor_gaussian_pair_rdp
+from secagg_dp.accounting.core.rdp import ddg_tau
 from secagg_dp.accounting.core.subsampling import wor_subsampled_gaussian_rdp
 from secagg_dp.errors import ParameterError
 
@@ -62,11 +62,20 @@ def brute_per_k(n: int, sigma: float, orders: np.ndarray, rate: str = "k/n", gam
     out = np.zeros((n + 1, len(orders)))
     for i, lam in enumerate(orders):
         e2 = 4.0 / (k[:, 0] * sigma**2)  # eps_k(2)
-        two = 2 * np.log(q[:, 0]) + math.log(lam * (lam - 1) / 2) + np.minimum(
-            math.log(4) + np.log(np.expm1(e2)), math.log(2) + e2)
+        two = (
+            2 * np.log(q[:, 0])
+            + math.log(lam * (lam - 1) / 2)
+            + np.minimum(math.log(4) + np.log(np.expm1(e2)), math.log(2) + e2)
+        )
         js = np.arange(3, lam + 1, dtype=float)[None, :]
-        rest = (math.log(2) + js * np.log(q) + gammaln(lam + 1) - gammaln(js + 1) - gammaln(lam - js + 1)
-                + (js - 1) * 2.0 * js / (k * sigma**2))
+        rest = (
+            math.log(2)
+            + js * np.log(q)
+            + gammaln(lam + 1)
+            - gammaln(js + 1)
+            - gammaln(lam - js + 1)
+            + (js - 1) * 2.0 * js / (k * sigma**2)
+        )
         terms = np.concatenate([np.zeros((n, 1)), two[:, None], rest], axis=1)
         out[1:, i] = np.minimum(logsumexp(terms, axis=1), (lam - 1) * 2.0 * lam / (k[:, 0] * sigma**2))
     return out
@@ -170,8 +179,12 @@ def test_tail_bounds_never_below_exact_tail():
     # mixture tail (block) part is never below the exact sum over the same k
     orders = np.arange(2, 17)
     prov = SubsampledCheckin(GaussianSum(1.0), 400)
-    table = np.array([prov.log_expm1_upper(np.array([k]), np.array([k]), orders)[0] if k else np.full(orders.size, -np.inf)
-                      for k in range(401)])
+    table = np.array(
+        [
+            prov.log_expm1_upper(np.array([k]), np.array([k]), orders)[0] if k else np.full(orders.size, -np.inf)
+            for k in range(401)
+        ]
+    )
     mix = checkin_mixture(prov, 400, 0.05, orders, max_exact=8, core_sd=1.0)
     lp = log_binom_pmf(400, np.arange(401), 0.05)
     exact_total = logsumexp(lp[:, None] + table, axis=0)
@@ -248,14 +261,16 @@ def test_window_certificate_valid_and_example():
     # (1 + e^eps) T P(out) (the coupling bound); exact tails from the pmf as the reference
     k_lo, k_hi = win.window
     p_out = math.exp(logsumexp(log_binom_pmf(n, np.arange(0, k_lo), gamma))) + math.exp(
-        logsumexp(log_binom_pmf(n, np.arange(k_hi + 1, 3000), gamma)))
+        logsumexp(log_binom_pmf(n, np.arange(k_hi + 1, 3000), gamma))
+    )
     assert win.delta_window >= 10 * p_out
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         coup = window_certificate(prov, n, gamma, 10, 1e-8, o256, delta_split="coupling")
     c_lo, c_hi = coup.window
     c_out = math.exp(logsumexp(log_binom_pmf(n, np.arange(0, c_lo), gamma))) + math.exp(
-        logsumexp(log_binom_pmf(n, np.arange(c_hi + 1, 3000), gamma)))
+        logsumexp(log_binom_pmf(n, np.arange(c_hi + 1, 3000), gamma))
+    )
     assert coup.delta_window >= (1 + math.exp(coup.epsilon)) * 10 * c_out
     assert 0.03 < coup.epsilon < 0.06 and win.epsilon <= coup.epsilon + 1e-12
     assert abs(win.delta_rdp + win.delta_window - 1e-8) < 1e-20

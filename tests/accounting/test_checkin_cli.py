@@ -14,8 +14,26 @@ def _run(capsys, argv):
     return code, capsys.readouterr()
 
 
-KNOWN = ["account", "checkin", "--n", "10000", "--gamma", "0.1", "--sigma", "1", "--mechanism", "gaussian",
-         "--rounds", "100", "--delta", "1e-4", "--max-order", "64", "--json", "--rdp"]
+KNOWN = [
+    "account",
+    "checkin",
+    "--n",
+    "10000",
+    "--gamma",
+    "0.1",
+    "--sigma",
+    "1",
+    "--mechanism",
+    "gaussian",
+    "--rounds",
+    "100",
+    "--delta",
+    "1e-4",
+    "--max-order",
+    "64",
+    "--json",
+    "--rdp",
+]
 
 
 def test_json_keys_and_known_answer(capsys):
@@ -36,41 +54,120 @@ def test_json_keys_and_known_answer(capsys):
 
 def test_p_dropout_and_window_method(capsys):
     # gamma = p (1 - p') with --dropout-stages 1 (the single-dropout model)
-    code, out = _run(capsys, ["account", "checkin", "--n", "10000", "--p", "0.2", "--dropout", "0.5", "--dropout-stages", "1",
-                              "--sigma", "1", "--rounds", "100", "--delta", "1e-4", "--max-order", "64",
-                              "--method", "window", "--json"])
+    code, out = _run(
+        capsys,
+        [
+            "account",
+            "checkin",
+            "--n",
+            "10000",
+            "--p",
+            "0.2",
+            "--dropout",
+            "0.5",
+            "--dropout-stages",
+            "1",
+            "--sigma",
+            "1",
+            "--rounds",
+            "100",
+            "--delta",
+            "1e-4",
+            "--max-order",
+            "64",
+            "--method",
+            "window",
+            "--json",
+        ],
+    )
     d = json.loads(out.out)
     assert code == 0 and d["method"] == "window" and d["gamma"] == pytest.approx(0.1)
     assert "rdp" not in d
 
 
 def test_human_output_side_by_side(capsys):
-    code, out = _run(capsys, ["account", "checkin", "--n", "2000", "--gamma", "0.05", "--sigma", "1",
-                              "--rounds", "10", "--delta", "1e-5", "--max-order", "32", "--baselines"])
+    code, out = _run(
+        capsys,
+        [
+            "account",
+            "checkin",
+            "--n",
+            "2000",
+            "--gamma",
+            "0.05",
+            "--sigma",
+            "1",
+            "--rounds",
+            "10",
+            "--delta",
+            "1e-5",
+            "--max-order",
+            "32",
+            "--baselines",
+        ],
+    )
     assert code == 0
     assert "full mixture (rdp)" in out.out and "window certificate" in out.out and "baseline" in out.out
 
 
 def test_bad_input_clear_error(capsys):
-    code, out = _run(capsys, ["account", "checkin", "--n", "100", "--p", "0.2", "--sigma", "1",
-                              "--rounds", "1", "--delta", "1e-5"])
+    code, out = _run(
+        capsys, ["account", "checkin", "--n", "100", "--p", "0.2", "--sigma", "1", "--rounds", "1", "--delta", "1e-5"]
+    )
     assert code == 2 and "dropout" in out.err
-    code, out = _run(capsys, ["account", "checkin", "--n", "100", "--gamma", "0.2", "--sigma", "-1",
-                              "--rounds", "1", "--delta", "1e-5"])
+    code, out = _run(
+        capsys,
+        ["account", "checkin", "--n", "100", "--gamma", "0.2", "--sigma", "-1", "--rounds", "1", "--delta", "1e-5"],
+    )
     assert code == 2 and "sigma" in out.err
 
 
 def test_local_steps_flags(capsys):
-    code, out = _run(capsys, ["account", "checkin", "--n", "500", "--gamma", "0.1", "--sigma", "1",
-                              "--rounds", "5", "--delta", "1e-5", "--local-steps", "4", "--sample-rate", "0.1",
-                              "--max-order", "32", "--json"])
+    code, out = _run(
+        capsys,
+        [
+            "account",
+            "checkin",
+            "--n",
+            "500",
+            "--gamma",
+            "0.1",
+            "--sigma",
+            "1",
+            "--rounds",
+            "5",
+            "--delta",
+            "1e-5",
+            "--local-steps",
+            "4",
+            "--sample-rate",
+            "0.1",
+            "--max-order",
+            "32",
+            "--json",
+        ],
+    )
     d = json.loads(out.out)
     assert code == 0 and d["neighbouring"] == "add-remove" and d["unit"] == "sample"
 
 
 def test_both_observers_in_json_and_text(capsys):
-    args = ["account", "checkin", "--n", "1000", "--gamma", "0.1", "--sigma", "1", "--rounds", "10",
-            "--delta", "1e-5", "--max-order", "64"]
+    args = [
+        "account",
+        "checkin",
+        "--n",
+        "1000",
+        "--gamma",
+        "0.1",
+        "--sigma",
+        "1",
+        "--rounds",
+        "10",
+        "--delta",
+        "1e-5",
+        "--max-order",
+        "64",
+    ]
     code, out = _run(capsys, args + ["--json"])
     d = json.loads(out.out)
     assert code == 0 and d["observer"] == "analyst" and d["certificate"] is True
@@ -82,9 +179,28 @@ def test_both_observers_in_json_and_text(capsys):
 
 def test_local_steps_comparison_is_labelled_not_a_certificate(capsys):
     # The counterexample configuration: the certificate must exceed the labelled joint-noise value 1.916.
-    code, out = _run(capsys, ["account", "checkin", "--n", "10", "--gamma", "1", "--sigma", "1",
-                              "--local-steps", "2", "--sample-rate", "1", "--rounds", "1", "--delta", "1e-5",
-                              "--json"])
+    code, out = _run(
+        capsys,
+        [
+            "account",
+            "checkin",
+            "--n",
+            "10",
+            "--gamma",
+            "1",
+            "--sigma",
+            "1",
+            "--local-steps",
+            "2",
+            "--sample-rate",
+            "1",
+            "--rounds",
+            "1",
+            "--delta",
+            "1e-5",
+            "--json",
+        ],
+    )
     d = json.loads(out.out)
     assert code == 0 and d["comparison"]["bound"] == "seed-004 (not an upper bound)"
     assert d["comparison"]["certificate"] is False and d["comparison"]["epsilon"] == pytest.approx(1.916, abs=1e-3)
@@ -92,8 +208,23 @@ def test_local_steps_comparison_is_labelled_not_a_certificate(capsys):
 
 
 def test_dropout_stages_flag(capsys):
-    base = ["account", "checkin", "--n", "5", "--p", "0.9", "--dropout", "0.1", "--sigma", "1", "--rounds", "1",
-            "--delta", "1e-5", "--json"]
+    base = [
+        "account",
+        "checkin",
+        "--n",
+        "5",
+        "--p",
+        "0.9",
+        "--dropout",
+        "0.1",
+        "--sigma",
+        "1",
+        "--rounds",
+        "1",
+        "--delta",
+        "1e-5",
+        "--json",
+    ]
     code, out = _run(capsys, base)
     assert code == 0 and json.loads(out.out)["gamma"] == pytest.approx(0.9 * 0.9**3)
     code, out = _run(capsys, base + ["--dropout-stages", "1"])

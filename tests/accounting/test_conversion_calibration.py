@@ -49,9 +49,9 @@ def test_epsilon_and_delta_match_dp_accounting(rho, delta):
 def test_edge_cases():
     o = np.array([2.0, 4.0, 8.0])
     r = np.array([0.1, 0.2, 0.4])
-    assert rdp_to_dp(o, r, 1.0) == (0.0, 2.0)          # delta >= 1: anything goes
+    assert rdp_to_dp(o, r, 1.0) == (0.0, 2.0)  # delta >= 1: anything goes
     assert rdp_to_dp(o, r, 2.0)[0] == 0.0
-    assert rdp_to_dp(o, r, 0.0)[0] == math.inf         # delta = 0 needs order inf
+    assert rdp_to_dp(o, r, 0.0)[0] == math.inf  # delta = 0 needs order inf
     assert rdp_to_dp(o, np.zeros(3), 0.0)[0] == 0.0
     with pytest.raises(ParameterError, match="rdp"):
         rdp_to_dp(o, np.array([0.1, -1e-3, 0.2]), 1e-5)  # negative divergence: refuse, never certify 0

@@ -133,8 +133,10 @@ def test_poisson_gaussian_tiny_rdp_mpmath(z, q, a):
     # at (6, 1e-4, 232) dp-accounting's value is 1.2e-9 relative off.
     with mp.workdps(60):
         zz, qq = mp.mpf(z), mp.mpf(q)
-        big_a = mp.fsum(mp.binomial(a, k) * (1 - qq) ** (a - k) * qq**k * mp.e ** ((k * k - k) / (2 * zz * zz))
-                        for k in range(a + 1))
+        big_a = mp.fsum(
+            mp.binomial(a, k) * (1 - qq) ** (a - k) * qq**k * mp.e ** ((k * k - k) / (2 * zz * zz))
+            for k in range(a + 1)
+        )
         ref = float(mp.log(big_a) / (a - 1))
     assert poisson_subsampled_gaussian_rdp(z, q, [float(a)])[0] == pytest.approx(ref, rel=1e-12)
 
@@ -146,7 +148,8 @@ def test_poisson_gaussian_order_1024_mpmath(z, q):
     with mp.workprec(200):
         zz, qq = mp.mpf(z), mp.mpf(q)
         ref = _mp_log_sum(
-            mp.binomial(a, k) * (1 - qq) ** (a - k) * qq**k * mp.e ** ((k * k - k) / (2 * zz * zz)) for k in range(a + 1)
+            mp.binomial(a, k) * (1 - qq) ** (a - k) * qq**k * mp.e ** ((k * k - k) / (2 * zz * zz))
+            for k in range(a + 1)
         ) / (a - 1)
         ref = min(float(ref), a / (2 * z * z))
     ours = poisson_subsampled_gaussian_rdp(z, q, [float(a)])[0]
@@ -188,7 +191,9 @@ def test_broadcasting_matches_scalar_calls():
         for j in range(2):
             # rows are summed together by BLAS: equal to rounding, not bit for bit
             assert np.allclose(batch[i, j], wor_subsampled_gaussian_rdp(zs[i, j], rates[i, j], ORD), rtol=1e-13, atol=0)
-            assert np.allclose(pb[i, j], poisson_subsampled_gaussian_rdp(zs[i, j], rates[i, j], ORD), rtol=1e-13, atol=0)
+            assert np.allclose(
+                pb[i, j], poisson_subsampled_gaussian_rdp(zs[i, j], rates[i, j], ORD), rtol=1e-13, atol=0
+            )
             assert np.allclose(gb[i, j], wor_subsampled_rdp(tables[i, j], rates[i, j], ORD), rtol=1e-14, atol=0)
             assert np.allclose(zb[i, j], poisson_subsampled_rdp(tables[i, j], rates[i, j], ORD), rtol=1e-14, atol=0)
     for arr in (batch, pb, gb, zb):
@@ -252,13 +257,16 @@ def test_tf_privacy_dp_sgd_known_answers():
     # order list [1.25, 1.5, 1.75, 2, 2.25, 2.5, 3, 3.5, 4, 4.5, 5..63, 128, 256, 512] and ceil(epochs n / batch)
     # steps. Test2 needs an order below 2: with integer orders only it would be ~7.5e7.
     tf_orders = np.array([1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 3.0, 3.5, 4.0, 4.5, *range(5, 64), 128, 256, 512], float)
-    cases = [(60000, 150, 1.3, 15, 1e-5, 0.7242234026109595, 19.0),
-             (100000, 100, 1.0, 30, 1e-7, 1.4154988495444845, 13.0),
-             (100000000, 1024, 0.1, 10, 1e-7, 5907982.31138195, 1.25)]
+    cases = [
+        (60000, 150, 1.3, 15, 1e-5, 0.7242234026109595, 19.0),
+        (100000, 100, 1.0, 30, 1e-7, 1.4154988495444845, 13.0),
+        (100000000, 1024, 0.1, 10, 1e-7, 5907982.31138195, 1.25),
+    ]
     for n, batch, z, epochs, delta, eps_ref, order_ref in cases:
         steps = math.ceil(epochs * n / batch)
-        eps, order = rdp_to_dp(tf_orders, steps * poisson_subsampled_gaussian_rdp(z, batch / n, tf_orders), delta,
-                               warn=False)
+        eps, order = rdp_to_dp(
+            tf_orders, steps * poisson_subsampled_gaussian_rdp(z, batch / n, tf_orders), delta, warn=False
+        )
         assert eps == pytest.approx(eps_ref, rel=1e-9) and order == order_ref
         # the default grid (orders from 1.1) can only do better
         assert rdp_to_dp(ORD, steps * poisson_subsampled_gaussian_rdp(z, batch / n, ORD), delta, warn=False)[0] <= eps
@@ -272,8 +280,9 @@ def test_wor_gaussian_forward_differences_mpmath(z, ell):
 
     with mp.workprec(3000):
         c = 1 / (2 * mp.mpf(z) ** 2)
-        ref = float(mp.log(mp.fsum((-1) ** (ell - i) * mp.binomial(ell, i) * mp.e ** (c * i * (i - 1))
-                                   for i in range(ell + 1))))
+        ref = float(
+            mp.log(mp.fsum((-1) ** (ell - i) * mp.binomial(ell, i) * mp.e ** (c * i * (i - 1)) for i in range(ell + 1)))
+        )
     got = _log_even_fd(np.array([1 / (2 * z * z)]), 1026)[0, ell // 2]
     assert got == pytest.approx(ref, rel=1e-12, abs=1e-12)
     assert got >= ref - 1e-12 * abs(ref)

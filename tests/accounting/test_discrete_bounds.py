@@ -17,8 +17,8 @@ def _renyi(logp: np.ndarray, shift: int, alpha: float) -> float:
     The support -T..T is so wide (T >> 2(alpha-1)shift) that the terms left out, of size
     exp(-(T^2 - 2(alpha-1)T shift)/(2 sigma^2)), are far below double precision.
     """
-    lp = logp[shift:]          # P(x) for x = -T+shift..T
-    lq = logp[:-shift]         # Q(x) = P(x - shift)
+    lp = logp[shift:]  # P(x) for x = -T+shift..T
+    lq = logp[:-shift]  # Q(x) = P(x - shift)
     ok = np.isfinite(lp) & np.isfinite(lq)
     terms = alpha * lp[ok] + (1 - alpha) * lq[ok]
     return float(logsumexp(terms) / (alpha - 1))

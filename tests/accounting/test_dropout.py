@@ -5,11 +5,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 import pytest
 
 from secagg_dp.accounting import DEFAULT_ORDERS
-
 from secagg_dp.accounting.checkin.dropout import (
     DropoutStage,
     calibrate_gaussian_multiplier,
@@ -32,8 +30,11 @@ def test_effective_rate():
 
 
 def test_staged_rate_only_pre_input_stages_thin():
-    stages = [DropoutStage("advertise", 0.1, True), DropoutStage("masked-input", 0.2, True),
-              DropoutStage("unmasking", 0.3, False)]
+    stages = [
+        DropoutStage("advertise", 0.1, True),
+        DropoutStage("masked-input", 0.2, True),
+        DropoutStage("unmasking", 0.3, False),
+    ]
     assert staged_checkin_rate(0.5, stages) == pytest.approx(0.5 * 0.9 * 0.8)
     with pytest.raises(TypeError):
         staged_checkin_rate(0.5, [("x", 0.1, True)])
@@ -91,7 +92,8 @@ def _exact_staged_divergence(n: int, gamma: float, lam: int, delta2: float = 2.0
         q = k / n
         tot += binom.pmf(k, n, gamma) * sum(
             math.comb(lam, j) * (1 - q) ** (lam - j) * q**j * math.exp(j * (j - 1) * delta2**2 / (2 * k))
-            for j in range(lam + 1))
+            for j in range(lam + 1)
+        )
     return math.log(tot) / (lam - 1)
 
 

@@ -54,6 +54,7 @@ def _composed(orders, per_round: Callable[[], np.ndarray]) -> Callable[[int], fl
     def f(t: int) -> float:
         with np.errstate(over="ignore"):  # T·ε(α) above 1.8e308 is +inf, as it should be
             return _conv(orders, t * np.asarray(per_round(), dtype=np.float64))
+
     return f
 
 
@@ -67,6 +68,7 @@ def _checkin(mech_for: Callable[[float], object]) -> Callable[[float, int, int],
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", LargestOrderWarning)
             return checkin_epsilon(SubsampledCheckin(mech_for(s), n), n, 0.1, t, DELTA, O64).epsilon
+
     return f
 
 
@@ -83,22 +85,51 @@ def _table(s: float) -> np.ndarray:
 
 # name -> (epsilon(sigma, n, T), largest n used)
 PYTHON: dict[str, tuple[Callable[[float, int, int], float], int]] = {
-    "gaussian_rdp": (lambda s, n, t: _composed(DEFAULT_ORDERS, lambda: gaussian_rdp(DEFAULT_ORDERS, s, 1.0))(t), 10**12),
-    "ddg_rdp": (lambda s, n, t: _composed(DEFAULT_ORDERS, lambda: ddg_rdp(DEFAULT_ORDERS, n, s, 4, 2.0, 4.0))(t), 10**12),
-    "skellam_rdp": (lambda s, n, t: _composed(
-        DEFAULT_ORDERS, lambda: skellam_rdp(DEFAULT_ORDERS, _variance(n * _sq(s)), 2.0, 4.0))(t), 10**12),
-    "poisson_subsampled_gaussian_rdp": (lambda s, n, t: _composed(
-        O64, lambda: poisson_subsampled_gaussian_rdp(s, 1.0 / n, O64))(t), 10**12),
-    "wor_subsampled_gaussian_rdp": (lambda s, n, t: _composed(
-        O64, lambda: wor_subsampled_gaussian_rdp(s, 1.0 / n, O64))(t), 10**12),
-    "wor_subsampled_rdp": (lambda s, n, t: _composed(O64, lambda: wor_subsampled_rdp(_table(s), 1.0 / n, O64))(t), 10**12),
-    "poisson_subsampled_rdp": (lambda s, n, t: _composed(
-        O64, lambda: poisson_subsampled_rdp(_table(s), 1.0 / n, O64))(t), 10**12),
+    "gaussian_rdp": (
+        lambda s, n, t: _composed(DEFAULT_ORDERS, lambda: gaussian_rdp(DEFAULT_ORDERS, s, 1.0))(t),
+        10**12,
+    ),
+    "ddg_rdp": (
+        lambda s, n, t: _composed(DEFAULT_ORDERS, lambda: ddg_rdp(DEFAULT_ORDERS, n, s, 4, 2.0, 4.0))(t),
+        10**12,
+    ),
+    "skellam_rdp": (
+        lambda s, n, t: _composed(DEFAULT_ORDERS, lambda: skellam_rdp(DEFAULT_ORDERS, _variance(n * _sq(s)), 2.0, 4.0))(
+            t
+        ),
+        10**12,
+    ),
+    "poisson_subsampled_gaussian_rdp": (
+        lambda s, n, t: _composed(O64, lambda: poisson_subsampled_gaussian_rdp(s, 1.0 / n, O64))(t),
+        10**12,
+    ),
+    "wor_subsampled_gaussian_rdp": (
+        lambda s, n, t: _composed(O64, lambda: wor_subsampled_gaussian_rdp(s, 1.0 / n, O64))(t),
+        10**12,
+    ),
+    "wor_subsampled_rdp": (
+        lambda s, n, t: _composed(O64, lambda: wor_subsampled_rdp(_table(s), 1.0 / n, O64))(t),
+        10**12,
+    ),
+    "poisson_subsampled_rdp": (
+        lambda s, n, t: _composed(O64, lambda: poisson_subsampled_rdp(_table(s), 1.0 / n, O64))(t),
+        10**12,
+    ),
     "RdpAccountant": (lambda s, n, t: _accountant(s, n, t), 10**12),
-    "shuffle_gaussian_rdp_upper": (lambda s, n, t: _composed(O64, lambda: shuffle_gaussian_rdp_upper(O64, sigma=s))(t), 10**12),
-    "shuffle_gaussian_rdp (lower bound)": (lambda s, n, t: _composed(O64, lambda: shuffle_gaussian_rdp(O64, n=n, sigma=s))(t), 10**12),
-    "shuffled_checkin windowed gaussian-upper": (lambda s, n, t: _composed(
-        O64, lambda: shuffled_checkin_gaussian_rdp_windowed(O64, n=n, gamma=0.1, sigma=s, base="gaussian-upper"))(t), 10**4),
+    "shuffle_gaussian_rdp_upper": (
+        lambda s, n, t: _composed(O64, lambda: shuffle_gaussian_rdp_upper(O64, sigma=s))(t),
+        10**12,
+    ),
+    "shuffle_gaussian_rdp (lower bound)": (
+        lambda s, n, t: _composed(O64, lambda: shuffle_gaussian_rdp(O64, n=n, sigma=s))(t),
+        10**12,
+    ),
+    "shuffled_checkin windowed gaussian-upper": (
+        lambda s, n, t: _composed(
+            O64, lambda: shuffled_checkin_gaussian_rdp_windowed(O64, n=n, gamma=0.1, sigma=s, base="gaussian-upper")
+        )(t),
+        10**4,
+    ),
     "checkin_epsilon gaussian": (_checkin(GaussianSum), 10**5),
     "checkin_epsilon skellam": (_checkin(lambda s: SkellamSum(_variance(_sq(256 * s)), 512.0, 512.0)), 10**5),
     "checkin_epsilon ddg": (_checkin(lambda s: DDGSum(256 * s, 4, 512.0, 1024.0)), 10**5),
@@ -126,21 +157,134 @@ def _no_constant(name: str) -> float:
 
 
 CLI: dict[str, tuple[Callable[[float, int, int], float], int]] = {
-    "account gaussian": (lambda s, n, t: _cli_eps(["account", "gaussian", "--noise-multiplier", repr(s), "--rounds", str(t),
-                                                   "--delta", repr(DELTA), "--sample-rate", repr(1.0 / n)]), 10**12),
-    "account ddg": (lambda s, n, t: _cli_eps(["account", "ddg", "--clients", str(n), "--dim", "16", "--bits", "62", "--clip",
-                                              "1", "--noise-multiplier", repr(s), "--rounds", str(t), "--delta", repr(DELTA)]), 10**6),
-    "account skellam": (lambda s, n, t: _cli_eps(["account", "skellam", "--clients", str(n), "--dim", "16", "--bits", "62",
-                                                  "--clip", "1", "--noise-multiplier", repr(s), "--rounds", str(t),
-                                                  "--delta", repr(DELTA)]), 10**6),
-    "account checkin": (lambda s, n, t: _cli_eps(["account", "checkin", "--n", str(n), "--gamma", "0.1", "--sigma", repr(s),
-                                                  "--rounds", str(t), "--delta", repr(DELTA), "--max-order", "32"]), 10**4),
-    "account shuffle-gaussian --bound upper": (lambda s, n, t: _cli_eps(
-        ["account", "shuffle-gaussian", "--n", str(n), "--sigma", repr(s), "--rounds", str(t), "--delta", repr(DELTA),
-         "--bound", "upper", "--max-order", "32"]), 10**12),
-    "account shuffled-checkin gaussian-upper": (lambda s, n, t: _cli_eps(
-        ["account", "shuffled-checkin", "--n", str(n), "--gamma", "0.1", "--sigma", repr(s), "--rounds", str(t),
-         "--delta", repr(DELTA), "--method", "gaussian-upper", "--max-order", "32"]), 10**4),
+    "account gaussian": (
+        lambda s, n, t: _cli_eps(
+            [
+                "account",
+                "gaussian",
+                "--noise-multiplier",
+                repr(s),
+                "--rounds",
+                str(t),
+                "--delta",
+                repr(DELTA),
+                "--sample-rate",
+                repr(1.0 / n),
+            ]
+        ),
+        10**12,
+    ),
+    "account ddg": (
+        lambda s, n, t: _cli_eps(
+            [
+                "account",
+                "ddg",
+                "--clients",
+                str(n),
+                "--dim",
+                "16",
+                "--bits",
+                "62",
+                "--clip",
+                "1",
+                "--noise-multiplier",
+                repr(s),
+                "--rounds",
+                str(t),
+                "--delta",
+                repr(DELTA),
+            ]
+        ),
+        10**6,
+    ),
+    "account skellam": (
+        lambda s, n, t: _cli_eps(
+            [
+                "account",
+                "skellam",
+                "--clients",
+                str(n),
+                "--dim",
+                "16",
+                "--bits",
+                "62",
+                "--clip",
+                "1",
+                "--noise-multiplier",
+                repr(s),
+                "--rounds",
+                str(t),
+                "--delta",
+                repr(DELTA),
+            ]
+        ),
+        10**6,
+    ),
+    "account checkin": (
+        lambda s, n, t: _cli_eps(
+            [
+                "account",
+                "checkin",
+                "--n",
+                str(n),
+                "--gamma",
+                "0.1",
+                "--sigma",
+                repr(s),
+                "--rounds",
+                str(t),
+                "--delta",
+                repr(DELTA),
+                "--max-order",
+                "32",
+            ]
+        ),
+        10**4,
+    ),
+    "account shuffle-gaussian --bound upper": (
+        lambda s, n, t: _cli_eps(
+            [
+                "account",
+                "shuffle-gaussian",
+                "--n",
+                str(n),
+                "--sigma",
+                repr(s),
+                "--rounds",
+                str(t),
+                "--delta",
+                repr(DELTA),
+                "--bound",
+                "upper",
+                "--max-order",
+                "32",
+            ]
+        ),
+        10**12,
+    ),
+    "account shuffled-checkin gaussian-upper": (
+        lambda s, n, t: _cli_eps(
+            [
+                "account",
+                "shuffled-checkin",
+                "--n",
+                str(n),
+                "--gamma",
+                "0.1",
+                "--sigma",
+                repr(s),
+                "--rounds",
+                str(t),
+                "--delta",
+                repr(DELTA),
+                "--method",
+                "gaussian-upper",
+                "--max-order",
+                "32",
+            ]
+        ),
+        10**4,
+    ),
 }
 
 _log_sigma = st.floats(-300.0, 300.0)
@@ -150,8 +294,16 @@ _log_t = st.floats(0.0, 9.0)
 _SETTINGS = dict(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
 
-def _check(f: Callable[[float, int, int], float], n_max: int, ls: float, lk: float, ln: float, lt: float, lm: float,
-           s_max: float = 1e300) -> None:
+def _check(
+    f: Callable[[float, int, int], float],
+    n_max: int,
+    ls: float,
+    lk: float,
+    ln: float,
+    lt: float,
+    lm: float,
+    s_max: float = 1e300,
+) -> None:
     s = min(10.0**ls, s_max)
     more = min(s * 10.0**lk, s_max)
     n = max(1, min(n_max, int(round(10.0**ln))))
@@ -162,10 +314,13 @@ def _check(f: Callable[[float, int, int], float], n_max: int, ls: float, lk: flo
         assert isinstance(value, float) and not math.isnan(value) and value >= 0.0, (s, n, t, value)
     e_noise = f(more, n, t)
     assert not math.isnan(e_noise) and e_noise >= 0.0
-    assert e_noise <= e * (1 + 1e-9) + 1e-12, f"more noise gave a larger epsilon: sigma {s:g} -> {e}, {more:g} -> {e_noise}"
+    assert e_noise <= e * (1 + 1e-9) + 1e-12, (
+        f"more noise gave a larger epsilon: sigma {s:g} -> {e}, {more:g} -> {e_noise}"
+    )
     e_rounds = f(s, n, t_more)
     assert not math.isnan(e_rounds) and e_rounds >= e * (1 - 1e-9) - 1e-12, (
-        f"more rounds gave a smaller epsilon: T {t} -> {e}, {t_more} -> {e_rounds}")
+        f"more rounds gave a smaller epsilon: T {t} -> {e}, {t_more} -> {e_rounds}"
+    )
 
 
 @pytest.mark.parametrize("name", list(PYTHON))

@@ -40,9 +40,14 @@ class AccountantContract:
 
     def test_supports_own_events(self):
         acc = self.make()
-        for ev in (G, PoissonSampled(0.1, G), Skellam(100.0, 3.0, 9.0, "add-remove"),
-                   DistributedDiscreteGaussian(10, 5.0, 16, 3.0, 9.0, "add-remove"),
-                   Composed((G, PoissonSampled(0.2, G))), SelfComposed(G, 3)):
+        for ev in (
+            G,
+            PoissonSampled(0.1, G),
+            Skellam(100.0, 3.0, 9.0, "add-remove"),
+            DistributedDiscreteGaussian(10, 5.0, 16, 3.0, 9.0, "add-remove"),
+            Composed((G, PoissonSampled(0.2, G))),
+            SelfComposed(G, 3),
+        ):
             assert acc.supports(ev)
 
     def test_unsupported_names_sub_event_and_keeps_state(self):

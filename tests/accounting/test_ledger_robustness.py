@@ -41,6 +41,7 @@ def _sql(path, *statements: str) -> None:
 
 # -- damaged or foreign files: each must be refused with LedgerError, never opened as "little spent" ---------
 
+
 def _zero_bytes(path):
     path.write_bytes(b"")
 
@@ -58,6 +59,7 @@ def _deleted_meta(key):
     def damage(path):
         _ledger_with_events(path)
         _sql(path, f"DELETE FROM meta WHERE key = '{key}'")
+
     damage.__name__ = f"deleted_meta_{key}"
     return damage
 
@@ -113,10 +115,25 @@ def _truncated(path):
     path.write_bytes(data[: len(data) // 2])
 
 
-DAMAGES = [_zero_bytes, _json_file, _dropped_events, _deleted_meta("format"), _deleted_meta("events"),
-           _deleted_meta("orders"), _deleted_meta("neighbouring"), _deleted_event, _deleted_last_event_and_counter,
-           _short_rdp_row, _negative_rdp, _nan_rdp, _garbage_event_json, _negative_count, _other_database,
-           _empty_database, _truncated]
+DAMAGES = [
+    _zero_bytes,
+    _json_file,
+    _dropped_events,
+    _deleted_meta("format"),
+    _deleted_meta("events"),
+    _deleted_meta("orders"),
+    _deleted_meta("neighbouring"),
+    _deleted_event,
+    _deleted_last_event_and_counter,
+    _short_rdp_row,
+    _negative_rdp,
+    _nan_rdp,
+    _garbage_event_json,
+    _negative_count,
+    _other_database,
+    _empty_database,
+    _truncated,
+]
 
 
 @pytest.mark.parametrize("damage", DAMAGES, ids=lambda f: f.__name__.strip("_"))
@@ -143,11 +160,15 @@ def test_legacy_ledger_without_format_row_is_read_and_upgraded(tmp_path):
     path = tmp_path / "old.sqlite"
     orders = json.dumps([float(x) for x in DEFAULT_ORDERS])
     row = json.dumps([float(x) for x in EV.rdp(DEFAULT_ORDERS)])
-    _sql(path, "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-         "CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, event TEXT NOT NULL, count INTEGER NOT NULL, "
-         "rdp TEXT NOT NULL)",
-         "INSERT INTO meta VALUES ('neighbouring', 'add-remove')", f"INSERT INTO meta VALUES ('orders', '{orders}')",
-         f"INSERT INTO events (event, count, rdp) VALUES ('{{}}', 1, '{row}')")
+    _sql(
+        path,
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        "CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, event TEXT NOT NULL, count INTEGER NOT NULL, "
+        "rdp TEXT NOT NULL)",
+        "INSERT INTO meta VALUES ('neighbouring', 'add-remove')",
+        f"INSERT INTO meta VALUES ('orders', '{orders}')",
+        f"INSERT INTO events (event, count, rdp) VALUES ('{{}}', 1, '{row}')",
+    )
     with PrivacyLedger("add-remove", path=path) as led:
         assert len(led.entries) == 1
     _sql(path, "DELETE FROM events")  # now the upgraded counter says 1: a deletion is detected
@@ -206,6 +227,7 @@ def test_backup_is_a_complete_ledger(tmp_path):
 
 # -- concurrent writers ------------------------------------------------------------------------------------
 
+
 def test_two_handles_in_one_process_share_the_budget(tmp_path):
     path = tmp_path / "shared.sqlite"
     budget = _budget_for(40)
@@ -255,8 +277,12 @@ def test_processes_sharing_a_ledger_never_exceed_the_budget(tmp_path):
     path = tmp_path / "procs.sqlite"
     _ledger_with_events(path, 0)  # create it before the writers start
     budget = _budget_for(150)
-    procs = [subprocess.Popen([sys.executable, "-c", _CHILD_SPENDER, str(path), repr(budget)],
-                              stdout=subprocess.PIPE, text=True) for _ in range(3)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CHILD_SPENDER, str(path), repr(budget)], stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(3)
+    ]
     accepted = []
     for p in procs:
         out, _ = p.communicate(timeout=120)

@@ -8,7 +8,6 @@ import warnings
 import numpy as np
 import pytest
 
-from secagg_dp.accounting.checkin.mixture import SubsampledCheckin, checkin_rdp
 from secagg_dp.accounting.checkin.local_steps import (
     LocalStep,
     LocalStepsGaussian,
@@ -20,6 +19,7 @@ from secagg_dp.accounting.checkin.local_steps import (
     sum_dominating_step,
     table1_comparison,
 )
+from secagg_dp.accounting.checkin.mixture import SubsampledCheckin, checkin_rdp
 from secagg_dp.errors import ParameterError
 
 dpa = pytest.importorskip("dp_accounting")
@@ -71,8 +71,17 @@ def test_joint_noise_only_for_one_step():
 
 def test_table1_ours_at_most_theirs():
     # seed 004 Table 1 (Skellam, 32 bit, Poisson 0.1, eps=5, delta=1e-5 LDP; 1 step / 1 epoch / 5 epochs).
-    theirs = {(1, 2): 2.78, (1, 5): 1.22, (1, 10): 0.64, (10, 2): 2.61, (10, 5): 1.19, (10, 10): 0.72,
-              (50, 2): 2.85, (50, 5): 1.55, (50, 10): 1.03}
+    theirs = {
+        (1, 2): 2.78,
+        (1, 5): 1.22,
+        (1, 10): 0.64,
+        (10, 2): 2.61,
+        (10, 5): 1.19,
+        (10, 10): 0.72,
+        (50, 2): 2.85,
+        (50, 5): 1.55,
+        (50, 10): 1.03,
+    }
     rows = table1_comparison()
     for r in rows:
         assert r["certificate"] == (r["steps"] == 1 or r["parties"] == 1)
@@ -84,8 +93,17 @@ def test_table1_ours_at_most_theirs():
 
 def test_checkin_with_local_steps_monotone_in_steps():
     orders = np.arange(2, 33)
-    e = [checkin_rdp(SubsampledCheckin(LocalStepsGaussian(1.0, s, 0.1), 500, amplification="joint-convexity",
-                                       neighbouring="add-remove"), 500, 0.1, orders) for s in (1, 2, 8)]
+    e = [
+        checkin_rdp(
+            SubsampledCheckin(
+                LocalStepsGaussian(1.0, s, 0.1), 500, amplification="joint-convexity", neighbouring="add-remove"
+            ),
+            500,
+            0.1,
+            orders,
+        )
+        for s in (1, 2, 8)
+    ]
     assert np.all(e[1] >= e[0]) and np.all(e[2] >= e[1])
 
 

@@ -51,8 +51,12 @@ def test_counterexample_is_covered_and_beats_joint_noise():
     lb = _counterexample_order2_lower_bound()
     assert 0.977 <= lb <= 9604 / 9820 + 1e-12
     orders = np.array([2, 3, 4])
-    ours = checkin_rdp(SubsampledCheckin(LocalStepsGaussian(1.0, 2), 10, amplification="joint-convexity",
-                                         neighbouring="add-remove"), 10, 1.0, orders)
+    ours = checkin_rdp(
+        SubsampledCheckin(LocalStepsGaussian(1.0, 2), 10, amplification="joint-convexity", neighbouring="add-remove"),
+        10,
+        1.0,
+        orders,
+    )
     assert lb <= ours[0]
     assert ours[0] == pytest.approx(2.0, rel=1e-12)  # own noise: 2 steps x 2/2 (Mironov 2017 Prop. 7)
     # The joint-noise comparison (Heikkilä 2024 Thm 4.7) certifies 2 x 2/(2*10) = 0.2 < lb: not an upper bound.
@@ -74,8 +78,14 @@ def test_counterexample_delta_at_the_old_epsilon():
     mu = 98 / math.sqrt(9820)
     delta_true = norm.cdf(-eps_old / mu + mu / 2) - math.exp(eps_old) * norm.cdf(-eps_old / mu - mu / 2)
     assert delta_true >= 0.023
-    sound = checkin_epsilon(SubsampledCheckin(LocalStepsGaussian(1.0, 2), 10, amplification="joint-convexity",
-                                              neighbouring="add-remove"), 10, 1.0, 1, 1e-5, orders)
+    sound = checkin_epsilon(
+        SubsampledCheckin(LocalStepsGaussian(1.0, 2), 10, amplification="joint-convexity", neighbouring="add-remove"),
+        10,
+        1.0,
+        1,
+        1e-5,
+        orders,
+    )
     assert sound.epsilon > eps_old and sound.certificate
 
 

@@ -34,16 +34,20 @@ def test_server_rdp_equals_the_revealed_flag_moment_by_brute_force():
     orders = np.array([2, 3, 7])
     ours = checkin_rdp(server_view_provider(GaussianSum(s), n), n, g, orders)
     for a, v in zip(orders, ours):
-        mom = sum(binom.pmf(k, n, g) * ((1 - k / n) + (k / n) * math.exp((a - 1) * a * 4 / (2 * k * s * s)))
-                  for k in range(1, n + 1)) + binom.pmf(0, n, g)
+        mom = sum(
+            binom.pmf(k, n, g) * ((1 - k / n) + (k / n) * math.exp((a - 1) * a * 4 / (2 * k * s * s)))
+            for k in range(1, n + 1)
+        ) + binom.pmf(0, n, g)
         assert v == pytest.approx(math.log(mom) / (a - 1), rel=1e-10)
 
 
 def test_server_reference_values_are_never_undercut():
     # Reference values (sigma = 1, replace-one, C = 1), reproduced by dp_accounting PLD in the slow test below; RDP-based
     # values may be higher but never lower. The T = 1 value 0.113 is re-derived below independently.
-    cases = [(10**4, 0.1, 1e-4, {1: 0.113, 10: 0.233, 100: 0.656, 1000: 2.26}),
-             (6 * 10**5, 1e-3, 1e-8, {10: 0.331, 100: 0.461, 1000: 0.755, 10**4: 1.64})]
+    cases = [
+        (10**4, 0.1, 1e-4, {1: 0.113, 10: 0.233, 100: 0.656, 1000: 2.26}),
+        (6 * 10**5, 1e-3, 1e-8, {10: 0.331, 100: 0.461, 1000: 0.755, 10**4: 1.64}),
+    ]
     for n, g, d, ref in cases:
         for t, e in ref.items():
             cert = _quiet(server_certificate, GaussianSum(1.0), n, g, t, d)
@@ -116,8 +120,10 @@ def test_server_reference_values_reproduced_by_dp_accounting_pld():
     # within 1 % (measured: 0.1127 / 0.2320 / 0.6537 / 2.257 and 0.3298 / 0.4591 / 0.7523 / 1.631), and our
     # RDP-based server certificate is never below it.
     pytest.importorskip("dp_accounting")
-    cases = [(10**4, 0.1, 1e-4, {1: 0.113, 10: 0.233, 100: 0.656, 1000: 2.26}),
-             (6 * 10**5, 1e-3, 1e-8, {10: 0.331, 100: 0.461, 1000: 0.755, 10**4: 1.64})]
+    cases = [
+        (10**4, 0.1, 1e-4, {1: 0.113, 10: 0.233, 100: 0.656, 1000: 2.26}),
+        (6 * 10**5, 1e-3, 1e-8, {10: 0.331, 100: 0.461, 1000: 0.755, 10**4: 1.64}),
+    ]
     for n, g, d, ref in cases:
         one = _server_pld(n, g)
         for t, e in ref.items():

@@ -83,7 +83,8 @@ def _mechanism_moment(xs, xs2, k, z, lam):
 
     def log_dens(means):
         return special.logsumexp(-0.5 * ((y[:, None] - means[None, :]) / z) ** 2, axis=1) - math.log(
-            len(means) * z * math.sqrt(2 * math.pi))
+            len(means) * z * math.sqrt(2 * math.pi)
+        )
 
     return integrate.trapezoid(np.exp(lam * log_dens(mp_) + (1 - lam) * log_dens(mq_)), y)
 

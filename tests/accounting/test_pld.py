@@ -235,8 +235,9 @@ def _round_up_epsilon(n: int, gamma: float, rounds: int, delta: float, h: float)
     probs = np.empty(idx.size)
     probs[0] = 1.0 - surv[1]  # (-inf, eps_1) -> eps_1 (index shift below)
     probs[1:-1] = surv[1:-1] - surv[2:]  # [eps_j, eps_j+1) -> eps_j+1
-    pmf = pld_pmf.create_pmf(dict(zip((idx[:-1] + 1).tolist(), np.maximum(probs[:-1], 0.0).tolist())), h,
-                             surv[-1], True)  # [eps_m, inf) -> +infinity
+    pmf = pld_pmf.create_pmf(
+        dict(zip((idx[:-1] + 1).tolist(), np.maximum(probs[:-1], 0.0).tolist())), h, surv[-1], True
+    )  # [eps_m, inf) -> +infinity
     comp = pmf.to_dense_pmf().self_compose(rounds, tail_mass_truncation=1e-15)
     return comp.get_epsilon_for_delta(delta)
 

@@ -43,8 +43,23 @@ def test_server_observer_json(capsys):
 
 
 def test_calibrate_checkin_pld(capsys):
-    argv = ["calibrate", "checkin", "--n", "1000", "--gamma", "0.1", "--rounds", "10", "--delta", "1e-5",
-            "--epsilon", "0.5", "--method", "pld", "--json"]
+    argv = [
+        "calibrate",
+        "checkin",
+        "--n",
+        "1000",
+        "--gamma",
+        "0.1",
+        "--rounds",
+        "10",
+        "--delta",
+        "1e-5",
+        "--epsilon",
+        "0.5",
+        "--method",
+        "pld",
+        "--json",
+    ]
     assert main(argv) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["epsilon"] <= 0.5 and d["method"] == "pld"

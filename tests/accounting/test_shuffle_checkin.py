@@ -9,9 +9,9 @@ import pytest
 from scipy.special import gammaln, logsumexp
 from scipy.stats import binom
 
+from secagg_dp.accounting.core.conversion import pure_dp_to_rdp
 from secagg_dp.accounting.shuffle import ldp as ls
 from secagg_dp.accounting.shuffle import shuffled_checkin as sc
-from secagg_dp.accounting.core.conversion import pure_dp_to_rdp
 from secagg_dp.errors import ParameterError
 
 
@@ -24,10 +24,17 @@ def wbk_log_moments(base: np.ndarray, rate: np.ndarray) -> np.ndarray:
     out = np.empty((base.shape[0], L - 1))
     for lam in range(2, L + 1):
         j = np.arange(3, lam + 1, dtype=float)
-        t2 = 2 * lr[:, 0] + math.log(lam * (lam - 1) / 2) + np.minimum(
-            math.log(4) + np.log(np.expm1(base[:, 0])), math.log(2) + base[:, 0])
-        rest = (math.log(2) + j[None, :] * lr + (gammaln(lam + 1) - gammaln(j + 1) - gammaln(lam - j + 1))[None, :]
-                + (j[None, :] - 1) * base[:, 1 : lam - 1])
+        t2 = (
+            2 * lr[:, 0]
+            + math.log(lam * (lam - 1) / 2)
+            + np.minimum(math.log(4) + np.log(np.expm1(base[:, 0])), math.log(2) + base[:, 0])
+        )
+        rest = (
+            math.log(2)
+            + j[None, :] * lr
+            + (gammaln(lam + 1) - gammaln(j + 1) - gammaln(lam - j + 1))[None, :]
+            + (j[None, :] - 1) * base[:, 1 : lam - 1]
+        )
         out[:, lam - 2] = logsumexp(np.concatenate([np.zeros((base.shape[0], 1)), t2[:, None], rest], axis=1), axis=1)
     return out
 
@@ -78,7 +85,9 @@ def test_fmt_validity_range_and_formula():
     e, d = ls.fmt_shuffle(2.0, 1e-8, np.array([100, 10**6]), 1e-4)
     assert e[0] == 2.0 and d[0] == 1e-8  # no amplification outside the range
     n = 10**6
-    want = math.log1p(math.expm1(2) / (math.exp(2) + 1) * (8 * math.sqrt(math.exp(2) * math.log(4e4)) / 1e3 + 8 * math.exp(2) / n))
+    want = math.log1p(
+        math.expm1(2) / (math.exp(2) + 1) * (8 * math.sqrt(math.exp(2) * math.log(4e4)) / 1e3 + 8 * math.exp(2) / n)
+    )
     assert e[1] == pytest.approx(want, rel=1e-14)
     assert d[1] == pytest.approx(1e-4 + (math.exp(2) + 1) * (1 + math.exp(-2) / 2) * n * 1e-8, rel=1e-14)
 

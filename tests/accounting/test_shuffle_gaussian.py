@@ -9,7 +9,6 @@ import mpmath
 import numpy as np
 import pytest
 
-from simulations.cli.account_shuffle import register_account
 from secagg_dp.accounting.core.conversion import rdp_to_dp, rdp_to_dp_mironov
 from secagg_dp.accounting.shuffle.gaussian import (
     shuffle_gaussian_rdp,
@@ -17,6 +16,7 @@ from secagg_dp.accounting.shuffle.gaussian import (
     shuffle_gaussian_rdp_upper,
 )
 from secagg_dp.errors import ParameterError
+from simulations.cli.account_shuffle import register_account
 
 
 def _mp_reference(L: int, n: int, sigma: float, dps: int) -> list:
@@ -130,15 +130,47 @@ def _run(argv, capsys):
 
 
 def test_cli_labels(capsys):
-    base = ["shuffle-gaussian", "--n", "60000", "--sigma", "9.48", "--max-order", "30", "--rounds", "7",
-            "--delta", str(1 / 60000), "--json", "--rdp"]
+    base = [
+        "shuffle-gaussian",
+        "--n",
+        "60000",
+        "--sigma",
+        "9.48",
+        "--max-order",
+        "30",
+        "--rounds",
+        "7",
+        "--delta",
+        str(1 / 60000),
+        "--json",
+        "--rdp",
+    ]
     out = _run(base, capsys)
     assert out["bound"] == "lower" and out["certificate"] is False and out["neighbouring"] == "replace-one"
     assert {"epsilon", "delta", "order", "method", "rdp"} <= set(out)
     assert round(out["epsilon"], 5) == 0.22822 and len(out["rdp"]["orders"]) == 29
     up = _run(base + ["--bound", "upper"], capsys)
     assert up["bound"] == "upper" and up["certificate"] is True and up["epsilon"] > out["epsilon"]
-    ci = _run(["shuffled-checkin", "--n", "2000", "--gamma", "0.05", "--sigma", "3", "--rounds", "10",
-               "--delta", "1e-4", "--max-order", "8", "--method", "chernoff", "--json"], capsys)
+    ci = _run(
+        [
+            "shuffled-checkin",
+            "--n",
+            "2000",
+            "--gamma",
+            "0.05",
+            "--sigma",
+            "3",
+            "--rounds",
+            "10",
+            "--delta",
+            "1e-4",
+            "--max-order",
+            "8",
+            "--method",
+            "chernoff",
+            "--json",
+        ],
+        capsys,
+    )
     assert ci["bound"] == "lower" and any("Conjecture 1" in c for c in ci["caveats"])
     assert math.isfinite(ci["epsilon"])

@@ -43,7 +43,9 @@ def test_labels_are_distinct_and_prefix_free():
 
 def test_purposes_give_independent_keys():
     ikm = b"\x01" * 32
-    keys = {kdf.derive(ikm, info=kdf.context(lab, b"r" * 16, 1, 2)) for lab in (kdf.LABEL_CHANNEL, kdf.LABEL_PAIRWISE_MASK)}
+    keys = {
+        kdf.derive(ikm, info=kdf.context(lab, b"r" * 16, 1, 2)) for lab in (kdf.LABEL_CHANNEL, kdf.LABEL_PAIRWISE_MASK)
+    }
     keys.add(kdf.derive(ikm, info=kdf.context(kdf.LABEL_CHANNEL, b"s" * 16, 1, 2)))  # other round
     keys.add(kdf.derive(ikm, info=kdf.context(kdf.LABEL_CHANNEL, b"r" * 16, 1, 3)))  # other pair
     assert len(keys) == 4

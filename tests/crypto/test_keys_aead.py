@@ -32,7 +32,9 @@ def test_low_order_point_refused():
 
 
 def test_seeded_keys_reproducible():
-    assert keys.generate_keypair(source=SeededRandom(b"\x01" * 32)) == keys.generate_keypair(source=SeededRandom(b"\x01" * 32))
+    assert keys.generate_keypair(source=SeededRandom(b"\x01" * 32)) == keys.generate_keypair(
+        source=SeededRandom(b"\x01" * 32)
+    )
     assert "key hidden" in repr(SeededRandom(b"\x01" * 32))
 
 
@@ -44,7 +46,11 @@ def test_seal_open_roundtrip_and_binding():
     ad = aead.associated_data(RID, 1, 2)
     box = aead.seal(KEY, b"share", ad)
     assert aead.open_sealed(KEY, box, ad) == b"share"
-    for bad_ad in (aead.associated_data(b"s" * 16, 1, 2), aead.associated_data(RID, 3, 2), aead.associated_data(RID, 1, 3)):
+    for bad_ad in (
+        aead.associated_data(b"s" * 16, 1, 2),
+        aead.associated_data(RID, 3, 2),
+        aead.associated_data(RID, 1, 3),
+    ):
         with pytest.raises(AuthenticationError):  # other round, sender or recipient
             aead.open_sealed(KEY, box, bad_ad)
     with pytest.raises(AuthenticationError):

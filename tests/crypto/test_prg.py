@@ -50,7 +50,9 @@ def test_accumulate_equals_modular_sum_of_masks(bits):
     idx = np.array([0, 1, 32767, 32768, 65536, n - 1])
     masks = [prg.expand_mask(s, n, bits)[idx] for s in seeds]
     q = 1 << bits
-    expected = [(int(masks[0][i]) + int(masks[1][i]) + int(masks[2][i]) - int(masks[3][i])) % q for i in range(idx.size)]
+    expected = [
+        (int(masks[0][i]) + int(masks[1][i]) + int(masks[2][i]) - int(masks[3][i])) % q for i in range(idx.size)
+    ]
     assert got[idx].tolist() == expected
 
 

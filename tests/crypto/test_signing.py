@@ -67,6 +67,8 @@ def test_low_order_keys_detected(hexkey):
 
 
 def test_ordinary_keys_are_not_low_order_and_bad_lengths_refused():
-    assert not any(keys.is_low_order(keys.generate_keypair(source=SeededRandom(bytes([i]) * 32)).public) for i in range(20))
+    assert not any(
+        keys.is_low_order(keys.generate_keypair(source=SeededRandom(bytes([i]) * 32)).public) for i in range(20)
+    )
     with pytest.raises(ParameterError):
         keys.is_low_order(bytes(31))

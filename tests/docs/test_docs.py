@@ -38,7 +38,10 @@ def test_mkdocs_build_is_strict_and_offline(tmp_path):
     pytest.importorskip("mkdocs", reason="the docs extra (pulled in by the test extra) is not installed")
     proc = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-        cwd=ROOT, capture_output=True, text=True, env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "site" / "accounting" / "checkin" / "index.html").is_file()
@@ -48,8 +51,11 @@ def test_mkdocs_build_is_strict_and_offline(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", [p for p in PAGES if any(
-    b.lang in ("python", "console") and not b.skip for b in doc_blocks.blocks(p))], ids=_id)
+@pytest.mark.parametrize(
+    "page",
+    [p for p in PAGES if any(b.lang in ("python", "console") and not b.skip for b in doc_blocks.blocks(p))],
+    ids=_id,
+)
 def test_code_blocks_run_and_transcripts_match(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # blocks may write simulate-out/
     namespace: dict = {"__name__": "__doc_block__"}
@@ -64,7 +70,8 @@ def test_code_blocks_run_and_transcripts_match(page, tmp_path, monkeypatch):
                 actual = doc_blocks.run_command(command)
                 assert doc_blocks.output_matches(expected, actual), (
                     f"{where}: output of {command!r} drifted; run python tests/tools/doc_blocks.py --write\n"
-                    + "\n".join(actual))
+                    + "\n".join(actual)
+                )
 
 
 def test_skip_markers_are_rare():
@@ -100,8 +107,14 @@ def test_every_cli_flag_is_in_the_reference():
                 walk(sub, [*path, name])
         if subs:
             return
-        heading = next((h for h in sections if path[0] == h.split()[0]
-                        and (len(path) == 1 or path[1] in h.replace("|", " ").split())), None)
+        heading = next(
+            (
+                h
+                for h in sections
+                if path[0] == h.split()[0] and (len(path) == 1 or path[1] in h.replace("|", " ").split())
+            ),
+            None,
+        )
         if heading is None:
             missing.append(" ".join(path))
             return
@@ -121,11 +134,22 @@ def test_every_public_name_is_documented():
     from importlib import import_module
 
     guide = "\n".join(p.read_text() for p in GUIDE).replace("secagg_dp.errors.", "")
-    rendered = {m.group(1) for p in (ROOT / "docs" / "api").glob("*.md")
-                for m in re.finditer(r"^::: ([\w.]+)\s*$", p.read_text(), re.M)}
+    rendered = {
+        m.group(1)
+        for p in (ROOT / "docs" / "api").glob("*.md")
+        for m in re.finditer(r"^::: ([\w.]+)\s*$", p.read_text(), re.M)
+    }
     missing = []
-    for module_name in ["secagg_dp.noise", "secagg_dp.quantize", "secagg_dp.zq", "secagg_dp.crypto", "protocols",
-                        "secagg_dp.accounting", "secagg_dp.errors", "secagg_dp.rng"]:
+    for module_name in [
+        "secagg_dp.noise",
+        "secagg_dp.quantize",
+        "secagg_dp.zq",
+        "secagg_dp.crypto",
+        "protocols",
+        "secagg_dp.accounting",
+        "secagg_dp.errors",
+        "secagg_dp.rng",
+    ]:
         mod = import_module(module_name)
         for name in mod.__all__:
             in_guide = re.search(rf"(?<![\w.]){re.escape(name)}\b", guide)

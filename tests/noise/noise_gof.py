@@ -48,8 +48,11 @@ def chi2_gof(
     probs = np.concatenate([[tail], p, [tail]])
     inner = x[(x >= -half_width) & (x <= half_width)]
     counts = np.concatenate(
-        [[np.sum(x < -half_width)], np.bincount(inner + half_width, minlength=2 * half_width + 1),
-         [np.sum(x > half_width)]]
+        [
+            [np.sum(x < -half_width)],
+            np.bincount(inner + half_width, minlength=2 * half_width + 1),
+            [np.sum(x > half_width)],
+        ]
     )
     exp_groups: list[float] = []
     obs_groups: list[int] = []

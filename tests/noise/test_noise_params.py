@@ -47,8 +47,9 @@ def test_wrong_rng_type_is_type_error(sampler, name, bad_rng):
         sampler(1.0, 3, rng=bad_rng)
 
 
-@pytest.mark.parametrize("pmf", [noise.discrete_gaussian_pmf, noise.discrete_gaussian_logpmf,
-                                 noise.skellam_pmf, noise.skellam_logpmf])
+@pytest.mark.parametrize(
+    "pmf", [noise.discrete_gaussian_pmf, noise.discrete_gaussian_logpmf, noise.skellam_pmf, noise.skellam_logpmf]
+)
 def test_pmf_rejects_bad_points_and_params(pmf):
     for bad_x in (0.5, [1, 2.5], float("nan"), np.inf, "1", 1j, np.array([True])):
         with pytest.raises(ParameterError, match="'x'"):
@@ -79,9 +80,16 @@ def test_rng_none_uses_fresh_aes_counter_generator(sampler, name, monkeypatch):
 
 def test_public_names_exported_and_documented():
     expected = {
-        "sample_discrete_gaussian", "sample_discrete_gaussian_exact", "sample_skellam",
-        "discrete_gaussian_pmf", "discrete_gaussian_logpmf", "discrete_gaussian_log_normaliser",
-        "skellam_pmf", "skellam_logpmf", "bernoulli_exp_exact", "sample_discrete_laplace_exact",
+        "sample_discrete_gaussian",
+        "sample_discrete_gaussian_exact",
+        "sample_skellam",
+        "discrete_gaussian_pmf",
+        "discrete_gaussian_logpmf",
+        "discrete_gaussian_log_normaliser",
+        "skellam_pmf",
+        "skellam_logpmf",
+        "bernoulli_exp_exact",
+        "sample_discrete_laplace_exact",
     }
     constants = {"SIGMA_MAX", "VARIANCE_MAX"}
     assert set(noise.__all__) == expected | constants

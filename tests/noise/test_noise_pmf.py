@@ -32,7 +32,7 @@ def _mp_dg_logpmf(x: int, sigma: float) -> mp.mpf:
         z = mp.jtheta(3, 0, mp.exp(-1 / (2 * s**2)))
     else:
         z = 2 * mp.sumem(lambda k: mp.exp(-(k**2) / (2 * s**2)), [0, mp.inf]) - 1
-    return -mp.mpf(x) ** 2 / (2 * s**2) - mp.log(z)
+    return -(mp.mpf(x) ** 2) / (2 * s**2) - mp.log(z)
 
 
 @pytest.mark.parametrize(
@@ -71,8 +71,10 @@ def test_discrete_gaussian_pmf_sums_to_one(sigma):
 def test_discrete_gaussian_sum_to_one_at_sigma_1e6_in_chunks():
     # 1e6 * 40 * 2 points are too many at once; sum over |x| <= 12 sigma (mass outside < e^-72) in chunks.
     sigma = 1e6
-    parts = [discrete_gaussian_pmf(np.arange(lo, lo + 2_000_000), sigma).sum()
-             for lo in range(-12_000_000, 12_000_000, 2_000_000)]
+    parts = [
+        discrete_gaussian_pmf(np.arange(lo, lo + 2_000_000), sigma).sum()
+        for lo in range(-12_000_000, 12_000_000, 2_000_000)
+    ]
     total = math.fsum(parts) + discrete_gaussian_pmf(12_000_000, sigma)
     assert total == pytest.approx(1.0, abs=1e-12)
 
@@ -144,13 +146,15 @@ def test_skellam_pmf_sums_to_one(variance):
 
 @settings(max_examples=60, deadline=None)
 @given(
-    x=st.integers(min_value=-10**7, max_value=10**7),
+    x=st.integers(min_value=-(10**7), max_value=10**7),
     sigma=st.floats(min_value=0.1, max_value=1e6),
     variance=st.floats(min_value=1e-3, max_value=1e12),
 )
 def test_pmfs_symmetric_bounded_and_log_consistent(x, sigma, variance):
-    for pmf, logpmf, param in ((discrete_gaussian_pmf, discrete_gaussian_logpmf, sigma),
-                               (skellam_pmf, skellam_logpmf, variance)):
+    for pmf, logpmf, param in (
+        (discrete_gaussian_pmf, discrete_gaussian_logpmf, sigma),
+        (skellam_pmf, skellam_logpmf, variance),
+    ):
         p, pm = pmf(x, param), pmf(-x, param)
         assert p == pm and 0.0 <= p <= 1.0
         lp = logpmf(x, param)

@@ -14,19 +14,32 @@ from protocols.server import SecAggServer
 BITS, DIM = 16, 5
 
 
-def make_round(seed=1, t=3, ids=tuple(range(1, 8)), neighbours=None, security="active", bits=BITS, dim=DIM,
-               min_threshold=None):
+def make_round(
+    seed=1, t=3, ids=tuple(range(1, 8)), neighbours=None, security="active", bits=BITS, dim=DIM, min_threshold=None
+):
     """A seeded round whose clients hold x_c = c * (0, 1, ..., dim - 1) mod 2^bits.
 
     Returns (server, clients, inputs, identities) ; ``identities`` is {} in semi-honest mode."""
     round_id, csrc, ssrc, isrc = _seeded(seed)
     inputs = {c: np.arange(dim, dtype=np.uint64) * c % (1 << bits) for c in ids}
-    registry, identities = (create_identities(ids, isrc) if security == "active" else (None, {}))
-    server = SecAggServer(bits=bits, dim=dim, threshold=t, neighbours=neighbours, security=security,
-                          registry=registry, round_id=round_id, source=ssrc)
+    registry, identities = create_identities(ids, isrc) if security == "active" else (None, {})
+    server = SecAggServer(
+        bits=bits,
+        dim=dim,
+        threshold=t,
+        neighbours=neighbours,
+        security=security,
+        registry=registry,
+        round_id=round_id,
+        source=ssrc,
+    )
     policy = ClientPolicy(security=security, min_threshold=min_threshold or t, neighbours=neighbours)
-    clients = {c: SecAggClient(c, inputs[c], bits=bits, policy=policy, identity=identities.get(c), registry=registry,
-                               source=csrc(c)) for c in ids}
+    clients = {
+        c: SecAggClient(
+            c, inputs[c], bits=bits, policy=policy, identity=identities.get(c), registry=registry, source=csrc(c)
+        )
+        for c in ids
+    }
     return server, clients, inputs, identities
 
 

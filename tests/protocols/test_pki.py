@@ -32,7 +32,8 @@ def test_registry_is_append_only():
 
 def test_statements_bind_round_and_set():
     assert advertise_statement(b"r" * 16, 5, b"\x01" * 32, b"\x02" * 32) != advertise_statement(
-        b"s" * 16, 5, b"\x01" * 32, b"\x02" * 32)
+        b"s" * 16, 5, b"\x01" * 32, b"\x02" * 32
+    )
     assert survivor_statement(b"r" * 16, [1, 2, 3]) == survivor_statement(b"r" * 16, [3, 1, 2])  # a set
     assert survivor_statement(b"r" * 16, [1, 2, 3]) != survivor_statement(b"r" * 16, [1, 2])
 

@@ -21,8 +21,10 @@ def _brute_neighbours(ids: list[int], k: int, seed: bytes) -> dict[int, set[int]
     """Ring by 128-bit keys compared as Python ints; neighbours by ring distance (and the antipode for odd k)."""
     srt = sorted(ids)
     ks = keystream(seed, 16 * len(srt))
-    key = {v: (int.from_bytes(ks[16 * i : 16 * i + 8], "little"), int.from_bytes(ks[16 * i + 8 : 16 * i + 16], "little"))
-           for i, v in enumerate(srt)}
+    key = {
+        v: (int.from_bytes(ks[16 * i : 16 * i + 8], "little"), int.from_bytes(ks[16 * i + 8 : 16 * i + 16], "little"))
+        for i, v in enumerate(srt)
+    }
     ring = sorted(srt, key=lambda v: key[v])
     n = len(ring)
     out = {}
@@ -130,8 +132,16 @@ def test_round_sum_equals_brute_force_after_dropouts(security, k, t, stage):
     rng = np.random.default_rng(7)
     inputs = {i: rng.integers(0, 1 << bits, size=6, dtype=np.uint64) for i in range(n)}
     gone = set(range(3, n, 17))  # 7 clients, spread around the ring
-    res = run_secagg_round(inputs, modulus_bits=bits, threshold=t, neighbours=k, security=security,
-                           dropouts={stage: gone}, seed=11, round_id=bytes(16))  # pinned: one fixed graph
+    res = run_secagg_round(
+        inputs,
+        modulus_bits=bits,
+        threshold=t,
+        neighbours=k,
+        security=security,
+        dropouts={stage: gone},
+        seed=11,
+        round_id=bytes(16),
+    )  # pinned: one fixed graph
     counted = set(range(n)) - (gone if stage in ("share_keys", "masked_input") else set())
     assert res.survivors == frozenset(counted)
     assert res.aggregate.tolist() == _oracle(inputs, counted, bits)

@@ -4,18 +4,17 @@ declared dropped is refused."""
 
 import numpy as np
 import pytest
+from roundkit import BITS, DIM, deliver_all, exact_sum, make_round
 
 from protocols import messages as m
 from protocols import run_secagg_round
-from protocols.round import drive_round
-from protocols.transport import Envelope, FaultInjector, InProcessTransport
 from protocols.pki import survivor_statement
+from protocols.round import drive_round
 from protocols.stages import ServerStage
+from protocols.transport import Envelope, FaultInjector, InProcessTransport
 from secagg_dp.crypto import signing
 from secagg_dp.crypto.prg import word_dtype
 from secagg_dp.errors import ProtocolError
-
-from roundkit import BITS, DIM, deliver_all, exact_sum, make_round
 
 IDS = tuple(range(1, 11))
 
@@ -30,7 +29,12 @@ def _inputs(n, dim, bits, seed):
 # "unmasking" sent its masked input, so its input is in the sum.
 @pytest.mark.parametrize(
     "n,t,k,security,bits",
-    [(20, 14, None, "active", 32), (20, 8, 12, "active", 62), (20, 9, 12, "semi-honest", 7), (20, 14, None, "active", 1)],
+    [
+        (20, 14, None, "active", 32),
+        (20, 8, 12, "active", 62),
+        (20, 9, 12, "semi-honest", 7),
+        (20, 14, None, "active", 1),
+    ],
 )
 def test_accumulated_sum_equals_python_int_sum_with_dropouts_at_every_stage(n, t, k, security, bits):
     inputs = _inputs(n, 23, bits, seed=n + bits)
@@ -39,8 +43,9 @@ def test_accumulated_sum_equals_python_int_sum_with_dropouts_at_every_stage(n, t
     if security == "active":
         stages.insert(3, "consistency")
     dropouts = {s: {ids[2 * i]} for i, s in enumerate(stages)}
-    res = run_secagg_round(inputs, modulus_bits=bits, threshold=t, neighbours=k, security=security,
-                           dropouts=dropouts, seed=7)
+    res = run_secagg_round(
+        inputs, modulus_bits=bits, threshold=t, neighbours=k, security=security, dropouts=dropouts, seed=7
+    )
     gone_before_masking = {ids[0], ids[2], ids[4]}
     assert res.survivors == frozenset(inputs) - gone_before_masking
     assert res.dropped == frozenset({ids[4]})
@@ -177,8 +182,15 @@ def test_secaggplus_client_refuses_a_valid_signature_from_a_survivor_holding_non
     sig = identities[w].sign(signing.LABEL_SURVIVOR_SET, survivor_statement(server.round_id, ids))
     signers = tuple(sorted(req.signers + (w,)))
     rows = {v: s.tobytes() for v, s in zip(req.signers, req.signatures)} | {w: sig}
-    forged = m.UnmaskRequest(req.round_id, m.SERVER, u, req.survivors, req.dropped, signers,
-                             np.frombuffer(b"".join(rows[v] for v in signers), np.uint8).reshape(-1, m.SIG_LEN).copy())
+    forged = m.UnmaskRequest(
+        req.round_id,
+        m.SERVER,
+        u,
+        req.survivors,
+        req.dropped,
+        signers,
+        np.frombuffer(b"".join(rows[v] for v in signers), np.uint8).reshape(-1, m.SIG_LEN).copy(),
+    )
     with pytest.raises(ProtocolError, match="holds no share"):
         clients[u].receive(forged.to_bytes())
     assert clients[u].receive(requests[u]) is not None  # the server's own request is still answered
@@ -189,7 +201,9 @@ def test_delayed_and_replayed_masked_inputs_through_the_transport_leave_the_sum_
     # Client 6's masked input is held back a stage: it arrives after the server closed U3 (and, in active
     # mode, sent the survivor lists without 6). Client 3's is recorded and injected a second time.
     server, clients, inputs, _ = make_round(4, 7, IDS, neighbours=neighbours, security=security)
-    first = InProcessTransport(rng=np.random.default_rng(1), faults=FaultInjector().delay(m.Kind.MASKED_INPUT, sender=6))
+    first = InProcessTransport(
+        rng=np.random.default_rng(1), faults=FaultInjector().delay(m.Kind.MASKED_INPUT, sender=6)
+    )
     recorded = {}
     real_receive = clients[3].receive
 

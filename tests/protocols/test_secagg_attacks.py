@@ -12,6 +12,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from roundkit import BITS, DIM, deliver_all, exact_sum, make_round
 
 from protocols import messages as m
 from protocols.graph import roster_graph_seed
@@ -19,7 +20,6 @@ from protocols.pki import advertise_statement, survivor_statement
 from protocols.round import drive_round, run_secagg_round
 from protocols.stages import ClientStage
 from protocols.transport import Envelope, FaultInjector, InProcessTransport
-from roundkit import BITS, DIM, deliver_all, exact_sum, make_round
 from secagg_dp.crypto import aead, masking, shamir, signing
 from secagg_dp.crypto.keys import generate_keypair, keypair_from_private
 from secagg_dp.crypto.randomness import SeededRandom
@@ -32,8 +32,10 @@ HALF = shamir.PIECES_PER_32_BYTES
 def unmask(y: np.ndarray, b_seed: bytes, sk_mask: bytes, peers: dict[int, bytes], round_id: bytes) -> list[int]:
     """x_V from y_V, b_V and sk_V: subtract PRG(b_V) and every pairwise mask (the adversary's last step)."""
     kp = keypair_from_private(sk_mask)
-    pairwise = [(masking.pairwise_seed(kp, pk, round_id=round_id, own_id=V, peer_id=w), masking.mask_sign(V, w))
-                for w, pk in peers.items()]
+    pairwise = [
+        (masking.pairwise_seed(kp, pk, round_id=round_id, own_id=V, peer_id=w), masking.mask_sign(V, w))
+        for w, pk in peers.items()
+    ]
     mask = masking.mask_input(np.zeros(y.size, np.uint64), bits=BITS, self_seed=b_seed, pairwise=pairwise)
     return [(int(a) - int(b)) % (1 << BITS) for a, b in zip(y, mask)]
 
@@ -55,8 +57,9 @@ def _with_enc_keys(roster: m.KeyRoster, subst: dict[int, bytes]) -> bytes:
     for cid, pk in subst.items():
         enc[roster.ids.index(cid)] = np.frombuffer(pk, np.uint8)
     seed = roster_graph_seed(roster.round_id, roster.ids, enc, roster.mask_pks)  # consistent with the new keys
-    return m.KeyRoster(roster.round_id, m.SERVER, m.BROADCAST, seed, roster.ids, enc,
-                       roster.mask_pks.copy(), roster.signatures.copy()).to_bytes()
+    return m.KeyRoster(
+        roster.round_id, m.SERVER, m.BROADCAST, seed, roster.ids, enc, roster.mask_pks.copy(), roster.signatures.copy()
+    ).to_bytes()
 
 
 # -- 1. key substitution ---------------------------------------------------------------------------------
@@ -211,8 +214,15 @@ def test_consistency_round_refuses_a_request_contradicting_the_signed_set():
     for _ in range(3):  # roster, bundles, survivor lists: everyone signs U3 = all
         deliver_all(server, clients, server.advance())
     honest = m.decode(dict(server.advance())[2])
-    lie = m.UnmaskRequest(honest.round_id, m.SERVER, 2, tuple(c for c in honest.survivors if c != V), (V,),
-                          honest.signers, honest.signatures.copy())
+    lie = m.UnmaskRequest(
+        honest.round_id,
+        m.SERVER,
+        2,
+        tuple(c for c in honest.survivors if c != V),
+        (V,),
+        honest.signers,
+        honest.signatures.copy(),
+    )
     with pytest.raises(ProtocolError, match="contradicts the survivor set we signed"):
         clients[2].receive(lie.to_bytes())
     assert clients[2].stage is ClientStage.SURVIVORS_SIGNED
@@ -232,8 +242,9 @@ def test_one_share_is_the_secret_when_t_is_1():
 @pytest.mark.parametrize("t,k", [(1, 0), (2, 0), (4, 0), (6, 8)])
 def test_client_refuses_a_round_below_its_own_threshold_or_with_another_degree(security, t, k):
     server, clients, _, _ = make_round(5, 6, tuple(range(1, 9)), security=security)
-    evil = m.RoundOpen(server.round_id, m.SERVER, m.BROADCAST, 1.0, BITS, DIM, t, k,
-                       m.SECURITY_CODES[security]).to_bytes()
+    evil = m.RoundOpen(
+        server.round_id, m.SERVER, m.BROADCAST, 1.0, BITS, DIM, t, k, m.SECURITY_CODES[security]
+    ).to_bytes()
     with pytest.raises(ProtocolError, match="below our minimum" if k == 0 else "neighbours=8"):
         clients[V].receive(evil)
     assert clients[V].stage is ClientStage.IDLE
@@ -265,8 +276,9 @@ def _roster_for(server, clients) -> bytes:
     enc = np.stack([np.frombuffer(server._keys[u][0], np.uint8) for u in ids])
     mask = np.stack([np.frombuffer(server._keys[u][1], np.uint8) for u in ids])
     sigs = np.stack([np.frombuffer(server._keys[u][2], np.uint8) for u in ids])
-    return m.KeyRoster(server.round_id, m.SERVER, m.BROADCAST, roster_graph_seed(server.round_id, ids, enc, mask),
-                       ids, enc, mask, sigs).to_bytes()
+    return m.KeyRoster(
+        server.round_id, m.SERVER, m.BROADCAST, roster_graph_seed(server.round_id, ids, enc, mask), ids, enc, mask, sigs
+    ).to_bytes()
 
 
 # -- 4. forged sender ---------------------------------------------------------------------------------------
@@ -304,8 +316,9 @@ def test_low_order_key_drops_only_that_client(security, bad_key):
         msg = m.decode(payload)
         sig = bytes(m.SIG_LEN)
         if security == "active":
-            sig = identities[evil].sign(signing.LABEL_ADVERTISE_KEYS,
-                                        advertise_statement(msg.round_id, evil, bad_key, msg.mask_pk))
+            sig = identities[evil].sign(
+                signing.LABEL_ADVERTISE_KEYS, advertise_statement(msg.round_id, evil, bad_key, msg.mask_pk)
+            )
         return m.AdvertiseKeys(msg.round_id, evil, m.SERVER, bad_key, msg.mask_pk, sig).to_bytes()
 
     faults = FaultInjector().tamper(m.Kind.ADVERTISE_KEYS, sender=evil, fn=zero_key)
@@ -345,8 +358,9 @@ def test_oversized_bundle_refused_by_the_client():
     deliver_all(server, clients, [(m.BROADCAST, server.open_round())])
     deliver_all(server, clients, server.advance())
     bundle = m.decode(dict(server.advance())[V])
-    padded = m.ShareBundle(bundle.round_id, m.SERVER, V, bundle.senders,
-                           bundle.boxes[:-1] + (bundle.boxes[-1] + bytes(1 << 20),)).to_bytes()
+    padded = m.ShareBundle(
+        bundle.round_id, m.SERVER, V, bundle.senders, bundle.boxes[:-1] + (bundle.boxes[-1] + bytes(1 << 20),)
+    ).to_bytes()
     with pytest.raises(ProtocolError, match="exceeds the cap"):
         clients[V].receive(padded)
     assert clients[V].stage is ClientStage.SHARES_SENT

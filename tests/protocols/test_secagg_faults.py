@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from roundkit import BITS, DIM, deliver_all, make_round
 from scipy import stats
 
 from protocols import messages as m
@@ -14,7 +15,6 @@ from protocols.security import ClientPolicy
 from protocols.server import SecAggServer
 from protocols.stages import ClientStage
 from protocols.transport import FaultInjector, InProcessTransport
-from roundkit import BITS, DIM, deliver_all, make_round
 from secagg_dp.crypto.randomness import SeededRandom
 from secagg_dp.errors import AbortError, ProtocolError
 
@@ -58,8 +58,9 @@ def test_tampered_unmask_share_detected_and_repaired():
         msg = m.decode(b)
         shares = msg.self_shares.copy()
         shares[0, 0] = (int(shares[0, 0]) + 1) % 65537
-        return m.UnmaskResponse(msg.round_id, msg.sender, msg.recipient, msg.self_owners, shares,
-                                msg.key_owners, msg.key_shares, msg.failed).to_bytes()
+        return m.UnmaskResponse(
+            msg.round_id, msg.sender, msg.recipient, msg.self_owners, shares, msg.key_owners, msg.key_shares, msg.failed
+        ).to_bytes()
 
     res, _, server, _ = run(FaultInjector().tamper(m.Kind.UNMASK_RESPONSE, sender=1, fn=corrupt))
     assert any("was corrupt and ignored" in r for r in res.reports)
@@ -97,8 +98,13 @@ def test_message_for_another_recipient_refused():
     # A box re-addressed to the wrong client fails AEAD (AD binds the recipient) and is reported.
     b3 = m.decode(bundles[3])
     b2 = m.decode(bundles[2])
-    swapped = m.ShareBundle(b2.round_id, m.SERVER, 2, b2.senders, tuple(b3.boxes[i] if s in b3.senders else b2.boxes[i]
-                            for i, s in enumerate(b2.senders)))
+    swapped = m.ShareBundle(
+        b2.round_id,
+        m.SERVER,
+        2,
+        b2.senders,
+        tuple(b3.boxes[i] if s in b3.senders else b2.boxes[i] for i, s in enumerate(b2.senders)),
+    )
     clients[2].receive(swapped.to_bytes())
     req = m.UnmaskRequest(b2.round_id, m.SERVER, 2, tuple(sorted(IDS)), ()).to_bytes()
     resp = m.decode(clients[2].receive(req))
@@ -227,22 +233,32 @@ def test_check_in_coin_has_probability_p():
     rid = b"\x05" * 16
     open_msg = m.RoundOpen(rid, m.SERVER, m.BROADCAST, 0.3, 8, 1, 2, 0, 0).to_bytes()
     src = SeededRandom(b"\x09" * 32)
-    joined = sum(SecAggClient(i, np.zeros(1, np.uint64), bits=8, policy=SEMI, source=src).decide_check_in(open_msg)
-                 is not None for i in range(2000))
+    joined = sum(
+        SecAggClient(i, np.zeros(1, np.uint64), bits=8, policy=SEMI, source=src).decide_check_in(open_msg) is not None
+        for i in range(2000)
+    )
     lo, hi = stats.binom.ppf(0.5e-6, 2000, 0.3), stats.binom.isf(0.5e-6, 2000, 0.3)
     assert lo <= joined <= hi
     for p, expect in ((0.0, 0), (1.0, 50)):
         o = m.RoundOpen(rid, m.SERVER, m.BROADCAST, p, 8, 1, 2, 0, 0).to_bytes()
-        assert sum(SecAggClient(i, np.zeros(1, np.uint64), bits=8, policy=SEMI).decide_check_in(o) is not None
-                   for i in range(50)) == expect
+        assert (
+            sum(
+                SecAggClient(i, np.zeros(1, np.uint64), bits=8, policy=SEMI).decide_check_in(o) is not None
+                for i in range(50)
+            )
+            == expect
+        )
 
 
 def test_check_in_through_server_api():
     server = SecAggServer(bits=8, dim=2, threshold=2, p=0.5, security="semi-honest")
     open_msg = server.open_round()
     clients = [SecAggClient(i, np.ones(2, np.uint64), bits=8, policy=SEMI) for i in range(40)]
-    joined = [c for c in clients
-              if (msg := c.decide_check_in(open_msg)) is not None and server.receive(msg, sender=c.id) is None]
+    joined = [
+        c
+        for c in clients
+        if (msg := c.decide_check_in(open_msg)) is not None and server.receive(msg, sender=c.id) is None
+    ]
     assert 0 < len(joined) < 40  # P[all or none] = 2 * 2^-40
     assert all(c.stage is ClientStage.DECLINED for c in clients if c not in joined)
 

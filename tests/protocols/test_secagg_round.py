@@ -44,8 +44,9 @@ def test_dropout_at_each_stage(stage, neighbours, security):
     inp = _inputs(9, 11, 16)
     gone = {11, 15}
     t = 7 if (security, neighbours) == ("active", None) else 3  # active full graph: t > 2n/3
-    res = run_secagg_round(inp, modulus_bits=16, threshold=t, dropouts={stage: gone}, neighbours=neighbours,
-                           security=security, seed=2)
+    res = run_secagg_round(
+        inp, modulus_bits=16, threshold=t, dropouts={stage: gone}, neighbours=neighbours, security=security, seed=2
+    )
     counted = stage in ("consistency", "unmasking")  # a client that sent its masked input is summed even if it leaves
     assert res.survivors == (frozenset(inp) if counted else frozenset(inp) - gone)
     assert res.aggregate.tolist() == _oracle(inp, res.survivors, 16)
@@ -98,8 +99,16 @@ def test_secaggplus_exact_with_dropouts(k, security):
     t = min_threshold(k + 1, neighbours=k, security=security)
     # Pinned round id: the graph (seeded by the roster's keys) is then fixed, and with k = 2 or 3 some graphs
     # would leave a neighbourhood below t after these two dropouts.
-    res = run_secagg_round(inp, modulus_bits=24, threshold=t, neighbours=k, dropouts={"masked_input": {12, 20}},
-                           security=security, seed=5, round_id=bytes(16))
+    res = run_secagg_round(
+        inp,
+        modulus_bits=24,
+        threshold=t,
+        neighbours=k,
+        dropouts={"masked_input": {12, 20}},
+        security=security,
+        seed=5,
+        round_id=bytes(16),
+    )
     assert res.aggregate.tolist() == _oracle(inp, res.survivors, 24)
     assert res.survivors == frozenset(inp) - {12, 20}
 
@@ -168,7 +177,9 @@ def test_threshold_error_names_the_argument_and_the_fix():
 
 def test_bad_inputs():
     with pytest.raises(ParameterError):
-        run_secagg_round({1: np.array([256], dtype=np.uint64), 2: np.array([0], dtype=np.uint64)}, modulus_bits=8, threshold=2)
+        run_secagg_round(
+            {1: np.array([256], dtype=np.uint64), 2: np.array([0], dtype=np.uint64)}, modulus_bits=8, threshold=2
+        )
     with pytest.raises(ParameterError):
         run_secagg_round({1: np.array([1.0]), 2: np.array([0.0])}, modulus_bits=8, threshold=2)
     with pytest.raises(ParameterError):
@@ -184,8 +195,11 @@ def _scenarios(draw):
     neighbours = draw(st.one_of(st.none(), st.integers(2, n + 1)))
     full = neighbours is None or neighbours >= n - 1
     holders = n if full else neighbours + 1
-    t = draw(st.integers(min(holders, min_threshold(holders, neighbours=None if full else neighbours, security=security)),
-                         holders))
+    t = draw(
+        st.integers(
+            min(holders, min_threshold(holders, neighbours=None if full else neighbours, security=security)), holders
+        )
+    )
     stage_of = draw(st.lists(st.sampled_from((None,) + STAGES), min_size=n, max_size=n))
     seed = draw(st.integers(0, 2**32))
     return n, max(t, 2), bits, dim, neighbours, stage_of, seed, security
@@ -194,8 +208,18 @@ def _scenarios(draw):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_scenarios())
 # a SecAgg+ client whose neighbours dropped refuses to mask (formerly a rare flaky failure of this test)
-@example((8, 2, 33, 11, 2, ["share_keys", "advertise_keys", None, "advertise_keys", None, "share_keys", None,
-                            "advertise_keys"], 1, "semi-honest"))
+@example(
+    (
+        8,
+        2,
+        33,
+        11,
+        2,
+        ["share_keys", "advertise_keys", None, "advertise_keys", None, "share_keys", None, "advertise_keys"],
+        1,
+        "semi-honest",
+    )
+)
 @example((6, 2, 8, 1, 2, ["unmasking", None, "share_keys", "share_keys", None, None], 309361680, "active"))
 def test_property_exact_sum_or_abort(scenario):
     n, t, bits, dim, k, stage_of, seed, security = scenario
@@ -213,8 +237,16 @@ def test_property_exact_sum_or_abort(scenario):
     counted = alive_at("masked_input")
     try:
         # the round id is pinned so that a failing example replays (by default every run draws a fresh one)
-        res = run_secagg_round(inp, modulus_bits=bits, threshold=t, dropouts=drops, neighbours=k, security=security,
-                               seed=seed, round_id=seed.to_bytes(16, "big"))
+        res = run_secagg_round(
+            inp,
+            modulus_bits=bits,
+            threshold=t,
+            dropouts=drops,
+            neighbours=k,
+            security=security,
+            seed=seed,
+            round_id=seed.to_bytes(16, "big"),
+        )
     except AbortError:
         if k is None or k >= n - 1:
             # Full graph: abort exactly when some stage has fewer than t clients (U4 is the smallest set).

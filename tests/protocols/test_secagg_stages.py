@@ -3,6 +3,7 @@ kind) pair refused without a state change."""
 
 import numpy as np
 import pytest
+from roundkit import make_round
 
 from protocols import messages as m
 from protocols.client import SecAggClient
@@ -10,7 +11,6 @@ from protocols.pool import seeded_sources as _seeded
 from protocols.security import ClientPolicy
 from protocols.server import SecAggServer
 from protocols.stages import CLIENT_TRANSITIONS, SERVER_ACCEPTS, SERVER_ADVANCE, ClientStage, ServerStage
-from roundkit import make_round
 from secagg_dp.errors import AbortError, ProtocolError
 
 C0, IDS, BITS, DIM, T, SEED = 3, (1, 2, 3, 4), 10, 3, 3, 11
@@ -37,9 +37,18 @@ def play(target: ServerStage, security: str, *, hold_c0: bool = False):
     """Drive a seeded 4-client round until the server is in ``target``; returns (server, clients, messages).
     Same seed, same bytes: ``messages`` maps each kind to the copy sent to or by client C0."""
     server, clients, _, _ = make_round(SEED, T, IDS, security=security, bits=BITS, dim=DIM)
-    clients = {c: SecAggClient(c, np.full(DIM, c, dtype=np.uint64), bits=BITS, policy=clients[c].policy,
-                               identity=clients[c]._identity, registry=clients[c]._registry,
-                               source=_seeded(SEED)[1](c)) for c in IDS}
+    clients = {
+        c: SecAggClient(
+            c,
+            np.full(DIM, c, dtype=np.uint64),
+            bits=BITS,
+            policy=clients[c].policy,
+            identity=clients[c]._identity,
+            registry=clients[c]._registry,
+            source=_seeded(SEED)[1](c),
+        )
+        for c in IDS
+    }
     msgs: dict[m.Kind, bytes] = {}
     if target is ServerStage.IDLE:
         return server, clients, msgs
@@ -102,8 +111,9 @@ def test_client_stage_kind_pair(server_stage, kind, security):
 @pytest.mark.parametrize("kind", list(m.Kind))
 def test_declined_client_refuses_everything(kind):
     round_id, csrc, _, _ = _seeded(SEED)
-    client = SecAggClient(C0, np.zeros(DIM, dtype=np.uint64), bits=BITS, policy=ClientPolicy(security="semi-honest"),
-                          source=csrc(C0))
+    client = SecAggClient(
+        C0, np.zeros(DIM, dtype=np.uint64), bits=BITS, policy=ClientPolicy(security="semi-honest"), source=csrc(C0)
+    )
     open0 = m.RoundOpen(round_id, m.SERVER, m.BROADCAST, 0.0, BITS, DIM, T, 0, 0).to_bytes()
     assert client.decide_check_in(open0) is None and client.stage is ClientStage.DECLINED
     with pytest.raises(ProtocolError):

@@ -129,10 +129,20 @@ def test_bad_inputs_rejected(bad: np.ndarray) -> None:
 def test_bad_noise_and_aggregate_rejected() -> None:
     codec = ZqCodec(3, 16, 1.0, 10.0, rotation_seed=0)
     x = np.ones(3)
-    for noise in (np.zeros(4), np.zeros(4, dtype=np.int32), np.zeros(3, dtype=np.int64), np.zeros((1, 4), dtype=np.int64)):
+    for noise in (
+        np.zeros(4),
+        np.zeros(4, dtype=np.int32),
+        np.zeros(3, dtype=np.int64),
+        np.zeros((1, 4), dtype=np.int64),
+    ):
         with pytest.raises(ParameterError, match="noise"):
             codec.encode(x, noise=noise, rng=np.random.default_rng(0))
-    for agg in (np.zeros(4), np.array([0, 0, 0, 1 << 16], dtype=np.uint64), np.array([-1, 0, 0, 0]), np.zeros(3, dtype=np.uint64)):
+    for agg in (
+        np.zeros(4),
+        np.array([0, 0, 0, 1 << 16], dtype=np.uint64),
+        np.array([-1, 0, 0, 0]),
+        np.zeros(3, dtype=np.uint64),
+    ):
         with pytest.raises(ParameterError, match="aggregate"):
             codec.decode(agg)
     with pytest.raises(TypeError):

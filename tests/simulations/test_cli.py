@@ -21,10 +21,22 @@ def test_default_run_prints_a_summary_table(tmp_path, capsys):
 
 
 def test_small_run_with_overrides_and_json(tmp_path, capsys):
-    rc = main([
-        "simulate", "--out", str(tmp_path), "--json", "--no-plots", "mode=ideal", "rounds=2",
-        "population.clients=30", "--set", "task.dim=16", "--seed", "5",
-    ])
+    rc = main(
+        [
+            "simulate",
+            "--out",
+            str(tmp_path),
+            "--json",
+            "--no-plots",
+            "mode=ideal",
+            "rounds=2",
+            "population.clients=30",
+            "--set",
+            "task.dim=16",
+            "--seed",
+            "5",
+        ]
+    )
     assert rc == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["config"]["population"]["clients"] == 30 and doc["config"]["seed"] == 5

@@ -15,47 +15,112 @@ from simulations.cli import build_parser, main
 G = ["account", "gaussian", "--noise-multiplier", "1"]
 DDG = ["account", "ddg", "--clients", "10", "--dim", "8", "--bits", "20", "--clip", "1", "--noise-multiplier", "1"]
 SK = ["account", "skellam", "--clients", "10", "--dim", "8", "--bits", "20", "--clip", "1", "--noise-multiplier", "1"]
-CK = ["account", "checkin", "--n", "100", "--gamma", "0.1", "--sigma", "1", "--rounds", "2", "--delta", "1e-5",
-      "--max-order", "16"]
-SG = ["account", "shuffle-gaussian", "--n", "100", "--sigma", "1", "--rounds", "2", "--delta", "1e-5", "--max-order", "16"]
-SC = ["account", "shuffled-checkin", "--n", "100", "--gamma", "0.1", "--rounds", "2", "--delta", "1e-5",
-      "--max-order", "16"]
+CK = [
+    "account",
+    "checkin",
+    "--n",
+    "100",
+    "--gamma",
+    "0.1",
+    "--sigma",
+    "1",
+    "--rounds",
+    "2",
+    "--delta",
+    "1e-5",
+    "--max-order",
+    "16",
+]
+SG = [
+    "account",
+    "shuffle-gaussian",
+    "--n",
+    "100",
+    "--sigma",
+    "1",
+    "--rounds",
+    "2",
+    "--delta",
+    "1e-5",
+    "--max-order",
+    "16",
+]
+SC = [
+    "account",
+    "shuffled-checkin",
+    "--n",
+    "100",
+    "--gamma",
+    "0.1",
+    "--rounds",
+    "2",
+    "--delta",
+    "1e-5",
+    "--max-order",
+    "16",
+]
 CAL = ["calibrate", "gaussian", "--epsilon", "1"]
 CALD = ["calibrate", "ddg", "--clients", "10", "--dim", "8", "--bits", "20", "--clip", "1", "--epsilon", "1"]
 
 # (argv, a word the one-line error must contain): every documented command, several bad values each
 BAD = [
-    (G + ["--delta", "0"], "--delta"), (G + ["--delta", "2"], "--delta"), (G + ["--delta", "1"], "--delta"),
-    (G + ["--delta", "nan"], "--delta"), (["account", "gaussian", "--noise-multiplier", "0"], "--noise-multiplier"),
+    (G + ["--delta", "0"], "--delta"),
+    (G + ["--delta", "2"], "--delta"),
+    (G + ["--delta", "1"], "--delta"),
+    (G + ["--delta", "nan"], "--delta"),
+    (["account", "gaussian", "--noise-multiplier", "0"], "--noise-multiplier"),
     (["account", "gaussian", "--noise-multiplier", "-1"], "--noise-multiplier"),
     (["account", "gaussian", "--noise-multiplier", "inf"], "--noise-multiplier"),
     (["account", "gaussian", "--noise-multiplier", "abc"], "--noise-multiplier"),
-    (G + ["--rounds", "-1"], "--rounds"), (G + ["--rounds", "1.5"], "--rounds"),
-    (G + ["--sample-rate", "0"], "--sample-rate"), (G + ["--sample-rate", "1.5"], "--sample-rate"),
-    (G + ["--population", "0"], "--population"), (G + ["--neighbouring", "swap"], "--neighbouring"),
+    (G + ["--rounds", "-1"], "--rounds"),
+    (G + ["--rounds", "1.5"], "--rounds"),
+    (G + ["--sample-rate", "0"], "--sample-rate"),
+    (G + ["--sample-rate", "1.5"], "--sample-rate"),
+    (G + ["--population", "0"], "--population"),
+    (G + ["--neighbouring", "swap"], "--neighbouring"),
     (G + ["--neighbouring", "replace-one", "--sample-rate", "0.1"], "add-remove"),
-    (["account", "ddg", "--clients", "0", "--dim", "8", "--bits", "20", "--clip", "1", "--noise-multiplier", "1"], "--clients"),
-    (DDG + ["--dim", "-4"], "--dim"), (DDG + ["--bits", "70"], "--bits"), (DDG + ["--clip", "0"], "--clip"),
-    (DDG + ["--beta", "1"], "--beta"), (DDG + ["--k-stddevs", "-1"], "--k-stddevs"),
-    (SK + ["--delta", "0"], "--delta"), (SK + ["--clients", "-3"], "--clients"),
-    (CK + ["--dim", "-4", "--mechanism", "skellam"], "--dim"), (CK + ["--max-order", "100000"], "--max-order"),
-    (CK + ["--delta", "0"], "--delta"), (CK + ["--gamma", "1.5"], "--gamma"), (CK + ["--sigma", "0"], "--sigma"),
-    (CK + ["--rounds", "0"], "--rounds"), (["account", "checkin", "--n", "0", "--gamma", "0.1", "--sigma", "1",
-                                            "--rounds", "1", "--delta", "1e-5"], "--n"),
-    (SG + ["--sigma", "0"], "--sigma"), (SG + ["--max-order", "100000"], "--max-order"), (SG + ["--delta", "2"], "--delta"),
-    (SC + ["--eps0", "0"], "--eps0"), (SC + ["--sigma", "1", "--eps0", "1"], "--sigma"),
-    (SC + ["--eps0", "1000", "--method", "seed000-upper"], "eps0"), (SC + ["--gamma", "0", "--sigma", "1"], "--gamma"),
+    (
+        ["account", "ddg", "--clients", "0", "--dim", "8", "--bits", "20", "--clip", "1", "--noise-multiplier", "1"],
+        "--clients",
+    ),
+    (DDG + ["--dim", "-4"], "--dim"),
+    (DDG + ["--bits", "70"], "--bits"),
+    (DDG + ["--clip", "0"], "--clip"),
+    (DDG + ["--beta", "1"], "--beta"),
+    (DDG + ["--k-stddevs", "-1"], "--k-stddevs"),
+    (SK + ["--delta", "0"], "--delta"),
+    (SK + ["--clients", "-3"], "--clients"),
+    (CK + ["--dim", "-4", "--mechanism", "skellam"], "--dim"),
+    (CK + ["--max-order", "100000"], "--max-order"),
+    (CK + ["--delta", "0"], "--delta"),
+    (CK + ["--gamma", "1.5"], "--gamma"),
+    (CK + ["--sigma", "0"], "--sigma"),
+    (CK + ["--rounds", "0"], "--rounds"),
+    (["account", "checkin", "--n", "0", "--gamma", "0.1", "--sigma", "1", "--rounds", "1", "--delta", "1e-5"], "--n"),
+    (SG + ["--sigma", "0"], "--sigma"),
+    (SG + ["--max-order", "100000"], "--max-order"),
+    (SG + ["--delta", "2"], "--delta"),
+    (SC + ["--eps0", "0"], "--eps0"),
+    (SC + ["--sigma", "1", "--eps0", "1"], "--sigma"),
+    (SC + ["--eps0", "1000", "--method", "seed000-upper"], "eps0"),
+    (SC + ["--gamma", "0", "--sigma", "1"], "--gamma"),
     (SC + ["--eps0", "1", "--delta0", "1"], "--delta0"),
-    (CAL + ["--delta", "1"], "--delta"), (["calibrate", "gaussian", "--epsilon", "0"], "--epsilon"),
+    (CAL + ["--delta", "1"], "--delta"),
+    (["calibrate", "gaussian", "--epsilon", "0"], "--epsilon"),
     (CALD + ["--clients", "0"], "--clients"),
-    (["verify", "--seed", "abc"], "--seed"), (["verify", "--seed", "-1"], "--seed"), (["verify", "--trials", "0"], "--trials"),
+    (["verify", "--seed", "abc"], "--seed"),
+    (["verify", "--seed", "-1"], "--seed"),
+    (["verify", "--trials", "0"], "--trials"),
     (["verify", "--trials", "100000"], "--trials"),
-    (["simulate", "--seed", "abc"], "--seed"), (["simulate", "--config", "no-such-file.toml"], "no-such-file"),
-    (["simulate", "bogus.key=1"], "bogus.key"), (["simulate", "rounds=0"], "rounds"),
+    (["simulate", "--seed", "abc"], "--seed"),
+    (["simulate", "--config", "no-such-file.toml"], "no-such-file"),
+    (["simulate", "bogus.key=1"], "bogus.key"),
+    (["simulate", "rounds=0"], "rounds"),
     (["simulate", "secagg.threshold=1"], "secagg.threshold"),
     (["simulate", "--executor", "dask", "--scheduler", "tcp://127.0.0.1:1"], "--scheduler"),
     (["simulate", "--executor", "dask", "--scheduler", "nonsense"], "--scheduler"),
-    (["account"], "MECHANISM"), (["bogus"], "bogus"),
+    (["account"], "MECHANISM"),
+    (["bogus"], "bogus"),
 ]
 
 
@@ -124,18 +189,30 @@ def test_every_help_example_runs_as_written(example, tmp_path, monkeypatch):
 
 
 # one JSON schema: every account command with --json --rdp
-JSON_COMMANDS = [G + ["--rounds", "3"], DDG, SK, CK, SG, SG + ["--bound", "upper"], SC + ["--sigma", "1"],
-                 SC + ["--sigma", "1", "--method", "gaussian-upper"], G + ["--noise-multiplier", "1e-300"],
-                 CK + ["--sigma", "1e-200"]]
+JSON_COMMANDS = [
+    G + ["--rounds", "3"],
+    DDG,
+    SK,
+    CK,
+    SG,
+    SG + ["--bound", "upper"],
+    SC + ["--sigma", "1"],
+    SC + ["--sigma", "1", "--method", "gaussian-upper"],
+    G + ["--noise-multiplier", "1e-300"],
+    CK + ["--sigma", "1e-200"],
+]
 
 
 def _strict(text: str) -> dict:
     def refuse(name):
         raise AssertionError(f"{name} is not JSON")
+
     return json.loads(text, parse_constant=refuse)
 
 
-@pytest.mark.parametrize("argv", JSON_COMMANDS, ids=lambda a: " ".join(a[:2]) + ("-tiny" if "e-" in " ".join(a) else ""))
+@pytest.mark.parametrize(
+    "argv", JSON_COMMANDS, ids=lambda a: " ".join(a[:2]) + ("-tiny" if "e-" in " ".join(a) else "")
+)
 def test_json_schema_of_every_accountant(argv):
     code, out, _ = _run(argv + ["--json", "--rdp"])
     assert code == 0

@@ -50,16 +50,26 @@ def _brute_force(inputs: dict[int, np.ndarray], survivors) -> list[int]:
 @pytest.mark.parametrize("security", ["active", "semi-honest"])
 def test_dask_pool_round_equals_inprocess_and_brute_force(cluster, security):
     inputs = _inputs()
-    drops = {"advertise_keys": {IDS[0]}, "share_keys": {IDS[5], IDS[30]}, "masked_input": {IDS[8], IDS[21]},
-             "unmasking": {IDS[12], IDS[37]}}
+    drops = {
+        "advertise_keys": {IDS[0]},
+        "share_keys": {IDS[5], IDS[30]},
+        "masked_input": {IDS[8], IDS[21]},
+        "unmasking": {IDS[12], IDS[37]},
+    }
     if security == "active":
         drops["consistency"] = {IDS[25]}
     # one tampered unmask request to a client of each shard: both refuse, and their reports must come back
     # in the in-process order
-    faults = lambda: FaultInjector().tamper(Kind.UNMASK_REQUEST, recipient=IDS[3]).tamper(  # noqa: E731
-        Kind.UNMASK_REQUEST, recipient=IDS[33])
-    kw = dict(modulus_bits=BITS, threshold=6, neighbours=10, dropouts=drops, seed=3, round_id=b"d" * 16,
-              security=security)
+    faults = lambda: (
+        FaultInjector()
+        .tamper(Kind.UNMASK_REQUEST, recipient=IDS[3])
+        .tamper(  # noqa: E731
+            Kind.UNMASK_REQUEST, recipient=IDS[33]
+        )
+    )
+    kw = dict(
+        modulus_bits=BITS, threshold=6, neighbours=10, dropouts=drops, seed=3, round_id=b"d" * 16, security=security
+    )
     ref = run_pooled_round(InProcessClientPool(inputs), IDS, DIM, faults=faults(), **kw)
     with cluster.client_pool(_loads(inputs, cut=17)) as pool:
         assert pool.ids == IDS
@@ -76,8 +86,14 @@ def test_dask_pool_round_equals_inprocess_and_brute_force(cluster, security):
 def test_dask_pool_round_aborts_like_inprocess(cluster):
     inputs = _inputs(2)
     # every neighbour but a few of client IDS[0] falls silent before masking: too few share holders left
-    kw = dict(modulus_bits=BITS, threshold=6, neighbours=10, seed=5, round_id=b"a" * 16,
-              dropouts={"masked_input": set(IDS[1:36])})
+    kw = dict(
+        modulus_bits=BITS,
+        threshold=6,
+        neighbours=10,
+        seed=5,
+        round_id=b"a" * 16,
+        dropouts={"masked_input": set(IDS[1:36])},
+    )
     with pytest.raises(AbortError) as ref:
         run_pooled_round(InProcessClientPool(inputs), IDS, DIM, **kw)
     with cluster.client_pool(_loads(inputs, cut=20)) as pool, pytest.raises(AbortError) as got:
@@ -86,8 +102,12 @@ def test_dask_pool_round_aborts_like_inprocess(cluster):
 
 
 def test_crypto_round_on_dask_executor_equals_inprocess(cluster):
-    cfg = small_config(mode="crypto", population={"clients": 400, "checkin": 0.9, "dropout": 0.02},
-                       secagg={"bits": 24, "neighbours": 12}, task={"name": "mean", "dim": 24})
+    cfg = small_config(
+        mode="crypto",
+        population={"clients": 400, "checkin": 0.9, "dropout": 0.02},
+        secagg={"bits": 24, "neighbours": 12},
+        task={"name": "mean", "dim": 24},
+    )
     from simulations.runner import aggregate_round, plan
 
     p = plan(cfg, 11)
@@ -116,8 +136,13 @@ def test_crypto_scenario_on_dask_writes_the_inprocess_rounds(cluster, tmp_path):
     # end to end (encode, protocol, ledger, decode, metrics): the results documents' rounds are equal
     from simulations.runner import run_scenario
 
-    cfg = small_config(mode="crypto", rounds=2, population={"clients": 120, "checkin": 0.9, "dropout": 0.02},
-                       secagg={"bits": 24, "neighbours": 10}, task={"name": "mean", "dim": 16})
+    cfg = small_config(
+        mode="crypto",
+        rounds=2,
+        population={"clients": 120, "checkin": 0.9, "dropout": 0.02},
+        secagg={"bits": 24, "neighbours": 10},
+        task={"name": "mean", "dim": 16},
+    )
     local = run_scenario(cfg, tmp_path / "a", executor=InProcessExecutor(), accountant=CountingAccountant())
     dist = run_scenario(cfg, tmp_path / "b", executor=cluster, accountant=CountingAccountant())
     strip = lambda doc: [{k: v for k, v in r.items() if k != "seconds"} for r in doc["rounds"]]  # noqa: E731

@@ -40,8 +40,10 @@ def test_identical_modular_sums_in_both_modes(bits, dropout, mechanism, task, se
 
 def test_ideal_sum_equals_python_int_sum_of_included_vectors():
     # independent oracle: Python ints, no uint64 wrap-around involved
-    cfg = small_config(population={"clients": 20, "dropout": 0.2},
-                       secagg={"bits": 62, "threshold_fraction": 0.2, "security": "semi-honest"})
+    cfg = small_config(
+        population={"clients": 20, "dropout": 0.2},
+        secagg={"bits": 62, "threshold_fraction": 0.2, "security": "semi-honest"},
+    )
     p = plan(cfg, 11)
     ra = aggregate_round(cfg, p, 11, 1, None, InProcessExecutor(), "ideal")
     ids, rows, _ = run_blocks(ra.spec, blocks_of(ra.ids))

@@ -21,8 +21,8 @@ def _reopen(path, neighbouring: str = "replace-one") -> PrivacyLedger:
 
 
 def test_round_event_is_validated():
-    from secagg_dp.accounting.checkin import mixture as ck
     from secagg_dp.accounting.checkin import bases as cm
+    from secagg_dp.accounting.checkin import mixture as ck
     from secagg_dp.errors import ParameterError
     from simulations.privacy import CheckinRound
 
@@ -40,16 +40,21 @@ def test_round_event_is_validated():
 
 
 def test_certified_epsilon_is_the_checkin_accountants(tmp_path):
-    from secagg_dp.accounting.checkin import mixture as ck
     from secagg_dp.accounting.checkin import bases as cm
+    from secagg_dp.accounting.checkin import mixture as ck
 
-    cfg = small_config(rounds=3, population={"clients": 40, "checkin": 0.5, "dropout": 0.1},
-                       privacy={"noise_multiplier": 4.0}, secagg={"threshold_fraction": 0.2})
+    cfg = small_config(
+        rounds=3,
+        population={"clients": 40, "checkin": 0.5, "dropout": 0.1},
+        privacy={"noise_multiplier": 4.0},
+        secagg={"threshold_fraction": 0.2},
+    )
     doc = run_scenario(cfg, tmp_path)
     p = plan(cfg, 11)
     # independent recomputation straight from the accounting API (replace-one: twice the codec's bounds)
-    mech = cm.DDGSum(sigma=p.sigma_int, dim=p.padded_dim, l2_sensitivity=2 * p.l2_sensitivity,
-                     l1_sensitivity=2 * p.l1_sensitivity)
+    mech = cm.DDGSum(
+        sigma=p.sigma_int, dim=p.padded_dim, l2_sensitivity=2 * p.l2_sensitivity, l1_sensitivity=2 * p.l1_sensitivity
+    )
     prov = ck.SubsampledCheckin(mechanism=mech, n=40)
     gamma = 0.5 * 0.9**3
     assert effective_gamma(0.5, 0.1) == pytest.approx(gamma)
@@ -69,19 +74,28 @@ def test_certified_epsilon_is_the_checkin_accountants(tmp_path):
 
 
 def test_logreg_epsilon_is_the_local_steps_accountants(tmp_path):
-    from secagg_dp.accounting.checkin import mixture as ck
     from secagg_dp.accounting.checkin import local_steps as ls
+    from secagg_dp.accounting.checkin import mixture as ck
 
     task = {"name": "logreg", "local_steps": 3, "sample_rate": 0.4}
-    cfg = small_config(rounds=2, population={"clients": 30, "checkin": 0.6, "dropout": 0.1},
-                       privacy={"mechanism": "skellam", "noise_multiplier": 2.0, "unit": "sample"}, secagg={"bits": 24},
-                       task=task)
+    cfg = small_config(
+        rounds=2,
+        population={"clients": 30, "checkin": 0.6, "dropout": 0.1},
+        privacy={"mechanism": "skellam", "noise_multiplier": 2.0, "unit": "sample"},
+        secagg={"bits": 24},
+        task=task,
+    )
     doc = run_scenario(cfg, tmp_path)
     p = plan(cfg, 11)
     # direct call: S = 3 Poisson(q = 0.4) steps of the client's own Skellam noise, one sample's codec bounds
     # (add-remove), client check-in by joint convexity at k/n, K ~ Bin(30, 0.6 * 0.9^3)
-    base = ls.LocalStepsSkellam(variance=p.sigma_int**2, l2_sensitivity=p.l2_sensitivity,
-                                l1_sensitivity=p.l1_sensitivity, steps=3, sample_rate=0.4)
+    base = ls.LocalStepsSkellam(
+        variance=p.sigma_int**2,
+        l2_sensitivity=p.l2_sensitivity,
+        l1_sensitivity=p.l1_sensitivity,
+        steps=3,
+        sample_rate=0.4,
+    )
     prov = ck.SubsampledCheckin(mechanism=base, n=30, amplification="joint-convexity", neighbouring="add-remove")
     for t, rnd in enumerate(doc["rounds"], start=1):
         with warnings.catch_warnings():
@@ -97,8 +111,12 @@ def test_more_local_steps_cost_more_privacy_at_the_same_noise():
 
     eps = []
     for steps in (1, 4):
-        cfg = small_config(rounds=5, privacy={"mechanism": "ddg", "unit": "sample"}, secagg={"bits": 24},
-                           task={"name": "logreg", "local_steps": steps, "sample_rate": 0.5})
+        cfg = small_config(
+            rounds=5,
+            privacy={"mechanism": "ddg", "unit": "sample"},
+            secagg={"bits": 24},
+            task={"name": "logreg", "local_steps": steps, "sample_rate": 0.5},
+        )
         acct = make_accountant(cfg, plan(cfg, 11))
         eps.append(acct.planned_epsilon)
         acct.close()
@@ -143,8 +161,12 @@ def test_a_new_run_in_the_same_folder_starts_a_new_ledger(tmp_path):
 
 
 def test_ledger_rdp_is_rounds_times_the_per_round_mixture(tmp_path):
-    cfg = small_config(rounds=3, population={"clients": 400, "checkin": 0.5},
-                       privacy={"method": "window", "noise_multiplier": 4.0}, task={"dim": 8})
+    cfg = small_config(
+        rounds=3,
+        population={"clients": 400, "checkin": 0.5},
+        privacy={"method": "window", "noise_multiplier": 4.0},
+        task={"dim": 8},
+    )
     doc = run_scenario(cfg, tmp_path)
     curve = doc["privacy"]["per_round_rdp"]
     assert curve["orders"] == [int(o) for o in ORDERS]
@@ -164,8 +186,9 @@ def test_ddg_with_more_than_4096_clients_at_large_grid_sigma_is_certified():
 
     from simulations.privacy import make_accountant
 
-    cfg = small_config(rounds=1, population={"clients": 6000, "checkin": 0.5}, secagg={"bits": 32},
-                       task={"name": "mean", "dim": 8})
+    cfg = small_config(
+        rounds=1, population={"clients": 6000, "checkin": 0.5}, secagg={"bits": 32}, task={"name": "mean", "dim": 8}
+    )
     acct = make_accountant(cfg, plan(cfg, 11))
     try:
         assert cfg.privacy.mechanism == "ddg"
@@ -184,14 +207,19 @@ def test_logreg_client_unit_is_the_client_level_mixture_whatever_the_steps(tmp_p
 
     docs = []
     for steps in (1, 3):
-        cfg = small_config(rounds=2, population={"clients": 30, "checkin": 0.6, "dropout": 0.0},
-                           privacy={"mechanism": "ddg", "noise_multiplier": 2.0}, secagg={"bits": 24},
-                           task={"name": "logreg", "local_steps": steps, "sample_rate": 0.4})
+        cfg = small_config(
+            rounds=2,
+            population={"clients": 30, "checkin": 0.6, "dropout": 0.0},
+            privacy={"mechanism": "ddg", "noise_multiplier": 2.0},
+            secagg={"bits": 24},
+            task={"name": "logreg", "local_steps": steps, "sample_rate": 0.4},
+        )
         assert cfg.privacy.unit == "client"
         docs.append(run_scenario(cfg, tmp_path / str(steps)))
     p = plan(cfg, 11)
-    mech = cm.DDGSum(sigma=p.sigma_int, dim=p.padded_dim, l2_sensitivity=2 * p.l2_sensitivity,
-                     l1_sensitivity=2 * p.l1_sensitivity)
+    mech = cm.DDGSum(
+        sigma=p.sigma_int, dim=p.padded_dim, l2_sensitivity=2 * p.l2_sensitivity, l1_sensitivity=2 * p.l1_sensitivity
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         want = ck.checkin_epsilon(ck.SubsampledCheckin(mech, 30), 30, 0.6, 2, cfg.privacy.delta)
@@ -205,7 +233,8 @@ def test_logreg_client_unit_is_the_client_level_mixture_whatever_the_steps(tmp_p
         assert priv["server"]["epsilon"] > priv["epsilon"]
         assert priv["server"]["ex_post"]["ex_post"] is True
         assert priv["server"]["ex_post"]["epsilon"] == pytest.approx(
-            server_ex_post_certificate(mech, 30, 0.6, 2, cfg.privacy.delta).epsilon, rel=1e-12)
+            server_ex_post_certificate(mech, 30, 0.6, 2, cfg.privacy.delta).epsilon, rel=1e-12
+        )
     assert docs[0]["rounds"][-1]["epsilon"] == docs[1]["rounds"][-1]["epsilon"]
 
 
@@ -213,6 +242,6 @@ def test_sample_unit_needs_logreg():
     from simulations.config import build_config
 
     with pytest.raises(ConfigError, match="privacy.unit"):
-        build_config({}, ["privacy.unit=\"sample\""])
+        build_config({}, ['privacy.unit="sample"'])
     with pytest.raises(ConfigError, match="privacy.unit"):
-        build_config({}, ["task.name=\"logreg\"", "privacy.unit=\"everyone\""])
+        build_config({}, ['task.name="logreg"', 'privacy.unit="everyone"'])

@@ -64,8 +64,13 @@ def test_write_atomic_never_leaves_a_torn_file(tmp_path):
 def test_study_plotted_against_a_swept_key(tmp_path):
     from simulations.study import run
 
-    cfg = small_config(rounds=2, study={"grid": {"population.dropout": [0.0, 0.3], "privacy.mechanism": ["ddg", "skellam"]},
-                                        "x": "population.dropout"})
+    cfg = small_config(
+        rounds=2,
+        study={
+            "grid": {"population.dropout": [0.0, 0.3], "privacy.mechanism": ["ddg", "skellam"]},
+            "x": "population.dropout",
+        },
+    )
     doc = run(cfg, tmp_path)
     assert doc["status"] == "complete" and len(doc["runs"]) == 4 and doc["plots"] == ["study.png"]
     assert (tmp_path / "study.png").stat().st_size > 1000

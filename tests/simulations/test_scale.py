@@ -66,7 +66,9 @@ def test_checkin_chunked_equals_one_call(monkeypatch):
 def test_ideal_round_equals_per_block_reference(generator):
     # dropout small enough for the active-mode threshold t > 2n/3 to survive the three dropout stages
     cfg = small_config(
-        population={"clients": 700, "checkin": 0.8, "dropout": 0.05}, secagg={"bits": 40}, rng=generator,
+        population={"clients": 700, "checkin": 0.8, "dropout": 0.05},
+        secagg={"bits": 40},
+        rng=generator,
     )
     root, r = 11, 2
     p = plan(cfg, root)

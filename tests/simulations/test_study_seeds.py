@@ -13,9 +13,18 @@ from simulations.study import run, summary_rows
 
 
 def test_each_variant_runs_once_per_seed_with_consecutive_root_seeds(tmp_path):
-    cfg = load_config(None, ["rounds=2", "seed=10", "population.clients=30", "task.dim=8",
-                             "study.grid={\"population.dropout\"=[0.0, 0.2]}", "study.x=\"population.dropout\"",
-                             "study.seeds=2"])
+    cfg = load_config(
+        None,
+        [
+            "rounds=2",
+            "seed=10",
+            "population.clients=30",
+            "task.dim=8",
+            'study.grid={"population.dropout"=[0.0, 0.2]}',
+            'study.x="population.dropout"',
+            "study.seeds=2",
+        ],
+    )
     study = run(cfg, tmp_path, plots=False)
     seeds = [(r["values"]["population.dropout"], r["seed"]) for r in study["runs"]]
     assert seeds == [(0.0, 10), (0.0, 11), (0.2, 10), (0.2, 11)]
@@ -42,8 +51,14 @@ def test_seeds_must_be_a_small_positive_integer(bad):
 
 
 def test_titles_state_the_parameters_and_mark_swept_keys():
-    doc = {"config": {"population": {"clients": 1000, "checkin": 0.1, "dropout": 0.3},
-                      "privacy": {"noise_multiplier": 4.0, "mechanism": "ddg", "delta": 1e-5},
-                      "secagg": {"bits": 20}, "rounds": 20, "task": {"name": "mean"}}}
+    doc = {
+        "config": {
+            "population": {"clients": 1000, "checkin": 0.1, "dropout": 0.3},
+            "privacy": {"noise_multiplier": 4.0, "mechanism": "ddg", "delta": 1e-5},
+            "secagg": {"bits": 20},
+            "rounds": 20,
+            "task": {"name": "mean"},
+        }
+    }
     text = describe(doc, ("population.dropout",))
     assert text == "n=1000, p=0.1, p'=swept, z=4, bits=20, noise=ddg, δ=1e-05, T=20"

@@ -49,8 +49,10 @@ def test_logreg_learns_above_chance_with_weak_noise(tmp_path, counting_accountan
     # chance is 0.1 on 10 balanced classes; a wrong gradient sign or scale leaves accuracy near it
     # (unit "client": clipped model update noised once; "sample": per-sample DP-SGD steps)
     cfg = small_config(
-        rounds=6, population={"clients": 40, "checkin": 0.8},
-        privacy={"noise_multiplier": 0.05, "unit": unit}, secagg={"bits": 28},
+        rounds=6,
+        population={"clients": 40, "checkin": 0.8},
+        privacy={"noise_multiplier": 0.05, "unit": unit},
+        secagg={"bits": 28},
         task={"name": "logreg", "local_steps": 2, "sample_rate": 0.5, "learning_rate": 2.0},
     )
     doc = run_scenario(cfg, tmp_path, accountant=counting_accountant)

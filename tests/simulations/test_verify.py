@@ -18,9 +18,17 @@ def test_verify_passes_and_prints_table(capsys: pytest.CaptureFixture[str]) -> N
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "FAIL" not in out
-    for name in ("end-to-end encode/noise/sum/decode", "modular sum bit-exact", "encode + noise bit-exact",
-                 "wrap-around edges", "rotation inverse/orthogonal", "Δ₂ after conditional rounding",
-                 "protocol q=2^62", "dropout model", "crypto == ideal"):
+    for name in (
+        "end-to-end encode/noise/sum/decode",
+        "modular sum bit-exact",
+        "encode + noise bit-exact",
+        "wrap-around edges",
+        "rotation inverse/orthogonal",
+        "Δ₂ after conditional rounding",
+        "protocol q=2^62",
+        "dropout model",
+        "crypto == ideal",
+    ):
         assert name in out
     assert "bits=62" in out  # q up to 2^62 is exercised
     last = out.strip().splitlines()[-1]
@@ -51,7 +59,9 @@ def test_rows_have_the_documented_shape() -> None:
             assert isinstance(passed, bool) and isinstance(detail, str)
 
 
-def test_a_failing_check_gives_nonzero_exit(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_failing_check_gives_nonzero_exit(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     def always_fails(*, seed: int, trials: int) -> list[verify.Row]:
         return [("deliberately failing", {"seed": seed}, False, "injected by the test")]
 

@@ -63,7 +63,11 @@ def run_all(tree: Path, tmp: Path) -> list[str]:
         argv = cmd.format(tmp=tmp / f"c{i}").split()
         proc = subprocess.run(
             [sys.executable, "-c", "import sys; from simulations.cli import main; sys.exit(main())", *argv],
-            cwd=tmp, env=env, capture_output=True, text=True, check=False,
+            cwd=tmp,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         text = proc.stdout + proc.stderr
         outputs.append(f"$ secagg-dp {cmd}\n[exit {proc.returncode}]\n{_scrub(text, tmp)}")
@@ -100,8 +104,11 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as d:
         base_tree = Path(d) / "base"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base_tree), args.base],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base_tree), args.base],
+            check=True,
+            capture_output=True,
+        )
         try:
             (Path(d) / "a").mkdir()
             (Path(d) / "b").mkdir()

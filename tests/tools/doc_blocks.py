@@ -58,7 +58,7 @@ def blocks(path: Path) -> list[Block]:
             while j < len(lines) and lines[j].rstrip() != "```":
                 j += 1
             skip = i > 0 and lines[i - 1].strip() == SKIP
-            out.append(Block(path, i + 1, m.group(1), "\n".join(lines[i + 1:j]), skip))
+            out.append(Block(path, i + 1, m.group(1), "\n".join(lines[i + 1 : j]), skip))
             i = j
         i += 1
     return out

@@ -23,10 +23,15 @@ import numpy as np
 from scipy.special import ndtr
 
 from secagg_dp._validate import check_int, check_probability, check_real
-from secagg_dp.accounting.checkin.mixture import DEFAULT_ORDERS, SubsampledCheckin, _edge, rdp_to_epsilon
 from secagg_dp.accounting.checkin.bases import GaussianSum
+from secagg_dp.accounting.checkin.mixture import DEFAULT_ORDERS, SubsampledCheckin, _edge, rdp_to_epsilon
 
-__all__ = ["analytic_gaussian_epsilon", "strong_composition_baseline", "chernoff_shortcut_rdp", "chernoff_shortcut_epsilon"]
+__all__ = [
+    "analytic_gaussian_epsilon",
+    "strong_composition_baseline",
+    "chernoff_shortcut_rdp",
+    "chernoff_shortcut_epsilon",
+]
 
 
 def _ag_delta(eps: float, mu: float) -> float:
@@ -71,9 +76,15 @@ def strong_composition_baseline(n: int, gamma: float, sigma: float, rounds: int,
             adv = math.sqrt(2.0 * rounds * math.log(1.0 / d_prime)) * e0 + rounds * e0 * math.expm1(e0)
             eps = min(adv, rounds * e0)
             if eps < best["epsilon"]:
-                best = {"epsilon": eps, "delta": delta, "l1": l1, "l2": l2, "eps0": e0,
-                        "method": "baseline: high-probability + strong composition (SCI22 Sec. 5.1)",
-                        "neighbouring": "replace-one"}
+                best = {
+                    "epsilon": eps,
+                    "delta": delta,
+                    "l1": l1,
+                    "l2": l2,
+                    "eps0": e0,
+                    "method": "baseline: high-probability + strong composition (SCI22 Sec. 5.1)",
+                    "neighbouring": "replace-one",
+                }
     return best
 
 
@@ -98,12 +109,18 @@ def chernoff_shortcut_rdp(
     return np.min(val, axis=0)
 
 
-def chernoff_shortcut_epsilon(n: int, gamma: float, sigma: float, rounds: int, delta: float,
-                              orders: np.ndarray = DEFAULT_ORDERS) -> dict:
+def chernoff_shortcut_epsilon(
+    n: int, gamma: float, sigma: float, rounds: int, delta: float, orders: np.ndarray = DEFAULT_ORDERS
+) -> dict:
     """(eps, order) of the Chernoff shortcut for the distributed Gaussian; labelled baseline (rate gamma)."""
     r = rounds * chernoff_shortcut_rdp(GaussianSum(sigma), n, gamma, orders)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         eps, order = rdp_to_epsilon(r, orders, delta)
-    return {"epsilon": eps, "order": order, "delta": delta, "neighbouring": "replace-one",
-            "method": "baseline: Chernoff shortcut (SCI22 Eq. 11 / LT22 Thm 3), draft rate gamma"}
+    return {
+        "epsilon": eps,
+        "order": order,
+        "delta": delta,
+        "neighbouring": "replace-one",
+        "method": "baseline: Chernoff shortcut (SCI22 Eq. 11 / LT22 Thm 3), draft rate gamma",
+    }

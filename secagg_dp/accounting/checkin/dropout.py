@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -130,16 +130,24 @@ def underdelivered_epsilon(
 
 
 def p_versus_gamma(
-    n: int, p: float, dropout: float, sigma: float, rounds: int, delta: float, orders: np.ndarray | None = None,
-    *, amplification: str = "auto", dropout_stages: int = PROTOCOL_DROPOUT_STAGES,
+    n: int,
+    p: float,
+    dropout: float,
+    sigma: float,
+    rounds: int,
+    delta: float,
+    orders: np.ndarray | None = None,
+    *,
+    amplification: str = "auto",
+    dropout_stages: int = PROTOCOL_DROPOUT_STAGES,
 ) -> dict:
     """Distributed check-in Gaussian (replace-one): eps with the true rate gamma = p(1-p')^N and with p.
 
     Returns both; ``conservative`` is True iff eps(p) >= eps(gamma). Not a theorem: a numerical check, and
     its answer depends on the subsampling bound (``amplification`` as in ``SubsampledCheckin``)."""
+    from secagg_dp.accounting.checkin.bases import GaussianSum
     from secagg_dp.accounting.checkin.mixture import DEFAULT_ORDERS as CHECKIN_ORDERS
     from secagg_dp.accounting.checkin.mixture import SubsampledCheckin, checkin_epsilon
-    from secagg_dp.accounting.checkin.bases import GaussianSum
 
     orders = CHECKIN_ORDERS if orders is None else np.asarray(orders)
     gamma = effective_checkin_rate(p, dropout, dropout_stages)

@@ -275,7 +275,9 @@ def heterogeneous_gaussian_rdp(
 _ORDERS_DP = DEFAULT_ORDERS
 
 
-def local_steps_epsilon(noise_multiplier: float, steps: int, sample_rate: float, delta: float, rounds: int = 1) -> float:
+def local_steps_epsilon(
+    noise_multiplier: float, steps: int, sample_rate: float, delta: float, rounds: int = 1
+) -> float:
     """eps of ``rounds`` x ``steps`` Poisson-subsampled Gaussian steps, z = total std / sensitivity (add/remove)."""
     r = rounds * steps * poisson_subsampled_gaussian_rdp(noise_multiplier, sample_rate, _ORDERS_DP)
     return rdp_to_dp(_ORDERS_DP, r, delta, warn=False)[0]
@@ -300,8 +302,11 @@ def calibrate_local_sigma(epsilon: float, steps: int, sample_rate: float, delta:
 
 
 def table1_comparison(
-    parties: Sequence[int] = (1, 2, 5, 10), step_counts: Sequence[int] = (1, 10, 50),
-    sample_rate: float = 0.1, epsilon: float = 5.0, delta: float = 1e-5,
+    parties: Sequence[int] = (1, 2, 5, 10),
+    step_counts: Sequence[int] = (1, 10, 50),
+    sample_rate: float = 0.1,
+    epsilon: float = 5.0,
+    delta: float = 1e-5,
 ) -> list[dict]:
     """Heikkilä 2024 Table 1 with our RDP arithmetic: calibrate sigma_LDP for one party (eps = 5,
     delta = 1e-5, add/remove, Poisson 0.1; 1 step, 1 epoch = 10 steps, 5 epochs = 50 steps), then average N
@@ -315,8 +320,14 @@ def table1_comparison(
         for n in parties:
             zt = math.sqrt(n) * z
             sound = s == 1 or n == 1
-            rows.append({"steps": s, "parties": n, "sigma_total": zt,
-                         "epsilon": local_steps_epsilon(zt, s, sample_rate, delta),
-                         "bound": "joint noise, one step" if s == 1 else ("own noise" if n == 1 else SEED004_LABEL),
-                         "certificate": sound})
+            rows.append(
+                {
+                    "steps": s,
+                    "parties": n,
+                    "sigma_total": zt,
+                    "epsilon": local_steps_epsilon(zt, s, sample_rate, delta),
+                    "bound": "joint noise, one step" if s == 1 else ("own noise" if n == 1 else SEED004_LABEL),
+                    "certificate": sound,
+                }
+            )
     return rows

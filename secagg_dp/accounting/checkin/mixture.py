@@ -61,7 +61,6 @@ __all__ = [
 ]
 
 
-
 def checkin_orders(max_order: int = 1024) -> np.ndarray:
     """The check-in order grid up to ``max_order``: every integer 2..256, then every 16th integer and
     ``max_order`` itself. Above 256 the optimal order moves by a few percent per step, so the sparse tail
@@ -179,7 +178,6 @@ class SubsampledCheckin:
         if self.amplification == "auto":  # the analyst sees a function of the server's view: never above it
             sub = np.minimum(sub, joint)
         return np.minimum(sub, cap)
-
 
     def _pair(self, k_lo: np.ndarray, k_hi: np.ndarray, q: np.ndarray, orders: np.ndarray) -> np.ndarray:
         """The dominating-pair bound at (z at k_lo, rate q), with client counts coarsened to a geometric grid
@@ -452,8 +450,16 @@ def checkin_epsilon(
     total = rounds * checkin_rdp(provider, n, gamma, orders)
     eps, order = rdp_to_epsilon(total, orders, delta)
     return CheckinCertificate(
-        eps, delta, order, "rdp", provider.neighbouring, rounds,
-        {int(o): float(v) for o, v in zip(orders, total)}, None, delta, 0.0,
+        eps,
+        delta,
+        order,
+        "rdp",
+        provider.neighbouring,
+        rounds,
+        {int(o): float(v) for o, v in zip(orders, total)},
+        None,
+        delta,
+        0.0,
     )
 
 
@@ -565,8 +571,16 @@ def window_certificate(
         if e_chk > eps:
             continue
         cert = CheckinCertificate(
-            eps, delta, order, "window", provider.neighbouring, rounds,
-            {int(o): float(v) for o, v in zip(orders, total)}, (k_lo, k_hi), d_rdp, delta - d_rdp,
+            eps,
+            delta,
+            order,
+            "window",
+            provider.neighbouring,
+            rounds,
+            {int(o): float(v) for o, v in zip(orders, total)},
+            (k_lo, k_hi),
+            d_rdp,
+            delta - d_rdp,
         )
         if best is None or cert.epsilon < best.epsilon:
             best = cert

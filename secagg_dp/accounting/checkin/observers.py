@@ -52,14 +52,22 @@ def server_view_provider(mechanism: BaseMechanism, n: int, neighbouring: str = "
 
 
 def server_certificate(
-    mechanism: BaseMechanism, n: int, gamma: float, rounds: int, delta: float,
-    orders: np.ndarray = DEFAULT_ORDERS, *, neighbouring: str = "replace-one", method: str = "rdp",
+    mechanism: BaseMechanism,
+    n: int,
+    gamma: float,
+    rounds: int,
+    delta: float,
+    orders: np.ndarray = DEFAULT_ORDERS,
+    *,
+    neighbouring: str = "replace-one",
+    method: str = "rdp",
 ) -> CheckinCertificate:
     """(eps, delta) against the secure-aggregation server (participation revealed), T = ``rounds`` rounds.
 
     ``method`` as in :func:`~secagg_dp.accounting.checkin.mixture.checkin_epsilon` ("rdp" or "window")."""
-    cert = checkin_epsilon(server_view_provider(mechanism, n, neighbouring), n, gamma, rounds, delta, orders,
-                           method=method)
+    cert = checkin_epsilon(
+        server_view_provider(mechanism, n, neighbouring), n, gamma, rounds, delta, orders, method=method
+    )
     return _relabel(cert, observer="server")
 
 
@@ -84,8 +92,14 @@ class _Shifted:
 
 
 def server_ex_post_certificate(
-    mechanism: BaseMechanism, n: int, gamma: float, rounds: int, delta: float,
-    orders: np.ndarray = DEFAULT_ORDERS, *, neighbouring: str = "replace-one",
+    mechanism: BaseMechanism,
+    n: int,
+    gamma: float,
+    rounds: int,
+    delta: float,
+    orders: np.ndarray = DEFAULT_ORDERS,
+    *,
+    neighbouring: str = "replace-one",
 ) -> CheckinCertificate:
     """EX-POST (eps, delta) against the server for a client that took part in all T rounds.
 
@@ -107,6 +121,17 @@ def server_ex_post_certificate(
     total = rounds * np.logaddexp(0.0, log_sm1) / (orders - 1.0)
     eps, order = rdp_to_epsilon(total, orders, delta)
     return CheckinCertificate(
-        eps, delta, order, "rdp", neighbouring, rounds, {int(o): float(v) for o, v in zip(orders, total)},
-        None, delta, 0.0, observer="server", certificate=True, ex_post=True,
+        eps,
+        delta,
+        order,
+        "rdp",
+        neighbouring,
+        rounds,
+        {int(o): float(v) for o, v in zip(orders, total)},
+        None,
+        delta,
+        0.0,
+        observer="server",
+        certificate=True,
+        ex_post=True,
     )

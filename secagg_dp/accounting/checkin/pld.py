@@ -148,8 +148,7 @@ def _blocks(a: int, b: int, rel: float) -> tuple[np.ndarray, np.ndarray]:
     return np.array(los, dtype=np.float64), np.array(his, dtype=np.float64)
 
 
-def _components(n: int, gamma: float, sigma: float, observer: str, tail_budget: float,
-                block_rel: float) -> _Components:
+def _components(n: int, gamma: float, sigma: float, observer: str, tail_budget: float, block_rel: float) -> _Components:
     """Window, block weights and worst-case pairs of one round (weights from the binomial pmf, exact)."""
     if observer == "analyst":
         m, shift, lead = n, 0, 1.0  # K ~ Bin(n, gamma), k = K
@@ -224,8 +223,16 @@ def _grid_top(c: _Components, budget: float) -> float:
     return float(np.max(np.log1p(c.q * np.expm1(lz)))) if c.q.size else 0.0
 
 
-def checkin_round_delta(n: int, gamma: float, sigma: float, epsilons: np.ndarray, *, observer: str = "analyst",
-                        tail_budget: float = 1e-16, block_rel: float = 1e-4) -> np.ndarray:
+def checkin_round_delta(
+    n: int,
+    gamma: float,
+    sigma: float,
+    epsilons: np.ndarray,
+    *,
+    observer: str = "analyst",
+    tail_budget: float = 1e-16,
+    block_rel: float = 1e-4,
+) -> np.ndarray:
     """delta(eps) of ONE round's symmetrised dominating PLD (upper bound on every ordered pair), any real eps.
 
     eps >= 0: sum_k w_k [A_k(L>eps) - e^eps B_k(L>eps)] + p_out; eps < 0 by symmetry of each component,
@@ -341,8 +348,7 @@ def checkin_pld(
     )
 
 
-def _discretised(c: _Components, top: float, h: float, rounds: int, delta: float,
-                 trunc: float) -> tuple[float, float]:
+def _discretised(c: _Components, top: float, h: float, rounds: int, delta: float, trunc: float) -> tuple[float, float]:
     """(pessimistic, optimistic) epsilon of T rounds on the grid i h, |i| <= top / h (see module docstring)."""
     m = int(math.ceil(top / h))
     if 2 * m + 1 > _MAX_POINTS:
@@ -355,7 +361,9 @@ def _discretised(c: _Components, top: float, h: float, rounds: int, delta: float
 
     deltas, surv = _profile_and_survival(c, idx * h)
     pess = pld_pmf.create_pmf_pessimistic_connect_dots(
-        h, idx, np.maximum.accumulate(np.clip(deltas, 0.0, 1.0)[::-1])[::-1]  # monotone by raising: pessimistic
+        h,
+        idx,
+        np.maximum.accumulate(np.clip(deltas, 0.0, 1.0)[::-1])[::-1],  # monotone by raising: pessimistic
     )
     surv = np.minimum.accumulate(np.clip(surv, 0.0, 1.0))
     probs = np.maximum(surv - np.append(surv[1:], c.p_out), 0.0)  # [eps_i, eps_{i+1}) -> eps_i; top: [eps_m, inf)

@@ -25,4 +25,6 @@ from secagg_dp.accounting.core.rdp import __all__ as _rdp
 from secagg_dp.accounting.core.subsampling import *  # noqa: F403
 from secagg_dp.accounting.core.subsampling import __all__ as _subsampling
 
-__all__ = list(dict.fromkeys([*_events, *_rdp, *_subsampling, *_pairs, *_logspace, *_conversion, *_calibration, *_ledger]))
+__all__ = list(
+    dict.fromkeys([*_events, *_rdp, *_subsampling, *_pairs, *_logspace, *_conversion, *_calibration, *_ledger])
+)

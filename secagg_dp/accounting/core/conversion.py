@@ -183,7 +183,8 @@ def dp_to_rdp_lemma1(epsilon: float, delta: float, orders: Any) -> np.ndarray:
             return float(np.logaddexp(t1, t2))
 
         span = 1.0 - d
-        res = minimize_scalar(log_m, bounds=(d + 1e-12 * span, 1.0 - 1e-12 * span), method="bounded",
-                              options={"xatol": 1e-12})
+        res = minimize_scalar(
+            log_m, bounds=(d + 1e-12 * span, 1.0 - 1e-12 * span), method="bounded", options={"xatol": 1e-12}
+        )
         out[i] = e + float(res.fun) / (lam - 1.0)
     return out

@@ -43,9 +43,7 @@ NEIGHBOURING_RELATIONS: tuple[str, str] = ("replace-one", "add-remove")
 def check_neighbouring(value: Any) -> str:
     """Return ``value`` if it is ``'replace-one'`` or ``'add-remove'``."""
     if value not in NEIGHBOURING_RELATIONS:
-        raise ParameterError(
-            f"Argument 'neighbouring' must be one of {NEIGHBOURING_RELATIONS}, not {value!r}."
-        )
+        raise ParameterError(f"Argument 'neighbouring' must be one of {NEIGHBOURING_RELATIONS}, not {value!r}.")
     return value
 
 
@@ -217,8 +215,9 @@ class PoissonSampled(PrivacyEvent):
         return (self.event,)
 
     def rdp(self, orders: Any) -> np.ndarray:
-        return _subsampled_rdp(self.event, self.rate, orders, _sub.poisson_subsampled_gaussian_rdp,
-                               _sub.poisson_subsampled_rdp)
+        return _subsampled_rdp(
+            self.event, self.rate, orders, _sub.poisson_subsampled_gaussian_rdp, _sub.poisson_subsampled_rdp
+        )
 
 
 @dataclass(frozen=True)
@@ -253,8 +252,7 @@ class SampledWithoutReplacement(PrivacyEvent):
         return (self.event,)
 
     def rdp(self, orders: Any) -> np.ndarray:
-        return _subsampled_rdp(self.event, self.rate, orders, _sub.wor_subsampled_gaussian_rdp,
-                               _sub.wor_subsampled_rdp)
+        return _subsampled_rdp(self.event, self.rate, orders, _sub.wor_subsampled_gaussian_rdp, _sub.wor_subsampled_rdp)
 
 
 @dataclass(frozen=True)
@@ -317,9 +315,7 @@ def sampled(
     """
     q = check_real("sample_rate", sample_rate, lo=0.0, hi=1.0)
     if sampling not in ("poisson", "without-replacement"):
-        raise ParameterError(
-            f"Argument 'sampling' must be 'poisson' or 'without-replacement', not {sampling!r}."
-        )
+        raise ParameterError(f"Argument 'sampling' must be 'poisson' or 'without-replacement', not {sampling!r}.")
     if q == 1.0:
         return event
     if sampling == "poisson":

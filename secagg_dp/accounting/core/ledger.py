@@ -184,8 +184,7 @@ class PrivacyLedger:
         if (epsilon_budget is None) != (delta is None):
             raise ParameterError("Arguments 'epsilon_budget' and 'delta' must be given together, or neither.")
         self._eps_max = None if epsilon_budget is None else check_real("epsilon_budget", epsilon_budget, lo=0.0)
-        self._delta = None if delta is None else check_real(
-            "delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+        self._delta = None if delta is None else check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
         self._entries: list[tuple[dict[str, Any], int]] = []
         self._conn: sqlite3.Connection | None = None
         self._seq = 0  # highest event seq read from the file
@@ -218,9 +217,15 @@ class PrivacyLedger:
                 for stmt in _SCHEMA.split(";"):
                     if stmt.strip():
                         conn.execute(stmt)
-                conn.executemany("INSERT INTO meta VALUES (?, ?)", [
-                    ("format", LEDGER_FORMAT), ("neighbouring", self._acc.neighbouring),
-                    ("orders", orders_json), ("events", "0")])
+                conn.executemany(
+                    "INSERT INTO meta VALUES (?, ?)",
+                    [
+                        ("format", LEDGER_FORMAT),
+                        ("neighbouring", self._acc.neighbouring),
+                        ("orders", orders_json),
+                        ("events", "0"),
+                    ],
+                )
             else:
                 self._validate(conn, path, tables, orders_json)
             conn.execute("COMMIT")
@@ -255,7 +260,9 @@ class PrivacyLedger:
             missing = "format" if "format" not in meta else "events"
             raise LedgerError(f"Ledger file {path!r} has no meta row '{missing}': damaged.")
         if not legacy and meta["format"] != LEDGER_FORMAT:
-            raise LedgerError(f"Ledger file {path!r} has format {meta['format']!r}; this version reads {LEDGER_FORMAT!r}.")
+            raise LedgerError(
+                f"Ledger file {path!r} has format {meta['format']!r}; this version reads {LEDGER_FORMAT!r}."
+            )
         if meta["orders"] != orders_json and not self._orders_given:
             try:
                 stored = check_orders(json.loads(meta["orders"]))
@@ -304,8 +311,11 @@ class PrivacyLedger:
             raise LedgerError(f"{where}: the event description is not a JSON object.")
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise LedgerError(f"{where}: count must be an integer >= 0, not {count!r}.")
-        if (not isinstance(values, list) or len(values) != self._acc.orders.size
-                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)):
+        if (
+            not isinstance(values, list)
+            or len(values) != self._acc.orders.size
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        ):
             raise LedgerError(f"{where}: the RDP row must be {self._acc.orders.size} numbers, one per order.")
         rdp = np.asarray(values, dtype=np.float64)
         if np.any(np.isnan(rdp)) or np.any(rdp < 0.0):

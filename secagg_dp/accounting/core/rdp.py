@@ -141,7 +141,9 @@ def ddg_tau(n_clients: Any, sigma: float) -> Any:
         with np.errstate(divide="ignore"):
             first = np.exp(-c + np.log(nb - m_cut))
             # c may underflow to 0 (log c = -inf, term 0); c = +inf makes the term c·e^{-c·M/(M+1)} → 0
-            second = 0.0 if math.isinf(c) else np.exp(np.log(c) - c * m_cut / (m_cut + 1.0) + np.log(np.log(nb / m_cut)))
+            second = (
+                0.0 if math.isinf(c) else np.exp(np.log(c) - c * m_cut / (m_cut + 1.0) + np.log(np.log(nb / m_cut)))
+            )
         total[big] += (first + second) * (1.0 + 4.0 * _U)
     tau = 10.0 * total * (1.0 + _U)
     # an underflowed τ > 0 is reported as the smallest positive float (still an upper bound)
@@ -172,7 +174,8 @@ def ddg_rdp(
     a = check_orders(orders)
     if np.any(a != np.round(a)):
         return _fractional_by_interpolation(
-            a, lambda ints: ddg_rdp(ints, n_clients, sigma, dim, l2_sensitivity, l1_sensitivity, tau=tau))
+            a, lambda ints: ddg_rdp(ints, n_clients, sigma, dim, l2_sensitivity, l1_sensitivity, tau=tau)
+        )
     if np.ndim(n_clients) == 0:
         n = np.asarray(float(check_int("n_clients", n_clients, lo=1)))
     else:
@@ -204,8 +207,7 @@ def skellam_rdp(orders: Any, variance: Any, l2_sensitivity: float, l1_sensitivit
     """
     a = check_orders(orders)
     if np.any(a != np.round(a)):
-        return _fractional_by_interpolation(
-            a, lambda ints: skellam_rdp(ints, variance, l2_sensitivity, l1_sensitivity))
+        return _fractional_by_interpolation(a, lambda ints: skellam_rdp(ints, variance, l2_sensitivity, l1_sensitivity))
     mu = _check_positive("variance", variance)[..., None]
     l2 = check_real("l2_sensitivity", l2_sensitivity, lo=0.0)
     l1 = check_real("l1_sensitivity", l1_sensitivity, lo=0.0)

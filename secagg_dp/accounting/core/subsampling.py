@@ -124,8 +124,8 @@ def _rows(lead: tuple[int, ...], *arrays: np.ndarray) -> list[np.ndarray]:
     """Broadcast each array (trailing axis kept) to ``lead`` and flatten the leading axes."""
     out = []
     for x in arrays:
-        x = np.broadcast_to(x, lead + x.shape[len(lead):]) if x.ndim > len(lead) else np.broadcast_to(x, lead)
-        out.append(x.reshape((-1,) + x.shape[len(lead):]))
+        x = np.broadcast_to(x, lead + x.shape[len(lead) :]) if x.ndim > len(lead) else np.broadcast_to(x, lead)
+        out.append(x.reshape((-1,) + x.shape[len(lead) :]))
     return out
 
 

@@ -112,12 +112,7 @@ def _log_excess_recurrence(L: int, n: int, c: float) -> np.ndarray:
     m_col = kk[:, None]
     k_row = kk[None, :]
     with np.errstate(divide="ignore", invalid="ignore"):
-        log_c = (
-            np.log(np.maximum((n + 1.0) * k_row - m_col, 0.0))
-            - np.log(m_col)
-            + lb
-            - k_row * math.log(n)
-        )
+        log_c = np.log(np.maximum((n + 1.0) * k_row - m_col, 0.0)) - np.log(m_col) + lb - k_row * math.log(n)
     log_c[(k_row > m_col) | (k_row < 1) | (m_col < 1)] = -np.inf
     le = np.full(L + 1, -np.inf)
     for m in range(2, L + 1):  # E_0 = E_1 = 0

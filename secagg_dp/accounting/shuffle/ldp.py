@@ -207,8 +207,12 @@ def seed000_upper_log_moment(eps0: float, *, n: int, gamma: float, orders, big_d
     chern = -D * D * n * gamma / 2.0
     lt = math.floor((1.0 - D) * n * gamma / (2.0 * math.exp(eps0))) + 1
     a = math.expm1(eps0) ** 2
-    t2 = np.log(4.0) + np.log(lam * (lam - 1) / 2) + 2 * math.log(gamma) + math.log(a) + np.logaddexp(
-        -eps0 + chern, -eps0 - math.log(lt)
+    t2 = (
+        np.log(4.0)
+        + np.log(lam * (lam - 1) / 2)
+        + 2 * math.log(gamma)
+        + math.log(a)
+        + np.logaddexp(-eps0 + chern, -eps0 - math.log(lt))
     )
     terms = [np.zeros_like(lam), t2]
     c = (math.expm1(2 * eps0) ** 2) / (2.0 * math.exp(2 * eps0))
@@ -217,8 +221,14 @@ def seed000_upper_log_moment(eps0: float, *, n: int, gamma: float, orders, big_d
         j = np.arange(3, int(lv) + 1, dtype=np.float64)
         if j.size:
             tj = (
-                gammaln(lv + 1) - gammaln(j + 1) - gammaln(lv - j + 1) + j * math.log(gamma) + np.log(j)
-                + gammaln(j / 2) + (j / 2) * math.log(c) + np.logaddexp(chern, -(j / 2) * math.log(lt))
+                gammaln(lv + 1)
+                - gammaln(j + 1)
+                - gammaln(lv - j + 1)
+                + j * math.log(gamma)
+                + np.log(j)
+                + gammaln(j / 2)
+                + (j / 2) * math.log(c)
+                + np.logaddexp(chern, -(j / 2) * math.log(lt))
             )
             out[i] = logsumexp(tj)
         else:
@@ -259,8 +269,13 @@ def seed000_lower_rdp(eps0: float, *, n: int, gamma: float, orders, deltas=None)
     best = np.zeros(lam.shape)
     for D in grid:
         v = np.log1p(
-            -math.expm1(-D * D * n * gamma / (2 + D)) * lam * (lam - 1) / 2 * gamma**2
-            * math.expm1(eps0) ** 2 / ((1 + D) * n * gamma * math.exp(eps0))
+            -math.expm1(-D * D * n * gamma / (2 + D))
+            * lam
+            * (lam - 1)
+            / 2
+            * gamma**2
+            * math.expm1(eps0) ** 2
+            / ((1 + D) * n * gamma * math.exp(eps0))
         )
         best = np.maximum(best, v)
     return best / (lam - 1.0)

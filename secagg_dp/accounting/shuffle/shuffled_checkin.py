@@ -29,8 +29,8 @@ from scipy.stats import binom
 from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.accounting.checkin.tails import log_binom_pmf, log_binom_tail_ub
 from secagg_dp.accounting.core.logspace import log1p_exp
-from secagg_dp.accounting.shuffle.gaussian import _check_orders, shuffle_gaussian_log_moments
 from secagg_dp.accounting.core.subsampling import wor_subsampled_log_am1
+from secagg_dp.accounting.shuffle.gaussian import _check_orders, shuffle_gaussian_log_moments
 from secagg_dp.errors import ParameterError
 
 __all__ = [
