@@ -109,7 +109,7 @@ class SubsampledCheckin:
       for the k-client Gaussian sum, computed numerically as a rigorous upper bound
       (:func:`~secagg_dp.accounting.core.pairs.wor_gaussian_pair_log_am1`; Gaussian sums only). Measured
       0.24-0.54x Theorem 27 in RDP and never above it on a grid of z in [0.2, 100], q in [1e-6, 1],
-      orders 2..256 (``tests/accounting/test_pairs.py``), so ``"auto"`` does not also evaluate Theorem 27;
+      orders 2..256 (``tests/accounting/core/test_pairs.py``), so ``"auto"`` does not also evaluate Theorem 27;
     * ``"thm27"``: Theorem 27 (Gaussian sums only). It is Theorem 9 with each j >= 3 term replaced by the
       minimum of Theorem 9's term and a Gaussian-specific one, so it is termwise <= Theorem 9 on the same
       base curve: the minimum with Theorem 9 is built in, and the cap by the base RDP is applied here;

@@ -242,7 +242,7 @@ def test_window_certificate_valid_and_example():
     # The figures are Thm 9 ones; the default (Thm 27) must be no larger on both.
     # Since the default grid reaches order 1024 and "auto" uses the dominating pair, the default window
     # certificate is far below (0.0103), and never below the independent tight value 0.00099 (row n = 6e5,
-    # T = 10 of tests/accounting/vectors/pld_checkin_reference.json, a computation outside this library).
+    # T = 10 of tests/accounting/checkin/vectors/pld_checkin_reference.json, a computation outside this library).
     n, gamma = 600000, 1e-3
     prov = thm9(1.0, n)
     o256 = np.arange(2, 257)
