@@ -126,7 +126,7 @@ def run_secagg_round(
     vecs: dict[int, np.ndarray] = {}
     dim = None
     for cid, x in inputs.items():
-        cid = check_int("inputs key", cid, lo=0, hi=m.MAX_CLIENT_ID)
+        cid = check_int("inputs key", cid, lo=0, hi=m.MAX_CLIENT_ID, strict=True)
         arr = check_residues(f"inputs[{cid}]", x, bits)
         if arr.ndim != 1 or arr.size == 0:
             raise ParameterError(f"Argument 'inputs[{cid}]' must be a non-empty 1-D vector, not shape {arr.shape}.")
@@ -170,8 +170,8 @@ def run_pooled_round(
     :class:`~protocols.pool.InProcessClientPool`.
     """
     bits = check_bits(modulus_bits, "modulus_bits")
-    dim = check_int("dim", dim, lo=1)
-    members = frozenset(check_int("ids", c, lo=0, hi=m.MAX_CLIENT_ID) for c in ids)
+    dim = check_int("dim", dim, lo=1, strict=True)
+    members = frozenset(check_int("ids", c, lo=0, hi=m.MAX_CLIENT_ID, strict=True) for c in ids)
     n = len(members)
     security = check_security(security)
     if neighbours is None and n > shamir.MAX_HOLDERS:
@@ -179,11 +179,11 @@ def run_pooled_round(
             f"Argument 'inputs' may hold at most {shamir.MAX_HOLDERS} clients on the full graph, not {n}. "
             "To fix, use SecAgg+ (neighbours=k), whose evaluation points are local to a neighbourhood."
         )
-    t = check_int("threshold", threshold, lo=2, hi=max(2, n))
+    t = check_int("threshold", threshold, lo=2, hi=max(2, n), strict=True)
     if n < 2:
         raise ParameterError("Argument 'inputs' must hold at least 2 clients.")
     if neighbours is not None:
-        neighbours = check_int("neighbours", neighbours, lo=2, hi=shamir.MAX_HOLDERS - 1)
+        neighbours = check_int("neighbours", neighbours, lo=2, hi=shamir.MAX_HOLDERS - 1, strict=True)
         if t > min(neighbours, n - 1) + 1:
             raise ParameterError(
                 f"Argument 'threshold' must be <= neighbours + 1 = {min(neighbours, n - 1) + 1}, not {t}. "
@@ -219,7 +219,7 @@ def run_pooled_round(
         round_id = os.urandom(m.ROUND_ID_LEN)
     rng = None
     if seed is not None:
-        seed = check_int("seed", seed, lo=0, hi=(1 << 256) - 1)
+        seed = check_int("seed", seed, lo=0, hi=(1 << 256) - 1, strict=True)
         rng = np.random.default_rng(seed)
     plan = RoundPlan(
         bits=bits, dim=dim, threshold=t, neighbours=neighbours, security=security, round_id=round_id, seed=seed

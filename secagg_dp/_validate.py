@@ -27,12 +27,14 @@ def _fmt(value: Any) -> str:
     return repr(value) if not isinstance(value, float) else f"{value!r}"
 
 
-def check_int(name: str, value: Any, *, lo: int | None = None, hi: int | None = None) -> int:
-    """Return ``value`` as ``int`` if it is an integer (bools refused) in ``[lo, hi]``."""
+def check_int(name: str, value: Any, *, lo: int | None = None, hi: int | None = None, strict: bool = False) -> int:
+    """Return ``value`` as ``int`` if it is an integer (bools refused) in ``[lo, hi]``.
+
+    ``strict=True`` also refuses an integral float (``7.0``): a count or a threshold is an integer type."""
     if type(value) is int and (lo is None or value >= lo) and (hi is None or value <= hi):
         return value  # fast path (exact int, so not a bool): the abstract-class check below is slow in hot loops
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        if isinstance(value, float) and value.is_integer():
+        if isinstance(value, float) and value.is_integer() and not strict:
             value = int(value)
         else:
             raise ParameterError(f"Argument '{name}' must be an integer{range_text(lo, hi)}, not {_fmt(value)}.")

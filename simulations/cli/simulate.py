@@ -92,6 +92,7 @@ def handle(args: argparse.Namespace) -> int:
     _check_extras(cfg, plots=not args.no_plots, progress=progress)
     if cfg.executor == "dask" and cfg.scheduler:
         _check_scheduler(cfg.scheduler)
+    _check_out(out)
     try:
         doc = run(cfg, out, progress=progress, plots=not args.no_plots)
     except KeyboardInterrupt:
@@ -107,6 +108,25 @@ def handle(args: argparse.Namespace) -> int:
         print()
         print(summary_text(doc, out))
     return 0
+
+
+def _check_out(out: Path) -> None:
+    """Prove the output folder can be created and written before any round runs (one ConfigError, not a
+    traceback); folders created for the probe are removed again."""
+    import tempfile
+
+    created = [p for p in (out, *out.parents) if not p.exists()]  # removed again: the run creates them
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+        for p in created:  # innermost first; rmdir removes empty folders only
+            p.rmdir()
+    except OSError as exc:
+        raise ConfigError(
+            f"Argument '--out' must be a folder that can be created and written, not {str(out)!r} "
+            f"({exc.strerror or exc})."
+        ) from None
 
 
 def summary_text(doc: dict, out: Path) -> str:

@@ -42,20 +42,3 @@ def test_small_run_with_overrides_and_json(tmp_path, capsys):
     assert doc["config"]["population"]["clients"] == 30 and doc["config"]["seed"] == 5
     assert doc["config"]["mode"] == "ideal" and len(doc["rounds"]) == 2
     assert doc["summary"]["epsilon"] == doc["rounds"][-1]["epsilon"] > 0
-
-
-@pytest.mark.parametrize(
-    ("args", "needle"),
-    [
-        (["population.checkin=2"], "population.checkin"),
-        (["secagg.threshold=500"], "secagg.threshold"),
-        (["nonsense=1"], "Unknown config key 'nonsense'"),
-        (["secagg.bits=3"], "secagg.bits"),
-        (["--config", "no-such-scenario"], "does not exist"),
-    ],
-)
-def test_bad_input_is_one_line_error_exit_2(tmp_path, capsys, args, needle):
-    assert main(["simulate", "--out", str(tmp_path / "o"), *args]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("secagg-dp: error:") and needle in err and err.count("\n") == 1
-    assert not (tmp_path / "o").exists()

@@ -74,6 +74,9 @@ def checkin_orders(max_order: int = 1024) -> np.ndarray:
 # Orders up to 1024: at small delta the optimum sits above 256 (n = 6e5, gamma = 1e-3, delta = 1e-8, T = 10:
 # the window certificate falls from 0.047 at 256 to 0.010 at 1024 with the dominating-pair bound).
 DEFAULT_ORDERS = checkin_orders(1024)
+#: Largest exact core (client counts k evaluated one by one): bounds the work at about a minute and 2.5 GB
+#: (n = 1e9 at gamma = 0.1 has 113 843); larger cores are refused, naming the limit.
+MAX_EXACT_CORE = 2**17
 _ROUNDING_GUARD = 1e-12  # relative inflation of sum P(k) expm1(.) covering float64 rounding of the sum
 
 
@@ -315,6 +318,13 @@ def checkin_mixture(
         c_hi = int(min(hi, math.ceil(mu + half)))
         if c_lo > c_hi:  # core outside range: start from the nearest end
             c_lo = c_hi = lo1 if mu < lo1 else hi
+    if c_hi - c_lo + 1 > MAX_EXACT_CORE:
+        raise ParameterError(
+            f"Arguments 'n' = {n} and 'gamma' = {gamma!r} put {c_hi - c_lo + 1} client counts in the exact core of "
+            f"the check-in mixture ({core_sd:g} standard deviations of Bin(n, gamma) each side); supported up to "
+            f"{MAX_EXACT_CORE} (n * gamma * (1 - gamma) up to about {(MAX_EXACT_CORE / (2 * core_sd)) ** 2:.3g}). "
+            "To fix, use a smaller n or gamma."
+        )
     ks = np.arange(c_lo, c_hi + 1, dtype=np.float64)
     exact = _add_log(log_binom_pmf(n, ks, gamma)[:, None], provider.log_expm1_upper(ks, ks, orders))
     log_exact = _lse_rows(exact)
