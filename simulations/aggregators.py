@@ -18,6 +18,7 @@ import numpy as np
 
 from secagg_dp import zq
 from secagg_dp.errors import ParameterError
+from secagg_dp.stages import NOISE_LOST_STAGES, stages_for
 
 __all__ = [
     "STAGES",
@@ -33,8 +34,11 @@ __all__ = [
     "crypto_aggregate_on",
 ]
 
-STAGES = ("advertise_keys", "share_keys", "masked_input", "unmasking")
-INCLUDED_FROM = STAGES.index("unmasking")  # dropping at this stage or later keeps the input in the sum
+# The protocol's stages (secagg_dp.stages) without the active-only consistency stage, which the dropout model does
+# not draw: a client silent there has already sent its masked input, so it is in the sum like one silent at
+# unmasking. One dropout coin per stage, so the random stream is that of these 4 stages.
+STAGES = stages_for("semi-honest")
+INCLUDED_FROM = len(NOISE_LOST_STAGES)  # dropping at this stage or later keeps the input in the sum
 NO_DROP = len(STAGES)  # stage index of a client that never drops
 _ROWS = 1 << 18  # clients per chunk of coins: bounded memory at n = 10^7
 

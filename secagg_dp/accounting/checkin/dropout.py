@@ -30,6 +30,7 @@ from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.accounting.core.conversion import rdp_to_dp
 from secagg_dp.accounting.core.rdp import DEFAULT_ORDERS, gaussian_rdp
 from secagg_dp.errors import ParameterError
+from secagg_dp.stages import NOISE_LOST_STAGES
 
 __all__ = [
     "PROTOCOL_DROPOUT_STAGES",
@@ -44,8 +45,8 @@ __all__ = [
 
 
 #: Stages of our secure-aggregation protocol at which a client can drop before its masked input is received
-#: (advertise_keys, share_keys, masked_input).
-PROTOCOL_DROPOUT_STAGES = 3
+#: (advertise_keys, share_keys, masked_input): derived from the protocol's stage definition.
+PROTOCOL_DROPOUT_STAGES = len(NOISE_LOST_STAGES)
 
 
 def effective_checkin_rate(p: float, dropout: float, dropout_stages: int = PROTOCOL_DROPOUT_STAGES) -> float:
