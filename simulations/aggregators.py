@@ -30,6 +30,7 @@ __all__ = [
     "included_clients",
     "ideal_aborts",
     "aborts_from_counts",
+    "abort_reason",
     "crypto_aggregate",
     "crypto_aggregate_on",
 ]
@@ -84,15 +85,21 @@ def ideal_aborts(ids: list[int], dropouts: Mapping[str, set[int]], threshold: in
 
 def aborts_from_counts(checked_in: int, dropped_per_stage: list[int], threshold: int) -> bool:
     """:func:`ideal_aborts` from the number checked in and the number dropped at each stage (in order)."""
+    return abort_reason(checked_in, dict(zip(STAGES, dropped_per_stage, strict=False)), threshold) is not None
+
+
+def abort_reason(checked_in: int, dropped: Mapping[str, int], threshold: int) -> str | None:
+    """Why a round with these counts aborts (``None`` if it does not): fewer than the threshold t clients
+    checked in, or left after a stage (clients dropped at each stage of :data:`STAGES`, in order)."""
     threshold = max(threshold, 2)
     alive = checked_in
     if alive < threshold:
-        return True
-    for dropped in dropped_per_stage:
-        alive -= dropped
+        return "fewer than the threshold t clients checked in"
+    for stage in STAGES:
+        alive -= dropped.get(stage, 0)
         if alive < threshold:
-            return True
-    return False
+            return f"fewer than the threshold t clients left after stage {stage}"
+    return None
 
 
 def crypto_aggregate(

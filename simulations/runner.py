@@ -328,10 +328,30 @@ def _summary(doc: dict[str, Any], seconds: float) -> dict[str, Any]:
         "epsilon": last["epsilon"] if last else 0.0,
         "delta": doc["privacy"].get("delta"),
         "method": doc["privacy"].get("method"),
-        "aborted_rounds": sum(r["aborted"] for r in rounds),
+        **_aborts(rounds),
         "mean_included": float(np.mean([r["included"] for r in rounds])) if rounds else 0.0,
         "final_metrics": scored[-1]["metrics"] if scored else {},
         "seconds": seconds,
+    }
+
+
+def _aborts(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Summary of the aborted rounds: how many, why (reason -> rounds), and what they were charged.
+
+    Every round is charged, aborted ones too (conservative), and every round is the same privacy event, so the
+    certificate of the completed rounds alone is the one after that many rounds (``epsilon_completed_rounds``);
+    the summary's ``epsilon`` includes the aborted rounds' charge."""
+    aborted = [r for r in rounds if r["aborted"]]
+    reasons: dict[str, int] = {}
+    for r in aborted:
+        why = aggregators.abort_reason(r["checked_in"], r.get("dropped", {}), r["threshold"])
+        why = why or "the protocol aborted (a neighbourhood below the threshold, or a refused message)"
+        reasons[why] = reasons.get(why, 0) + 1
+    done = len(rounds) - len(aborted)
+    return {
+        "aborted_rounds": len(aborted),
+        "abort_reasons": reasons,
+        "epsilon_completed_rounds": rounds[done - 1]["epsilon"] if done else 0.0,
     }
 
 

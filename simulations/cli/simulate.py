@@ -98,6 +98,7 @@ def handle(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"secagg-dp: interrupted; partial results in {out / 'results.json'}", file=sys.stderr)
         return 130
+    _warn_aborts(doc)
     if args.json:
         from simulations.results import jsonable
 
@@ -108,6 +109,24 @@ def handle(args: argparse.Namespace) -> int:
         print()
         print(summary_text(doc, out))
     return 0
+
+
+def _warn_aborts(doc: dict) -> None:
+    """One warning line on stderr per run with aborted rounds: how many, why, and what they were charged."""
+    runs = doc["runs"] if "runs" in doc else [{"label": doc["config"]["name"], "results": doc}]
+    for r in runs:
+        s = r["results"].get("summary", {})
+        if not s.get("aborted_rounds"):
+            continue
+        why = "; ".join(f"{k}: {v}" for k, v in s.get("abort_reasons", {}).items())
+        print(
+            f"secagg-dp: warning: {r['label']}: {s['aborted_rounds']} of {len(r['results']['rounds'])} rounds aborted "
+            f"({why}); nothing was released for them, yet each is charged as a full round: epsilon = "
+            f"{s['epsilon']:.4g} at delta = {s['delta']:g}, of which the completed rounds alone account for "
+            f"{s['epsilon_completed_rounds']:.4g}. To fix, lower population.dropout or secagg.threshold, or raise "
+            "population.clients or population.checkin.",
+            file=sys.stderr,
+        )
 
 
 def _check_out(out: Path) -> None:
