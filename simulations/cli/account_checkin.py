@@ -223,7 +223,7 @@ def _handle(args: argparse.Namespace) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             old_rdp = args.rounds * checkin_rdp(_JointConvexityTable(old_prov, args.n), args.n, gamma, orders)
-            old_eps = rdp_to_epsilon(old_rdp, orders, args.delta)[0]
+            old_eps = rdp_to_epsilon(orders=orders, rdp=old_rdp, delta=args.delta)[0]
         comparison = {
             "bound": SEED004_LABEL,
             "certificate": False,

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -380,11 +380,30 @@ def checkin_rdp(
     return checkin_mixture(provider, n, gamma, orders, **kwargs).rdp
 
 
-def rdp_to_epsilon(rdp: np.ndarray, orders: np.ndarray, delta: float) -> tuple[float, int]:
+def rdp_to_epsilon(*args: Any, orders: Any = None, rdp: Any = None, delta: float | None = None) -> tuple[float, int]:
     """(eps, best integer order) from RDP by the core conversion :func:`~secagg_dp.accounting.core.conversion.rdp_to_dp`
-    (CKS20 Prop. 12 = LHT22 Lemma 3); this wrapper only keeps the check-in argument order (rdp first)
-    and returns the order as an int. Warns :class:`LargestOrderWarning` when the optimum is the largest order.
+    (CKS20 Prop. 12 = LHT22 Lemma 3), returning the order as an int. Warns :class:`LargestOrderWarning` when the
+    optimum is the largest order.
+
+    Keyword-only (``orders=``, ``rdp=``, ``delta=``, the names of ``rdp_to_dp(orders, rdp, delta)``): the two
+    arrays are easy to swap. The old positional order ``rdp_to_epsilon(rdp, orders, delta)`` still works but
+    warns (:class:`DeprecationWarning`).
     """
+    if args:
+        if len(args) != 3 or orders is not None or rdp is not None or delta is not None:
+            raise ParameterError(
+                "rdp_to_epsilon takes keyword arguments orders=, rdp=, delta= (or, deprecated, the three "
+                f"positional arguments rdp, orders, delta), not {len(args)} positional argument(s)."
+            )
+        warnings.warn(
+            "rdp_to_epsilon(rdp, orders, delta) is deprecated: call rdp_to_epsilon(orders=..., rdp=..., delta=...) "
+            "(the order of rdp_to_dp(orders, rdp, delta)).",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        rdp, orders, delta = args
+    if orders is None or rdp is None or delta is None:
+        raise ParameterError("rdp_to_epsilon needs all of orders=, rdp= and delta=.")
     delta = check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True)
     eps, order = rdp_to_dp(orders, rdp, delta)
     return eps, int(order)
@@ -458,7 +477,7 @@ def checkin_epsilon(
     if method != "rdp":
         raise ParameterError(f"Argument 'method' must be 'rdp' or 'window', not {method!r}.")
     total = rounds * checkin_rdp(provider, n, gamma, orders)
-    eps, order = rdp_to_epsilon(total, orders, delta)
+    eps, order = rdp_to_epsilon(orders=orders, rdp=total, delta=delta)
     return CheckinCertificate(
         eps,
         delta,
@@ -556,7 +575,7 @@ def window_certificate(
                 return math.inf, int(orders[0]), d_rdp
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                e, o = rdp_to_epsilon(total, orders, d_rdp)
+                e, o = rdp_to_epsilon(orders=orders, rdp=total, delta=d_rdp)
             return e, o, d_rdp
 
         eps, order, d_rdp = conv(0.0)
@@ -577,7 +596,7 @@ def window_certificate(
             continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            e_chk, order = rdp_to_epsilon(total, orders, d_rdp)
+            e_chk, order = rdp_to_epsilon(orders=orders, rdp=total, delta=d_rdp)
         if e_chk > eps:
             continue
         cert = CheckinCertificate(
