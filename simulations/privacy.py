@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from secagg_dp._validate import check_int, check_probability
+from secagg_dp.accounting.checkin.mixture import checkin_orders
 from secagg_dp.accounting.core.events import PrivacyEvent, check_neighbouring
 from secagg_dp.accounting.core.ledger import PrivacyLedger, register_event_type
 from secagg_dp.accounting.core.rdp import check_orders
@@ -61,8 +62,8 @@ from secagg_dp.errors import ConfigError, ParameterError
 
 __all__ = ["CheckinRound", "SimAccountant", "make_accountant", "effective_gamma", "ORDERS"]
 
-#: Orders of the simulator's ledger: the check-in accountant's integer orders 2..256.
-ORDERS = np.arange(2, 257, dtype=np.int64)
+#: Orders of the simulator's ledger: the check-in accountant's grid up to 256 (the integers 2..256).
+ORDERS = checkin_orders(256)
 
 
 def effective_gamma(checkin: float, dropout: float) -> float:

@@ -5,8 +5,8 @@ Holds the binomial check-in mixture and window certificate (:mod:`.mixture`), th
 (:mod:`.tails`), dropout models (:mod:`.dropout`), local steps (:mod:`.local_steps`), per-observer
 certificates (:mod:`.observers`), labelled baselines (:mod:`.baselines`) and the privacy-loss-distribution
 accountant (:mod:`.pld`). It imports the core and never the shuffle accountants.
-``DEFAULT_ORDERS`` here is the check-in order grid (:func:`.mixture.checkin_orders`: integers 2..256, then every
-16th to 1024), not the core's.
+``CHECKIN_ORDERS`` is the check-in order grid (:func:`.mixture.checkin_orders`: integers 2..256, then every
+16th to 1024), not the core's ``DEFAULT_ORDERS``; ``DEFAULT_ORDERS`` here is its former name (the same array).
 """
 
 from secagg_dp.accounting.checkin.baselines import *  # noqa: F403

@@ -44,6 +44,7 @@ from secagg_dp.accounting.core.subsampling import wor_subsampled_gaussian_log_am
 from secagg_dp.errors import ParameterError
 
 __all__ = [
+    "CHECKIN_ORDERS",
     "DEFAULT_ORDERS",
     "checkin_orders",
     "BaseMechanism",
@@ -73,7 +74,11 @@ def checkin_orders(max_order: int = 1024) -> np.ndarray:
 
 # Orders up to 1024: at small delta the optimum sits above 256 (n = 6e5, gamma = 1e-3, delta = 1e-8, T = 10:
 # the window certificate falls from 0.047 at 256 to 0.010 at 1024 with the dominating-pair bound).
-DEFAULT_ORDERS = checkin_orders(1024)
+CHECKIN_ORDERS = checkin_orders(1024)
+"""The check-in accountant's default orders: integers only (its subsampling bounds need them), 2..256 then every
+16th to 1024. Differs on purpose from the core's ``DEFAULT_ORDERS`` (which has fractional orders)."""
+CHECKIN_ORDERS.setflags(write=False)
+DEFAULT_ORDERS = CHECKIN_ORDERS  # the former name, kept importable: checkin.DEFAULT_ORDERS is CHECKIN_ORDERS
 #: Largest exact core (client counts k evaluated one by one): bounds the work at about a minute and 2.5 GB
 #: (n = 1e9 at gamma = 0.1 has 113 843); larger cores are refused, naming the limit.
 MAX_EXACT_CORE = 2**17

@@ -54,3 +54,18 @@ def test_accountant_and_simulator_read_the_same_stage_count():
     stages = aggregators.draw_drop_stages(200_000, 0.3, np.random.default_rng(11))
     rate = float(np.mean(stages >= aggregators.INCLUDED_FROM))
     assert abs(rate - effective_checkin_rate(1.0, 0.3)) < 6 * np.sqrt(0.343 * 0.657 / 200_000)
+
+
+def test_order_grids_one_name_each():
+    # three grids on purpose: the core's (fractional orders near 1), the check-in accountant's (integers, sparse
+    # above 256) and the simulator's (the check-in grid cut at 256); the former check-in name is an alias
+    from secagg_dp import accounting
+    from secagg_dp.accounting import checkin
+    from secagg_dp.accounting.checkin.mixture import checkin_orders
+    from simulations.privacy import ORDERS
+
+    assert checkin.DEFAULT_ORDERS is checkin.CHECKIN_ORDERS is accounting.CHECKIN_ORDERS
+    assert accounting.DEFAULT_ORDERS is not checkin.CHECKIN_ORDERS
+    assert np.array_equal(checkin.CHECKIN_ORDERS, checkin_orders(1024))
+    assert np.array_equal(ORDERS, np.arange(2, 257)) and np.array_equal(ORDERS, checkin_orders(256))
+    assert 1.5 in accounting.DEFAULT_ORDERS and np.all(checkin.CHECKIN_ORDERS == np.round(checkin.CHECKIN_ORDERS))
