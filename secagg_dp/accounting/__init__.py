@@ -74,6 +74,7 @@ from secagg_dp.accounting.checkin.pld import (
     epsilon_for_delta,
     wor_gaussian_delta,
 )
+from secagg_dp.accounting.checkin.providers import CHECKIN_MECHANISMS, checkin_provider
 from secagg_dp.accounting.checkin.tails import log_binom_pmf, log_binom_tail_ub
 from secagg_dp.accounting.core.calibration import (
     calibrate_gaussian_noise_multiplier,
@@ -189,6 +190,8 @@ __all__ = [
     "wor_gaussian_pair_rdp",
     "checkin_orders",
     "CHECKIN_ORDERS",
+    "checkin_provider",
+    "CHECKIN_MECHANISMS",
     "poisson_subsampled_gaussian_log_am1",
     "poisson_subsampled_gaussian_rdp",
     "poisson_subsampled_rdp",

@@ -23,7 +23,11 @@ from secagg_dp.accounting.checkin.observers import *  # noqa: F403
 from secagg_dp.accounting.checkin.observers import __all__ as _observers
 from secagg_dp.accounting.checkin.pld import *  # noqa: F403
 from secagg_dp.accounting.checkin.pld import __all__ as _pld
+from secagg_dp.accounting.checkin.providers import *  # noqa: F403
+from secagg_dp.accounting.checkin.providers import __all__ as _providers
 from secagg_dp.accounting.checkin.tails import *  # noqa: F403
 from secagg_dp.accounting.checkin.tails import __all__ as _tails
 
-__all__ = list(dict.fromkeys([*_mixture, *_bases, *_tails, *_dropout, *_local_steps, *_baselines, *_observers, *_pld]))
+__all__ = list(
+    dict.fromkeys([*_mixture, *_bases, *_tails, *_dropout, *_local_steps, *_baselines, *_observers, *_pld, *_providers])
+)
