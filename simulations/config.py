@@ -66,6 +66,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from secagg_dp._validate import check_int, check_real
 from secagg_dp.errors import ConfigError
 
 __all__ = [
@@ -121,22 +122,23 @@ def _err(key: str, expected: str, value: Any) -> ConfigError:
 
 
 def _int(key: str, v: Any, lo: int | None = None, hi: int | None = None) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise _err(key, "an integer", v)
-    if (lo is not None and v < lo) or (hi is not None and v > hi):
-        rng = f" in [{lo}, {hi}]" if hi is not None else f" >= {lo}"
-        raise _err(key, f"an integer{rng}", v)
-    return v
+    """The library's integer check (:func:`secagg_dp._validate.check_int`, strict: TOML 7.0 is not 7) as a
+    ConfigError naming the config key."""
+    return check_int(key, v, lo=lo, hi=hi, strict=True, what="Config key", error=ConfigError)
 
 
 def _real(key: str, v: Any, lo: float, hi: float = math.inf, *, lo_open: bool = False, hi_open: bool = False) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise _err(key, "a finite number", v)
-    v = float(v)
-    if v < lo or v > hi or (lo_open and v == lo) or (hi_open and v == hi):
-        left, right = ("(" if lo_open else "["), (")" if hi_open else "]")
-        raise _err(key, f"a number in {left}{lo:g}, {hi:g}{right}", v)
-    return v
+    """The library's real-number check (:func:`secagg_dp._validate.check_real`) as a ConfigError."""
+    return check_real(
+        key,
+        v,
+        lo=lo,
+        hi=None if hi == math.inf else hi,
+        lo_open=lo_open,
+        hi_open=hi_open,
+        what="Config key",
+        error=ConfigError,
+    )
 
 
 def _choice(key: str, v: Any, options: tuple[str, ...]) -> str:

@@ -81,6 +81,10 @@ CLI_BAD = [
     (["simulate", "secagg.threshold=1"], "secagg.threshold"),
     (["simulate", "secagg.threshold=500"], "secagg.threshold"),
     (["simulate", "secagg.bits=3"], "secagg.bits"),
+    (["simulate", "population.clients=60.0"], "population.clients"),  # integers are integers in a config too
+    (["simulate", "population.clients=true"], "population.clients"),
+    (["simulate", "population.checkin=nan"], "population.checkin"),
+    (["simulate", 'privacy.clip="big"'], "privacy.clip"),
     (["simulate", "--executor", "dask", "--scheduler", "tcp://127.0.0.1:1"], "--scheduler"),
     (["simulate", "--executor", "dask", "--scheduler", "nonsense"], "--scheduler"),
     # an output folder that cannot be created (its parent is missing in /proc) once ended in a traceback
