@@ -162,11 +162,16 @@ def _pld(n, gamma):
     return checkin_pld(n, gamma, 1.0, 1, 1e-5)
 
 
-def _run_config(out, **overrides):
-    from simulations.config import load_config
-    from simulations.runner import run
+def _acct():
+    from secagg_dp import accounting
 
-    return run(load_config(None, [f"{k}={v}" for k, v in overrides.items()]), out, plots=False)
+    return accounting
+
+
+def _config(raw):
+    from simulations.config import build_config
+
+    return build_config(raw)
 
 
 # (call, a word the one-line message must contain)
@@ -182,6 +187,14 @@ PY_BAD = [
     (lambda: _pld(10**13, 0.1), "'n'"),  # once a hang in the binomial window
     (lambda: _mixture(0, 0.1), "'n'"),
     (lambda: _mixture(100, 1.5), "'gamma'"),
+    (lambda: _acct().Gaussian(sigma=0.0, l2_sensitivity=1.0, neighbouring="add-remove"), "'sigma'"),
+    (lambda: _acct().Gaussian(sigma=1.0, l2_sensitivity=1.0, neighbouring="swap"), "'neighbouring'"),
+    (lambda: _acct().rdp_to_dp([2, 3], [0.1, 0.2], -1.0), "'delta'"),
+    (lambda: _acct().effective_checkin_rate(1.5, 0.1), "'p'"),
+    (lambda: _acct().checkin_provider("laplace", 10, sigma=1.0, l2_sensitivity=1.0), "'mechanism'"),
+    (lambda: _acct().checkin_provider("ddg", 10, sigma=1.0, l2_sensitivity=1.0, sample_rate=0.5), "'sample_rate'"),
+    (lambda: _config({"population": {"clients": 60.0}}), "population.clients"),
+    (lambda: _config({"secagg": {"threshold": 7.0}}), "secagg.threshold"),
 ]
 
 
