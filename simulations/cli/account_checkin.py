@@ -133,11 +133,11 @@ def _handle(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from secagg_dp.accounting.checkin.providers import checkin_provider
     from secagg_dp.accounting.checkin.dropout import effective_checkin_rate
     from secagg_dp.accounting.checkin.local_steps import SEED004_LABEL, seed004_joint_noise_rdp
     from secagg_dp.accounting.checkin.mixture import checkin_epsilon, checkin_orders, rdp_to_epsilon
     from secagg_dp.accounting.checkin.observers import server_certificate, server_ex_post_certificate
+    from secagg_dp.accounting.checkin.providers import checkin_provider
     from secagg_dp.accounting.core.conversion import LargestOrderWarning
     from secagg_dp.errors import ParameterError
     from simulations.cli._output import dumps, rdp_curve

@@ -147,8 +147,7 @@ def p_versus_gamma(
     Returns both; ``conservative`` is True iff eps(p) >= eps(gamma). Not a theorem: a numerical check, and
     its answer depends on the subsampling bound (``amplification`` as in ``SubsampledCheckin``)."""
     from secagg_dp.accounting.checkin.bases import GaussianSum
-    from secagg_dp.accounting.checkin.mixture import CHECKIN_ORDERS
-    from secagg_dp.accounting.checkin.mixture import SubsampledCheckin, checkin_epsilon
+    from secagg_dp.accounting.checkin.mixture import CHECKIN_ORDERS, SubsampledCheckin, checkin_epsilon
 
     orders = CHECKIN_ORDERS if orders is None else np.asarray(orders)
     gamma = effective_checkin_rate(p, dropout, dropout_stages)
