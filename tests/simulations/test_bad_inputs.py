@@ -120,6 +120,8 @@ NO_LONGER_CRASH = [
     G + ["--noise-multiplier", "1e-200"],
     G + ["--noise-multiplier", "1e-300", "--sample-rate", "0.01"],
     G + ["--noise-multiplier", "1e-300", "--sample-rate", "0.01", "--rdp"],
+    DDG + ["--noise-multiplier", "1e-300"],
+    SK + ["--noise-multiplier", "1e-300", "--sample-rate", "0.1"],
 ]
 
 
