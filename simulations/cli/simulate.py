@@ -154,11 +154,11 @@ def summary_text(doc: dict, out: Path) -> str:
 def communication_line(comm: dict) -> str:
     """The ``summary.communication`` of a crypto-mode run in one line (kB = 10^3 bytes)."""
     raw = comm["raw_bytes"]
-    ratio = f" ({comm['upload_bytes_mean'] / raw:.3g}x)" if raw else ""
+    ratio = f" = {comm['upload_bytes_mean'] / raw:.3g}x the {raw / 1e3:.4g} kB unmasked vector" if raw else ""
     return (
-        f"communication per client per round (mean / max): upload {comm['upload_bytes_mean'] / 1e3:.4g} / "
-        f"{comm['upload_bytes_max'] / 1e3:.4g} kB{ratio}, download {comm['download_bytes_mean'] / 1e3:.4g} / "
-        f"{comm['download_bytes_max'] / 1e3:.4g} kB; unmasked vector {raw / 1e3:.4g} kB"
+        f"communication per client per round: upload {comm['upload_bytes_mean'] / 1e3:.4g} kB mean{ratio}, "
+        f"{comm['upload_bytes_max'] / 1e3:.4g} kB max; download {comm['download_bytes_mean'] / 1e3:.4g} kB mean, "
+        f"{comm['download_bytes_max'] / 1e3:.4g} kB max"
     )
 
 
