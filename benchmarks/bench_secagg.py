@@ -13,17 +13,17 @@
     X25519 key agreements per client (channel keys and pairwise masks) timed as bare library calls.
 
 (h) --comm: bytes per client per round, counted by the transport (SecAggResult.communication), SecAgg+
-    k = 32, t = 22, active mode, 10% dropout after masking, d = 100: download and upload at n = 10^2, 3*10^2,
+    k = 32, t = 17, active mode, 10% dropout after masking, d = 100: download and upload at n = 10^2, 3*10^2,
     10^3 measured (--comm-ns to change, e.g. 100,1000,10000), and at n = 10^6 computed from the counted
     sizes: per stage, the mean download is fitted exactly as a + b n + c log2 n (a + b n with two sizes),
     the form of every message size of the protocol, and evaluated at 10^6. Target <= 16 KB, flat in n.
 (i) --upload: upload per client against the raw vector ceil(d bits / 8), d = 10^5, 20 bits, n = 50, k = 32,
-    t = 22 (target <= 1.05 raw + O(k)); the masked-input message alone against the raw vector.
-(j) --memory: peak RSS of one round in a fresh process (run_secagg_round, SecAgg+ k = 32, t = 22, 10% dropout
+    t = 17 (target <= 1.05 raw + O(k)); the masked-input message alone against the raw vector.
+(j) --memory: peak RSS of one round in a fresh process (run_secagg_round, SecAgg+ k = 32, t = 17, 10% dropout
     after masking), n = 10^4, d = 10^3 and n = 100, d = 10^6 (targets 300 MB and 1.5 GB); --memory-cases
     to change, e.g. 100x1000000. Baseline: the process's RSS before the round (libraries + the inputs).
 (k) --cpu: client CPU per client in one round (sum of the clients' stage times / n; n = 10^3, d = 10^3,
-    k = 32, t = 22, active) against the floor of its cryptography timed as bare library calls in the same
+    k = 32, t = 17, active) against the floor of its cryptography timed as bare library calls in the same
     run: 2 X25519 key pairs + 2k agreements, 2 Ed25519 signatures + k + t verifications, k AES-GCM seals +
     k opens of a share box, and k + 1 AES-CTR mask expansions of d words plus one add each (target <= 2x).
 --wire runs (h), (i) and (k) at their default sizes (under 2 minutes on an idle 2-core machine).
@@ -216,7 +216,7 @@ def bench_scale(ns=(10**3, 10**4)):
         )
 
 
-COMM_K, COMM_T = 32, 22  # SecAgg+ degree and threshold of (h)-(k); t > (k + 1)/2 as active mode requires
+COMM_K, COMM_T = 32, 17  # SecAgg+ degree and threshold of (h)-(k): the least t > (k + 1)/2 active mode accepts
 
 
 def comm_round(n: int, d: int, bits: int = 20, k: int = COMM_K, t: int = COMM_T):
