@@ -194,10 +194,14 @@ def crypto_round_on(
     seed: int,
     security: str = "active",
 ):  # noqa: ANN201  (a protocols.SecAggResult)
-    """:func:`crypto_aggregate_on`, returning the ``protocols.SecAggResult`` (aggregate checked as residues)."""
+    """:func:`crypto_aggregate_on`, returning the ``protocols.SecAggResult`` (aggregate checked as residues).
+
+    The round id is derived from ``seed`` (``protocols.pool.seeded_sources``), not drawn afresh, so a seed
+    reproduces every message, and with it the graph and the bytes counted, on any pool."""
     from dataclasses import replace
 
     from protocols import run_pooled_round
+    from protocols.pool import seeded_sources
 
     drops = {s: set(v) for s, v in dropouts.items() if v}
     result = run_pooled_round(
@@ -210,5 +214,6 @@ def crypto_round_on(
         neighbours=neighbours,
         seed=seed,
         security=security,
+        round_id=seeded_sources(seed)[0],
     )
     return replace(result, aggregate=zq.check_residues("aggregate", result.aggregate, bits))
