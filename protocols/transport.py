@@ -133,6 +133,7 @@ class InProcessTransport:
     def deliver(self, phase: str, sent: list[Envelope]) -> list[Envelope]:
         """The envelopes to hand over in ``phase``: ``sent`` (counted by :attr:`meter`) after the fault
         rules, with the held-back and injected ones, in a seeded order."""
+        sent = list(sent)
         self.meter.count(phase, sent)
         f = self.faults
         direction = phase.rsplit(":", 1)[-1]

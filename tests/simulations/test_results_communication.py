@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from simulations.cli.simulate import summary_text
-from simulations.results import read_results
+from simulations.results import check_results, read_results
 from simulations.runner import run_scenario, summarise_communication
 from simulations.study import format_table, summary_rows
 from tests.simulations.conftest import small_config
@@ -33,6 +34,10 @@ def test_crypto_results_carry_communication_per_round_and_in_summary(tmp_path, c
         stages = comm["stages"]
         assert list(stages)[0] == "advertise_keys" and "consistency" in stages  # active mode by default
         assert sum(s["upload_bytes_mean"] for s in stages.values()) == pytest.approx(comm["upload_bytes_mean"])
+    broken = json.loads(json.dumps(doc))
+    del broken["rounds"][1]["communication"]["raw_bytes"]
+    with pytest.raises(ValueError, match="round 2: communication lacks keys"):
+        check_results(broken)
     total = doc["summary"]["communication"]
     assert KEYS <= set(total) and total["rounds"] == 1 and total["raw_bytes"] == raw
     rounds = [r["communication"] for r in doc["rounds"][1:]]
