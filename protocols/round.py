@@ -11,6 +11,7 @@ import numpy as np
 
 from protocols import messages as m
 from protocols.client import SecAggClient
+from protocols.communication import Communication
 from protocols.pki import KeyRegistry
 from protocols.pool import ClientPool, InProcessClientPool, RoundPlan
 from protocols.security import check_security, min_threshold
@@ -33,7 +34,9 @@ class SecAggResult:
 
     ``aggregate``: sum mod 2^bits of the inputs of ``survivors`` (the clients whose masked input arrived);
     ``dropped``: clients that shared keys but whose masked input did not arrive; ``reports``: rejected
-    messages and recovered faults; ``timings``: seconds per phase (all clients + server, sequential).
+    messages and recovered faults; ``timings``: seconds per phase (all clients + server, sequential);
+    ``communication``: bytes each client sent and received per stage (:class:`~protocols.communication.Communication`,
+    counted by the transport).
     """
 
     aggregate: np.ndarray = field(repr=False)
@@ -41,6 +44,7 @@ class SecAggResult:
     dropped: frozenset[int] = frozenset()
     reports: tuple[str, ...] = ()
     timings: Mapping[str, float] = field(default_factory=dict)
+    communication: Communication | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.survivors & self.dropped:
@@ -84,7 +88,14 @@ def drive_round(
         timings[f"{stage}:clients"] = t1 - t0
         timings[f"{stage}:server"] = t2 - t1
     out = server.outcome
-    return SecAggResult(out.aggregate, out.survivors, out.dropped, tuple(reports + server.reports), timings)
+    return SecAggResult(
+        out.aggregate,
+        out.survivors,
+        out.dropped,
+        tuple(reports + server.reports),
+        timings,
+        communication=transport.communication(),
+    )
 
 
 def run_secagg_round(

@@ -33,6 +33,8 @@ __all__ = [
     "abort_reason",
     "crypto_aggregate",
     "crypto_aggregate_on",
+    "crypto_round",
+    "crypto_round_on",
 ]
 
 # The protocol's stages (secagg_dp.stages) without the active-only consistency stage, which the dropout model does
@@ -114,7 +116,34 @@ def crypto_aggregate(
     security: str = "active",
 ) -> tuple[np.ndarray, frozenset[int]]:
     """Run the full protocol on the clients' vectors (one row per id) with every client in this process:
-    :func:`crypto_aggregate_on` an ``InProcessClientPool``, which is what ``protocols.run_secagg_round`` runs."""
+    :func:`crypto_aggregate_on` an ``InProcessClientPool``, which is what ``protocols.run_secagg_round`` runs.
+    Returns ``(aggregate, survivors)``; :func:`crypto_round` returns the whole round result."""
+    res = crypto_round(
+        ids,
+        vectors,
+        bits=bits,
+        threshold=threshold,
+        dropouts=dropouts,
+        neighbours=neighbours,
+        seed=seed,
+        security=security,
+    )
+    return res.aggregate, frozenset(res.survivors)
+
+
+def crypto_round(
+    ids: list[int],
+    vectors: np.ndarray,
+    *,
+    bits: int,
+    threshold: int,
+    dropouts: Mapping[str, set[int]],
+    neighbours: int | None,
+    seed: int,
+    security: str = "active",
+):  # noqa: ANN201  (a protocols.SecAggResult)
+    """:func:`crypto_aggregate`, returning the ``protocols.SecAggResult`` (survivors, reports, timings and
+    the bytes each client sent and received, ``communication``)."""
     from protocols import InProcessClientPool
 
     rows = zq.check_residues("vectors", vectors, bits)
@@ -123,7 +152,7 @@ def crypto_aggregate(
             f"Argument 'vectors' must have one non-empty row per id ({len(ids)}), not shape {rows.shape}."
         )
     inputs = {int(cid): rows[i] for i, cid in enumerate(ids)}
-    return crypto_aggregate_on(
+    return crypto_round_on(
         InProcessClientPool(inputs),
         sorted(inputs),
         rows.shape[1],
@@ -150,7 +179,40 @@ def crypto_aggregate_on(
 ) -> tuple[np.ndarray, frozenset[int]]:
     """:func:`crypto_aggregate` with the clients (and their inputs, vectors of length ``dim``) in ``pool``;
     the server runs here (``protocols.run_pooled_round``). Same seed, same result as in-process."""
+    res = crypto_round_on(
+        pool,
+        ids,
+        dim,
+        bits=bits,
+        threshold=threshold,
+        dropouts=dropouts,
+        neighbours=neighbours,
+        seed=seed,
+        security=security,
+    )
+    return res.aggregate, frozenset(res.survivors)
+
+
+def crypto_round_on(
+    pool,  # noqa: ANN001  (a started-nowhere protocols.ClientPool holding the clients' inputs)
+    ids: list[int],
+    dim: int,
+    *,
+    bits: int,
+    threshold: int,
+    dropouts: Mapping[str, set[int]],
+    neighbours: int | None,
+    seed: int,
+    security: str = "active",
+):  # noqa: ANN201  (a protocols.SecAggResult)
+    """:func:`crypto_aggregate_on`, returning the ``protocols.SecAggResult`` (aggregate checked as residues).
+
+    The round id is derived from ``seed`` (``protocols.pool.seeded_sources``), not drawn afresh, so a seed
+    reproduces every message, and with it the graph and the bytes counted, on any pool."""
+    from dataclasses import replace
+
     from protocols import run_pooled_round
+    from protocols.pool import seeded_sources
 
     drops = {s: set(v) for s, v in dropouts.items() if v}
     result = run_pooled_round(
@@ -163,5 +225,6 @@ def crypto_aggregate_on(
         neighbours=neighbours,
         seed=seed,
         security=security,
+        round_id=seeded_sources(seed)[0],
     )
-    return zq.check_residues("aggregate", result.aggregate, bits), frozenset(result.survivors)
+    return replace(result, aggregate=zq.check_residues("aggregate", result.aggregate, bits))

@@ -170,6 +170,9 @@ def summary_text(doc: dict, out: Path) -> str:
                 f"{tag}stopped: budget exhausted after {done} rounds "
                 f"(epsilon_budget = {priv.get('ledger', {}).get('epsilon_budget')})"
             )
+        comm = res["summary"].get("communication")
+        if comm:
+            lines.append(f"{tag}{communication_line(comm)}")
         wrap = res.get("derived", {}).get("wrap_probability_bound")
         if wrap is not None and wrap > _WRAP_NOTE:
             lines.append(
@@ -185,6 +188,17 @@ def summary_text(doc: dict, out: Path) -> str:
     ledgers = [out / r["out"] / "ledger.sqlite" if r["out"] else out / "ledger.sqlite" for r in runs]
     lines.append("ledger: " + ", ".join(str(p) for p in ledgers if p.exists()))
     return "\n".join(lines)
+
+
+def communication_line(comm: dict) -> str:
+    """The ``summary.communication`` of a crypto-mode run in one line (kB = 10^3 bytes)."""
+    raw = comm["raw_bytes"]
+    ratio = f" = {comm['upload_bytes_mean'] / raw:.3g}x the {raw / 1e3:.4g} kB unmasked vector" if raw else ""
+    return (
+        f"communication per client per round: upload {comm['upload_bytes_mean'] / 1e3:.4g} kB mean{ratio}, "
+        f"{comm['upload_bytes_max'] / 1e3:.4g} kB max; download {comm['download_bytes_mean'] / 1e3:.4g} kB mean, "
+        f"{comm['download_bytes_max'] / 1e3:.4g} kB max"
+    )
 
 
 def _check_extras(cfg, *, plots: bool, progress: bool) -> None:  # noqa: ANN001
