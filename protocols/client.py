@@ -245,6 +245,16 @@ class SecAggClient:
             raise ProtocolError(f"client {self.id}: roster carries keys that are not ours")
         if len(msg.ids) < self._t:
             raise ProtocolError(f"client {self.id}: roster has {len(msg.ids)} < threshold {self._t} clients")
+        if self.active and len(msg.ids) < self.policy.roster_floor:
+            pol = self.policy
+            why = (
+                f"our minimum roster {pol.min_roster}"
+                if pol.min_roster is not None and len(msg.ids) < pol.min_roster
+                else f"neighbours + 2 = {self._k + 2}: with our degree {self._k} it would be a full graph"
+                if self._k is not None
+                else f"our minimum threshold {pol.min_threshold}"
+            )
+            raise ProtocolError(f"client {self.id}: roster has {len(msg.ids)} clients, fewer than {why}")
         nbrs = view.graph.neighbours(self.id)
         holders = sorted(nbrs | {self.id})
         rows = np.searchsorted(ids, holders)  # roster row of each holder

@@ -327,6 +327,11 @@ class SecAggServer:
         self._u1 = frozenset(self._keys)
         ids = tuple(sorted(self._u1))
         full = self.k is None or self.k >= len(ids) - 1
+        if full and self.k is not None and self.security == "active":
+            raise self._abort(
+                f"{len(ids)} check-ins <= neighbours + 1 = {self.k + 1}: active clients configured with degree "
+                f"{self.k} refuse to treat the roster as a full graph"
+            )
         holders = len(ids) if full else self.k + 1
         need = min_threshold(holders, neighbours=None if full else self.k, security=self.security)
         if self.threshold < need:

@@ -6,6 +6,7 @@ import numpy as np
 
 from protocols import messages as m
 from protocols.client import SecAggClient
+from protocols.graph import roster_graph_seed
 from protocols.pki import create_identities
 from protocols.pool import seeded_sources as _seeded
 from protocols.security import ClientPolicy
@@ -15,7 +16,15 @@ BITS, DIM = 16, 5
 
 
 def make_round(
-    seed=1, t=3, ids=tuple(range(1, 8)), neighbours=None, security="active", bits=BITS, dim=DIM, min_threshold=None
+    seed=1,
+    t=3,
+    ids=tuple(range(1, 8)),
+    neighbours=None,
+    security="active",
+    bits=BITS,
+    dim=DIM,
+    min_threshold=None,
+    min_roster=None,
 ):
     """A seeded round whose clients hold x_c = c * (0, 1, ..., dim - 1) mod 2^bits.
 
@@ -33,7 +42,9 @@ def make_round(
         round_id=round_id,
         source=ssrc,
     )
-    policy = ClientPolicy(security=security, min_threshold=min_threshold or t, neighbours=neighbours)
+    policy = ClientPolicy(
+        security=security, min_threshold=min_threshold or t, neighbours=neighbours, min_roster=min_roster
+    )
     clients = {
         c: SecAggClient(
             c, inputs[c], bits=bits, policy=policy, identity=identities.get(c), registry=registry, source=csrc(c)
@@ -60,3 +71,14 @@ def deliver_all(server, clients, outgoing):
     for cid, out in sorted(replies.items()):
         server.receive(out, sender=cid)
     return replies
+
+
+def adversarial_roster(server, ids=None) -> bytes:
+    """The roster a deviating server builds from the check-ins it holds, admitting only ``ids`` (default:
+    all), with everything a client recomputes (graph seed) consistent with the entries it admits."""
+    ids = tuple(sorted(server._keys if ids is None else ids))
+    enc = np.stack([np.frombuffer(server._keys[u][0], np.uint8) for u in ids])
+    mask = np.stack([np.frombuffer(server._keys[u][1], np.uint8) for u in ids])
+    sigs = np.stack([np.frombuffer(server._keys[u][2], np.uint8) for u in ids])
+    seed = roster_graph_seed(server.round_id, ids, enc, mask)
+    return m.KeyRoster(server.round_id, m.SERVER, m.BROADCAST, seed, ids, enc, mask, sigs).to_bytes()
