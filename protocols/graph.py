@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import struct
 import threading
 from collections.abc import Sequence
 
@@ -29,6 +30,9 @@ __all__ = [
     "neighbours_of",
     "neighbourhoods_for",
     "roster_graph_seed",
+    "roster_statement",
+    "index_graph",
+    "two_hop_positions",
     "secaggplus_parameters",
     "holder_points",
 ]
@@ -52,7 +56,10 @@ class RosterGraph:
     """
 
     def __init__(self, ids: Sequence[int], k: int | None, graph_seed: bytes) -> None:
-        self.ids = np.asarray(sorted(ids), dtype=np.int64)
+        if isinstance(ids, np.ndarray) and ids.size and bool((ids[1:] > ids[:-1]).all()):
+            self.ids = ids.astype(np.int64)  # already sorted (index graphs)
+        else:
+            self.ids = np.asarray(sorted(ids), dtype=np.int64)
         self.n = n = self.ids.size
         keys = np.frombuffer(keystream(graph_seed, 16 * n), dtype="<u8").reshape(-1, 2)
         perm = np.lexsort((keys[:, 1], keys[:, 0])) if n else np.zeros(0, dtype=np.int64)
@@ -164,17 +171,50 @@ def neighbourhoods_for(
     return roster_graph(ids, k, graph_seed).neighbour_sets(list(clients))
 
 
-def roster_graph_seed(round_id: bytes, ids: Sequence[int], enc_pks: np.ndarray, mask_pks: np.ndarray) -> bytes:
-    """The SecAgg+ graph seed: SHA-256 over the round id and the whole roster (ids and both key arrays).
-
-    Every client recomputes it, so the server cannot pick a graph; it can only bias it by choosing which
-    check-ins to include, and each such trial changes the fresh keys it hashes (see docs).
-    """
-    h = hashlib.sha256(b"secagg-dp/v2/graph-seed\x00" + bytes(round_id))
-    h.update(np.asarray(ids, dtype=">u4").tobytes())
-    h.update(np.ascontiguousarray(enc_pks, dtype=np.uint8).tobytes())
-    h.update(np.ascontiguousarray(mask_pks, dtype=np.uint8).tobytes())
+def roster_statement(round_id: bytes, n: int, root: bytes) -> bytes:
+    """The 32-byte digest naming one roster: SHA-256 over the round id, the number n of entries and the
+    Merkle root (:mod:`secagg_dp.crypto.merkle`) of the entries sorted by client id. Clients sign it in the
+    consistency round, so two different rosters cannot both gather the signatures a client requires."""
+    h = hashlib.sha256(b"secagg-dp/v3/roster\x00" + bytes(round_id) + struct.pack(">I", n) + bytes(root))
     return h.digest()
+
+
+def roster_graph_seed(round_id: bytes, n: int, root: bytes) -> bytes:
+    """The SecAgg+ graph seed: SHA-256 of the roster statement (:func:`roster_statement`).
+
+    The roster is committed (root and n) before the seed exists, so the server cannot place clients after
+    seeing positions; any other roster it builds (another set of admitted check-ins) is a fresh uniform graph.
+    What remains is grinding: trying many rosters and keeping the best, which ``secaggplus_parameters``
+    counts with ``grinding_bits`` (see docs/secure-aggregation.md).
+    """
+    return hashlib.sha256(b"secagg-dp/v3/graph-seed\x00" + roster_statement(round_id, n, root)).digest()
+
+
+_index_cache: list[tuple[int, int | None, bytes, RosterGraph]] = []
+
+
+def index_graph(n: int, k: int | None, graph_seed: bytes) -> RosterGraph:
+    """The graph over the roster's leaf indices 0..n-1 (the roster is sorted by id, so index i is the i-th
+    smallest id): the same ring as :func:`roster_graph` on the ids, built from n and the seed alone, which is
+    all a client that holds only its neighbourhood knows. Remembered for the last few rosters."""
+    seed = bytes(graph_seed)
+    with _cache_lock:
+        for c_n, c_k, c_seed, graph in _index_cache:
+            if c_n == n and c_k == k and c_seed == seed:
+                return graph
+    graph = RosterGraph(np.arange(n, dtype=np.int64), k, seed)
+    with _cache_lock:
+        _index_cache.insert(0, (n, k, seed, graph))
+        del _index_cache[_CACHE_SIZE:]
+    return graph
+
+
+def two_hop_positions(graph: RosterGraph, position: int) -> np.ndarray:
+    """Sorted ring positions within two hops of ``position`` (itself, its neighbours and theirs): the holders
+    of every secret whose share a client at ``position`` holds. SecAgg+ only."""
+    one = np.concatenate([[0], graph.offsets])
+    two = np.unique((one[:, None] + one[None, :]).ravel())
+    return np.unique((position + two) % graph.n)
 
 
 def secaggplus_parameters(

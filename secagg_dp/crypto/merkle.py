@@ -8,7 +8,8 @@ statement of :mod:`protocols.graph` hashes both), and a verifier only accepts in
 
 A multiproof for a set S of leaves lists, level by level from the leaves up and left to right, the sibling
 hashes that cannot be computed from S: for s leaves spread over a tree of depth D that is at most
-s * (D - floor(log2 s)) hashes, and 2 * D for a contiguous range.
+s * (D - floor(log2 s)) hashes, and 2 * D for a contiguous range. Subtrees made only of padding are never
+sent (both sides know them).
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ __all__ = ["HASH_LEN", "leaf_hash", "node_hash", "MerkleTree", "verify_multiproo
 
 HASH_LEN = 32
 _EMPTY = hashlib.sha256(b"\x02").digest()
+_EMPTY_AT = [_EMPTY]  # _EMPTY_AT[l]: root of a subtree of 2^l padding leaves
+for _ in range(64):
+    _EMPTY_AT.append(hashlib.sha256(b"\x01" + _EMPTY_AT[-1] + _EMPTY_AT[-1]).digest())
 
 
 def leaf_hash(data: bytes) -> bytes:
@@ -66,10 +70,10 @@ class MerkleTree:
         if not known or known[0] < 0 or known[-1] >= self.n:
             raise ParameterError(f"Argument 'indices' must be non-empty and within [0, {self.n}).")
         proof: list[bytes] = []
-        for level in self.levels[:-1]:
+        for height, level in enumerate(self.levels[:-1]):
             have = set(known)
             for i in known:
-                if i ^ 1 not in have:
+                if i ^ 1 not in have and (i ^ 1) << height < self.n:  # all-padding siblings are implicit
                     proof.append(level[i ^ 1])
             known = sorted({i >> 1 for i in known})
         return proof
@@ -84,12 +88,14 @@ def verify_multiproof(root: bytes, n: int, leaves: dict[int, bytes], proof: Sequ
     level = dict(leaves)
     it = iter(proof)
     used = 0
-    for _ in range(d):
+    for height in range(d):
         nxt: dict[int, bytes] = {}
         for i in sorted(level):
             if i & 1 and i ^ 1 in level:
                 continue  # the pair was combined at its left member
             sib = level.get(i ^ 1)
+            if sib is None and (i ^ 1) << height >= n:
+                sib = _EMPTY_AT[height]  # a subtree of padding only
             if sib is None:
                 sib = next(it, None)
                 used += 1

@@ -6,11 +6,12 @@ import numpy as np
 
 from protocols import messages as m
 from protocols.client import SecAggClient
-from protocols.graph import roster_graph_seed
+from protocols.graph import index_graph, roster_graph_seed
 from protocols.pki import create_identities
 from protocols.pool import seeded_sources as _seeded
 from protocols.security import ClientPolicy
 from protocols.server import SecAggServer
+from secagg_dp.crypto import merkle
 
 BITS, DIM = 16, 5
 
@@ -73,12 +74,36 @@ def deliver_all(server, clients, outgoing):
     return replies
 
 
-def adversarial_roster(server, ids=None) -> bytes:
+def adversarial_roster(server, ids=None, recipient=None, enc=None) -> bytes:
     """The roster a deviating server builds from the check-ins it holds, admitting only ``ids`` (default:
-    all), with everything a client recomputes (graph seed) consistent with the entries it admits."""
+    all) and showing ``enc[u]`` as client u's channel key (default: its own), committed consistently (Merkle
+    root, size, graph seed), so that only the checks this is about can refuse it. ``recipient=None``: the
+    broadcast of every entry (full graph); a client id: that client's slice (its share holders' entries)."""
+    enc = enc or {}
     ids = tuple(sorted(server._keys if ids is None else ids))
-    enc = np.stack([np.frombuffer(server._keys[u][0], np.uint8) for u in ids])
+    n = len(ids)
+    enc_pks = np.stack([np.frombuffer(enc.get(u, server._keys[u][0]), np.uint8) for u in ids])
     mask = np.stack([np.frombuffer(server._keys[u][1], np.uint8) for u in ids])
     sigs = np.stack([np.frombuffer(server._keys[u][2], np.uint8) for u in ids])
-    seed = roster_graph_seed(server.round_id, ids, enc, mask)
-    return m.KeyRoster(server.round_id, m.SERVER, m.BROADCAST, seed, ids, enc, mask, sigs).to_bytes()
+    tree = merkle.MerkleTree(m.roster_leaves(ids, enc_pks, mask, sigs))
+    if recipient is None:
+        at, to = list(range(n)), m.BROADCAST
+    else:
+        graph = index_graph(n, server.k, roster_graph_seed(server.round_id, n, tree.root))
+        i = ids.index(recipient)
+        at = list(range(n)) if graph.full else sorted({i, *graph.rows([i])[0].tolist()})
+        to = recipient
+    proof = tree.multiproof(at) if len(at) < n else []
+    return m.KeyRoster(
+        server.round_id,
+        m.SERVER,
+        to,
+        n,
+        tree.root,
+        tuple(at),
+        tuple(ids[i] for i in at),
+        enc_pks[at],
+        mask[at],
+        sigs[at],
+        np.frombuffer(b"".join(proof), np.uint8).reshape(-1, 32).copy(),
+    ).to_bytes()

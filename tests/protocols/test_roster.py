@@ -14,7 +14,8 @@ import pytest
 from roundkit import BITS, adversarial_roster, deliver_all, make_round
 
 from protocols import messages as m
-from protocols.graph import secaggplus_parameters
+from protocols.graph import roster_graph, secaggplus_parameters
+from protocols.server import survivor_lists
 from protocols.stages import ClientStage
 from secagg_dp.crypto import aead, masking, shamir
 from secagg_dp.crypto.keys import keypair_from_private
@@ -52,12 +53,12 @@ def test_roster_at_the_minimum_is_accepted_in_active_mode():
     ids = tuple(range(1, 13))
     server, clients, _, _ = make_round(5, 5, ids, neighbours=6, min_roster=12, dim=2)
     deliver_all(server, clients, [(m.BROADCAST, server.open_round())])
-    roster = adversarial_roster(server)
+    roster = adversarial_roster(server, recipient=V)
     assert m.decode(clients[V].receive(roster)).KIND is m.Kind.SHARE_KEYS
     server2, clients2, _, _ = make_round(5, 5, ids, neighbours=6, min_roster=12, dim=2)
     deliver_all(server2, clients2, [(m.BROADCAST, server2.open_round())])
     with pytest.raises(ProtocolError, match="fewer than our minimum roster 12"):
-        clients2[V].receive(adversarial_roster(server2, ids[:-1]))  # one check-in left out
+        clients2[V].receive(adversarial_roster(server2, ids[:-1], recipient=V))  # one check-in left out
 
 
 def test_shrunk_roster_unmasks_the_victim_in_semi_honest_mode():
@@ -88,5 +89,89 @@ def test_shrunk_roster_unmasks_the_victim_in_semi_honest_mode():
         if w != V
     ]
     mask = masking.mask_input(np.zeros(y_v.size, np.uint64), bits=BITS, self_seed=b_v, pairwise=pairwise)
-    x_v = [(int(a) - int(b)) % (1 << BITS) for a, b in zip(y_v, mask)]
+    x_v = [(int(a) - int(b)) % (1 << BITS) for a, b in zip(y_v, mask, strict=True)]
     assert x_v == inputs[V].tolist()
+
+
+# -- the roster commitment: one roster for everyone, neighbour-only entries with a membership proof ----------
+def _slices(server, clients):
+    deliver_all(server, clients, [(m.BROADCAST, server.open_round())])
+    return dict(server.advance())
+
+
+def test_secaggplus_client_gets_only_its_holders_entries_with_a_proof():
+    ids = tuple(range(1, 41))
+    server, clients, _, _ = make_round(5, 5, ids, neighbours=6, dim=2)
+    out = _slices(server, clients)
+    assert set(out) == set(ids)  # one message per client, none broadcast
+    msg = m.decode(out[V])
+    assert msg.size == 40 and set(msg.ids) == server._holders[V] and len(msg.ids) == 7
+    assert m.decode(clients[V].receive(out[V])).KIND is m.Kind.SHARE_KEYS
+
+
+@pytest.mark.parametrize("what", ["proof", "entry", "index", "missing"])
+def test_forged_membership_proof_is_refused(what):
+    ids = tuple(range(1, 41))
+    server, clients, _, _ = make_round(5, 5, ids, neighbours=6, dim=2)
+    honest = m.decode(_slices(server, clients)[V])
+    proof, enc, idx, rows = honest.proof.copy(), honest.enc_pks.copy(), list(honest.indices), list(range(7))
+    if what == "proof":
+        proof[0, 0] ^= 1
+    elif what == "entry":  # another (validly signed) key in a neighbour's row
+        enc[0] = np.frombuffer(server._keys[honest.ids[1]][0], np.uint8)
+    elif what == "index":  # one row claimed at another leaf (still ascending)
+        gap = next(p for p in range(len(idx) - 1) if idx[p + 1] - idx[p] > 1)
+        idx[gap] += 1
+    else:  # one holder left out
+        rows = [r for r in rows if honest.ids[r] != V][1:] + [honest.ids.index(V)]
+        rows.sort()
+    forged = m.KeyRoster(
+        honest.round_id,
+        m.SERVER,
+        V,
+        honest.size,
+        honest.root,
+        tuple(idx[r] for r in rows),
+        tuple(honest.ids[r] for r in rows),
+        enc[rows],
+        honest.mask_pks[rows].copy(),
+        honest.signatures[rows].copy(),
+        proof,
+    ).to_bytes()
+    with pytest.raises(ProtocolError, match="membership proof|exactly the entries"):
+        clients[V].receive(forged)
+    assert clients[V].stage is ClientStage.KEYS_ADVERTISED
+
+
+def test_two_clients_shown_different_rosters_are_refused():
+    """The server shows A = {1, 2, 3, 4} the roster of all 9 check-ins and B = {5, 6, 7, 8} a roster without
+    client 9 (each one consistent and validly signed; client 9 is then treated as dropped). Every client signs
+    its own roster's statement in the consistency round, so neither side can show t = 7 signers on one
+    statement: no client unmasks."""
+    ids, t = tuple(range(1, 10)), 7
+    a, b = {1, 2, 3, 4}, {5, 6, 7, 8}
+    server, clients, _, _ = make_round(5, t, ids, min_roster=8, dim=2)
+    deliver_all(server, clients, [(m.BROADCAST, server.open_round())])
+    rosters = {"a": adversarial_roster(server), "b": adversarial_roster(server, ids=ids[:-1])}
+    side = {c: "a" if c in a else "b" for c in a | b}
+    shares = {c: m.decode(clients[c].receive(rosters[side[c]])) for c in sorted(a | b)}
+    rid = server.round_id
+    for v in sorted(a | b):  # forward every box its recipient can open
+        senders = tuple(u for u in sorted(a | b) if v in shares[u].recipients and u in clients[v]._peers)
+        boxes = tuple(shares[u].boxes[shares[u].recipients.index(v)] for u in senders)
+        clients[v].receive(m.ShareBundle(rid, m.SERVER, v, senders, boxes).to_bytes())
+    graphs = {s: m.decode(r) for s, r in rosters.items()}
+    lists = {s: survivor_lists(rid, roster_graph(g.ids, None, g.graph_seed), a | b) for s, g in graphs.items()}
+    sigs = {c: m.decode(clients[c].receive(lists[side[c]].message(c).to_bytes())).signature for c in sorted(a | b)}
+    for c in (1, 5):
+        known = tuple(sorted(set(clients[c]._boxes) | {c}))
+        own = a if c in a else b
+        for signers, why in [
+            (tuple(sorted(a | b)), f"signature of client {min(b - own or a - own)} is invalid"),  # everyone's
+            (tuple(sorted(own)), "fewer than threshold 7 survivor-set signatures"),  # its own side's
+        ]:
+            arr = np.frombuffer(b"".join(sigs[s] for s in signers), np.uint8).reshape(-1, m.SIG_LEN).copy()
+            req = m.UnmaskRequest(rid, m.SERVER, c, known, (), signers, arr).to_bytes()
+            with pytest.raises(ProtocolError, match=why):
+                clients[c].receive(req)
+        assert clients[c].stage is ClientStage.SURVIVORS_SIGNED  # nothing revealed
