@@ -55,7 +55,8 @@ class RosterGraph:
     itself), so callers can work on (clients x degree) arrays instead of one set per client.
     """
 
-    def __init__(self, ids: Sequence[int], k: int | None, graph_seed: bytes) -> None:
+    def __init__(self, ids: Sequence[int] | np.ndarray, k: int | None, graph_seed: bytes) -> None:
+        self.ids: np.ndarray
         if isinstance(ids, np.ndarray) and ids.size and bool((ids[1:] > ids[:-1]).all()):
             self.ids = ids.astype(np.int64)  # already sorted (index graphs)
         else:
@@ -214,7 +215,8 @@ def two_hop_positions(graph: RosterGraph, position: int) -> np.ndarray:
     of every secret whose share a client at ``position`` holds. SecAgg+ only."""
     one = np.concatenate([[0], graph.offsets])
     two = np.unique((one[:, None] + one[None, :]).ravel())
-    return np.unique((position + two) % graph.n)
+    out: np.ndarray = np.unique((position + two) % graph.n)
+    return out
 
 
 def secaggplus_parameters(
