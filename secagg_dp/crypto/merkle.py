@@ -7,8 +7,9 @@ slot from being read as either. The root alone does not fix n: callers bind n ne
 statement of :mod:`protocols.graph` hashes both), and a verifier only accepts indices below n.
 
 A multiproof for a set S of leaves lists, level by level from the leaves up and left to right, the sibling
-hashes that cannot be computed from S: for s leaves spread over a tree of depth D that is at most
-s * (D - floor(log2 s)) hashes, and 2 * D for a contiguous range. Subtrees made only of padding are never
+hashes that cannot be computed from S: for s leaves spread over a tree of depth D that is fewer than
+s * (D - floor(log2 s) + 2) hashes (at most s per level, and at most 2^(D - l) at level l), and at most
+2 * D for a contiguous range. Subtrees made only of padding are never
 sent (both sides know them).
 """
 

@@ -175,3 +175,40 @@ def test_two_clients_shown_different_rosters_are_refused():
             with pytest.raises(ProtocolError, match=why):
                 clients[c].receive(req)
         assert clients[c].stage is ClientStage.SURVIVORS_SIGNED  # nothing revealed
+
+
+@pytest.mark.parametrize("n", [60, 600])
+def test_secaggplus_messages_carry_the_neighbourhood_only(n):
+    """Roster slices: k + 1 rows and a multiproof within the bound of secagg_dp.crypto.merkle; survivor
+    lists: the ids of the two-hop neighbourhood (the holders of every secret the client holds a share of,
+    computed here from the server's holder sets), a few bitmap leaves, and nothing per other client."""
+    k, ids = 6, tuple(range(1, n + 1))
+    server, clients, _, _ = make_round(5, 5, ids, neighbours=k, dim=2)
+    deliver_all(server, clients, [(m.BROADCAST, server.open_round())])
+    slices = server.advance()
+    depth = (n - 1).bit_length()
+    for _, b in slices[::7]:
+        msg = m.decode(b)
+        assert len(msg.ids) == k + 1 and len(msg.proof) < (k + 1) * (depth - 2 + 2)  # floor(log2 7) = 2
+    deliver_all(server, clients, slices)
+    deliver_all(server, clients, server.advance())  # bundles -> masked inputs
+    for u, b in server.advance()[::7]:
+        msg = m.decode(b)
+        two_hop = set().union(*(server._holders[v] for v in server._holders[u]))
+        assert msg.near_ids.tolist() == sorted(two_hop) and msg.count == n
+        assert len(msg.chunk_indices) <= 2 and len(msg.proof) <= 2 * max(1, (-(-n // 256) - 1).bit_length())
+
+
+def test_any_change_to_the_roster_is_a_fresh_graph():
+    """The seed hashes the committed roster: leaving out one check-in, or one colluder re-keying its entry,
+    gives another seed and other neighbourhoods (what a grinding server pays one roster for)."""
+    ids = tuple(range(1, 41))
+    server, clients, _, _ = make_round(5, 5, ids, neighbours=6, dim=2)
+    deliver_all(server, clients, [(m.BROADCAST, server.open_round())])
+    base = m.decode(adversarial_roster(server))
+    fewer = m.decode(adversarial_roster(server, ids=ids[:-1]))
+    rekeyed = m.decode(adversarial_roster(server, enc={40: bytes(range(32))}))
+    seeds = {base.graph_seed, fewer.graph_seed, rekeyed.graph_seed}
+    assert len(seeds) == 3
+    rows = [roster_graph(r.ids, 6, r.graph_seed).neighbour_sets([V])[V] for r in (base, fewer, rekeyed)]
+    assert rows[0] != rows[1] and rows[0] != rows[2]
