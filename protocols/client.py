@@ -291,7 +291,9 @@ class SecAggClient:
         out = m.ShareKeys(self.round_id, self.id, m.SERVER, commitment, tuple(recipients), tuple(boxes)).to_bytes()
         self._self_seed, self._own_share, self._peers = self_seed, own, peers
         self._n, self._view, self._index, self._roster_statement = n, view, index, msg.statement
-        self._index_of = {} if graph.full else dict(zip(holders, msg.indices))  # SecAgg+: our holders' leaf indices
+        self._index_of = (
+            {} if graph.full else dict(zip(holders, msg.indices, strict=True))
+        )  # SecAgg+: our holders' leaf indices
         self.stage = ClientStage.SHARES_SENT
         return out
 
@@ -328,7 +330,7 @@ class SecAggClient:
             want = np.unique(near // 256).tolist()
         if list(msg.chunk_indices) != want:
             raise ProtocolError(f"client {self.id}: survivor list does not carry the part of U3 we need")
-        leaves = {c: merkle.leaf_hash(row.tobytes()) for c, row in zip(msg.chunk_indices, msg.chunks)}
+        leaves = {c: merkle.leaf_hash(row.tobytes()) for c, row in zip(msg.chunk_indices, msg.chunks, strict=True)}
         merkle.verify_multiproof(msg.root, chunks, leaves, [bytes(h) for h in msg.proof])
         where = {c: j for j, c in enumerate(msg.chunk_indices)}
         bits = np.unpackbits(msg.chunks, axis=1)  # (chunks carried, 256)
@@ -433,8 +435,8 @@ class SecAggClient:
         ok, rows = m.SharePlaintext.unpack_rows(plaintexts, owners, self.id)
         failed = sorted(failed + [v for v, good in zip(owners, ok.tolist()) if not good])  # malformed or misnamed
         if self.active:  # before anything is revealed
-            good_owners = [v for v, good in zip(owners, ok.tolist()) if good]
-            digests = {v: p[-32:] for v, p, good in zip(owners, plaintexts, ok.tolist()) if good}
+            good_owners = [v for v, good in zip(owners, ok.tolist(), strict=True) if good]
+            digests = {v: p[-32:] for v, p, good in zip(owners, plaintexts, ok.tolist(), strict=True) if good}
             if not self._view.graph.full:
                 digests[self.id] = holders_statement(self.round_id, self.id, self._index_of)
             self._check_signatures(msg, [self.id, *good_owners], digests)

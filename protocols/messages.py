@@ -227,7 +227,10 @@ class KeyRoster(Header):
     def verify(self) -> None:
         """Check that the rows carried sit at ``indices`` of the committed roster; ProtocolError if not."""
         merkle.verify_multiproof(
-            self.root, self.size, dict(zip(self.indices, self.leaf_hashes())), [bytes(h) for h in self.proof]
+            self.root,
+            self.size,
+            dict(zip(self.indices, self.leaf_hashes(), strict=True)),
+            [bytes(h) for h in self.proof],
         )
 
     def to_bytes(self) -> bytes:
@@ -356,7 +359,7 @@ class SurvivorList(Header):
         check_bytes("root", self.root, HASH_LEN)
         check_ids("chunk_indices", self.chunk_indices)
         idx = self.chunk_indices
-        if any(b <= a for a, b in zip(idx, idx[1:])):
+        if any(b <= a for a, b in zip(idx, idx[1:], strict=False)):
             raise ProtocolError("field 'chunk_indices' must be ascending")
         chunks = _check_hashes("chunks", self.chunks)
         if chunks.shape[0] != len(idx):
@@ -560,7 +563,9 @@ class SharePlaintext:
         exactly (owners[i], holder), and ``shares[i]`` is its 32 elements (key share, then self share)."""
         m_ = len(plaintexts)
         ok = np.fromiter((len(p) == cls.LEN for p in plaintexts), dtype=bool, count=m_)
-        blob = b"".join(p[:-32] if good else bytes(cls.LEN - 32) for p, good in zip(plaintexts, ok.tolist()))
+        blob = b"".join(
+            p[:-32] if good else bytes(cls.LEN - 32) for p, good in zip(plaintexts, ok.tolist(), strict=True)
+        )
         arr = np.frombuffer(blob, dtype=">u4").reshape(m_, 2 + 2 * PIECES_PER_32_BYTES).astype(np.int64)
         ok &= arr[:, 0] == np.asarray(owners, dtype=np.int64).reshape(-1)
         ok &= arr[:, 1] == holder
