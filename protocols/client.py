@@ -360,12 +360,14 @@ class SecAggClient:
         self.stage = ClientStage.SURVIVORS_SIGNED
         return m.SurvivorSignature(self.round_id, self.id, m.SERVER, sig).to_bytes()
 
-    def _holders_of(self, owner: int) -> np.ndarray:
-        """Ids of ``owner``'s share holders (SecAgg+), read from the survivor list's ids at its ring window."""
+    def _holders_of(self, owners: list[int]) -> np.ndarray:
+        """Ids of each owner's share holders (SecAgg+), one ascending row per owner, read from the survivor
+        list's ids at the owner's ring window."""
         graph = self._view.graph
-        i = self._index if owner == self.id else self._index_of[owner]
-        window = (graph.ring_pos[i] + np.concatenate([[0], graph.offsets])) % graph.n
-        return np.sort(self._near_ids[np.searchsorted(self._near, window)])
+        idx = np.asarray([self._index if v == self.id else self._index_of[v] for v in owners], dtype=np.int64)
+        window = (graph.ring_pos[idx][:, None] + np.concatenate([[0], graph.offsets])[None, :]) % graph.n
+        rows: np.ndarray = np.sort(self._near_ids[np.searchsorted(self._near, window)], axis=1)
+        return rows
 
     def _check_signatures(self, msg: m.UnmaskRequest, owners: list[int], digests: dict[int, bytes]) -> None:
         """Active mode: every forwarded signature is valid on the statement we signed, and each client whose
@@ -388,19 +390,17 @@ class SecAggClient:
                 self._registry.verify(v, label, statement, rows[j * sl : (j + 1) * sl])
             except AuthenticationError:
                 raise ProtocolError(f"client {self.id}: survivor-set signature of client {v} is invalid") from None
-        short = []
-        for v in owners:
-            if self._view.graph.full:  # every signer (all in the roster) is a holder of every secret
-                count = len(msg.signers)
-            else:
-                holders = self._holders_of(v)
-                if holders_statement(self.round_id, v, holders.tolist()) != digests[v]:
+        if self._view.graph.full:  # every signer (all in the roster) is a holder of every secret
+            counts = np.full(len(owners), len(msg.signers))
+        else:
+            holders = self._holders_of(owners)
+            for v, row in zip(owners, holders, strict=True):
+                if holders_statement(self.round_id, v, row) != digests[v]:
                     raise ProtocolError(
                         f"client {self.id}: the server names share holders of client {v} that {v} did not state"
                     )
-                count = int(np.isin(holders, signers).sum())
-            if count < self._t:
-                short.append(v)
+            counts = np.isin(holders, signers).sum(axis=1)
+        short = [v for v, count in zip(owners, counts.tolist(), strict=True) if count < self._t]
         if short:
             raise ProtocolError(
                 f"client {self.id}: fewer than threshold {self._t} survivor-set signatures from the share holders "

@@ -130,10 +130,13 @@ def consistency_statement(round_id: bytes, roster: bytes, survivors_root: bytes,
     return bytes(round_id) + bytes(roster) + bytes(survivors_root) + struct.pack(">I", count)
 
 
-def holders_statement(round_id: bytes, owner: int, holders: Iterable[int]) -> bytes:
+def holders_statement(round_id: bytes, owner: int, holders: Iterable[int] | np.ndarray) -> bytes:
     """SHA-256 over the round id, an owner's id and its share holders' ids (ascending): what the owner puts in
     every share box, so a holder can check ids of the owner's other holders that the server relays."""
-    ids = np.sort(np.fromiter(holders, dtype=np.int64))
+    if isinstance(holders, np.ndarray):
+        ids = np.sort(holders.astype(np.int64, copy=False).reshape(-1))
+    else:
+        ids = np.sort(np.fromiter(holders, dtype=np.int64))
     h = hashlib.sha256(b"secagg-dp/v3/holders\x00" + bytes(round_id) + struct.pack(">I", owner))
     h.update(ids.astype(">u4").tobytes())
     return h.digest()
