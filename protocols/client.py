@@ -55,8 +55,24 @@ class _RosterView:
         key = self._parsed.get((mask, row))
         if key is None:
             pks = self.roster.mask_pks if mask else self.roster.enc_pks
-            key = self._parsed[(mask, row)] = load_public(pks[row].tobytes())
+            key = self._parsed[(mask, row)] = _load_public(pks[row].tobytes())
         return key
+
+
+_parsed_keys: dict[bytes, X25519PublicKey] = {}
+_PARSED_MAX = 1 << 16
+
+
+def _load_public(raw: bytes) -> X25519PublicKey:
+    """``load_public`` remembered by the key's bytes (a pure function of them): with SecAgg+ each client holds
+    its own roster entries, so where one process plays every client each key would be parsed by k clients."""
+    key = _parsed_keys.get(raw)
+    if key is None:
+        key = load_public(raw)  # raises on a malformed key; nothing is remembered then
+        if len(_parsed_keys) >= _PARSED_MAX:
+            _parsed_keys.clear()
+        _parsed_keys[raw] = key
+    return key
 
 
 _views: list[_RosterView] = []
@@ -349,9 +365,11 @@ class SecAggClient:
                 raise ProtocolError(f"client {self.id}: survivor list names {msg.near_ids.size} nearby clients")
             self._near_ids = np.empty(near.size, dtype=np.int64)
             self._near_ids[np.argsort(idx)] = msg.near_ids
-            for v, i in self._index_of.items():  # the ids we know ourselves (our holders) must agree
-                if self._near_ids[int(np.searchsorted(near, graph.ring_pos[i]))] != v:
-                    raise ProtocolError(f"client {self.id}: survivor list misplaces client {v}")
+            mine = np.fromiter(self._index_of, dtype=np.int64, count=len(self._index_of))  # our holders' ids
+            at = graph.ring_pos[np.fromiter(self._index_of.values(), dtype=np.int64, count=mine.size)]
+            wrong = mine[self._near_ids[np.searchsorted(near, at)] != mine]  # the ids we know must agree
+            if wrong.size:
+                raise ProtocolError(f"client {self.id}: survivor list misplaces client {int(wrong[0])}")
         self._near = near
         self._survivors = np.sort(self._near_ids[alive_at])  # survivors among the holders of what we hold
         statement = consistency_statement(self.round_id, self._roster_statement, msg.root, msg.count)

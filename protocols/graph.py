@@ -73,6 +73,7 @@ class RosterGraph:
         if not self.full and k % 2:
             offsets += [n // 2] if n % 2 == 0 else [n // 2, -(n // 2)]  # the chord; one offset when n is even
         self.offsets = np.asarray(offsets, dtype=np.int64)
+        self.two_hop_offsets: np.ndarray | None = None  # filled by two_hop_positions
         for a in (self.ids, self.order, self.ring_pos, self.offsets):
             a.flags.writeable = False
 
@@ -213,9 +214,10 @@ def index_graph(n: int, k: int | None, graph_seed: bytes) -> RosterGraph:
 def two_hop_positions(graph: RosterGraph, position: int) -> np.ndarray:
     """Sorted ring positions within two hops of ``position`` (itself, its neighbours and theirs): the holders
     of every secret whose share a client at ``position`` holds. SecAgg+ only."""
-    one = np.concatenate([[0], graph.offsets])
-    two = np.unique((one[:, None] + one[None, :]).ravel())
-    out: np.ndarray = np.unique((position + two) % graph.n)
+    if graph.two_hop_offsets is None:  # once per graph
+        one = np.concatenate([[0], graph.offsets])
+        graph.two_hop_offsets = np.unique((one[:, None] + one[None, :]).ravel())
+    out: np.ndarray = np.unique((position + graph.two_hop_offsets) % graph.n)
     return out
 
 
