@@ -17,12 +17,12 @@ import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
 from protocols import messages as m
-from protocols.graph import RosterGraph, holder_points, roster_graph, roster_graph_seed
-from protocols.pki import KeyRegistry, advertise_statement, survivor_statement
+from protocols.graph import RosterGraph, holder_points, index_graph, two_hop_positions
+from protocols.pki import KeyRegistry, advertise_statement, consistency_statement, holders_statement
 from protocols.security import ClientPolicy, min_threshold
 from protocols.stages import CLIENT_TRANSITIONS, ClientStage
 from secagg_dp._validate import check_int
-from secagg_dp.crypto import aead, masking, shamir, signing
+from secagg_dp.crypto import aead, masking, merkle, shamir, signing
 from secagg_dp.crypto.keys import KeyPair, generate_keypair, load_public
 from secagg_dp.crypto.randomness import RandomSource, resolve_source
 from secagg_dp.errors import AuthenticationError, ParameterError, ProtocolError
@@ -35,15 +35,18 @@ _HEAD = 28
 
 
 class _RosterView:
-    """What a client derives from one parsed roster: its graph and whether its graph seed is the hash of
-    the roster. Both are pure functions of the roster (immutable), so they are computed once per parsed
-    roster: where one process plays every client (the simulation) all clients hold the same parsed
-    roster (:func:`protocols.messages.decode`), and each would otherwise redo O(n) work."""
+    """What a client derives from one parsed roster: that its rows belong to the committed roster (the
+    multiproof), and the graph over the roster's leaf indices. Both are pure functions of the roster
+    (immutable), so they are computed once per parsed roster: where one process plays every client (the
+    simulation) all clients of a full-graph round hold the same parsed broadcast
+    (:func:`protocols.messages.decode`), and each would otherwise redo O(n) work. A proof that fails raises
+    ProtocolError (and nothing is remembered)."""
 
     def __init__(self, roster: m.KeyRoster, k: int | None) -> None:
+        roster.verify()
         self.roster, self.k = roster, k
-        self.graph: RosterGraph = roster_graph(roster.ids, k, roster.graph_seed)
-        self._seed_ok: bool | None = None
+        self.ids = np.asarray(roster.ids, dtype=np.int64)
+        self.graph: RosterGraph = index_graph(roster.size, k, roster.graph_seed)
         self._parsed: dict[tuple[bool, int], X25519PublicKey] = {}  # (mask key?, roster row) -> parsed key
 
     def public_key(self, row: int, *, mask: bool) -> X25519PublicKey:
@@ -52,15 +55,24 @@ class _RosterView:
         key = self._parsed.get((mask, row))
         if key is None:
             pks = self.roster.mask_pks if mask else self.roster.enc_pks
-            key = self._parsed[(mask, row)] = load_public(pks[row].tobytes())
+            key = self._parsed[(mask, row)] = _load_public(pks[row].tobytes())
         return key
 
-    @property
-    def seed_ok(self) -> bool:
-        if self._seed_ok is None:
-            r = self.roster
-            self._seed_ok = r.graph_seed == roster_graph_seed(r.round_id, r.ids, r.enc_pks, r.mask_pks)
-        return self._seed_ok
+
+_parsed_keys: dict[bytes, X25519PublicKey] = {}
+_PARSED_MAX = 1 << 16
+
+
+def _load_public(raw: bytes) -> X25519PublicKey:
+    """``load_public`` remembered by the key's bytes (a pure function of them): with SecAgg+ each client holds
+    its own roster entries, so where one process plays every client each key would be parsed by k clients."""
+    key = _parsed_keys.get(raw)
+    if key is None:
+        key = load_public(raw)  # raises on a malformed key; nothing is remembered then
+        if len(_parsed_keys) >= _PARSED_MAX:
+            _parsed_keys.clear()
+        _parsed_keys[raw] = key
+    return key
 
 
 _views: list[_RosterView] = []
@@ -145,8 +157,8 @@ class SecAggClient:
             raise ProtocolError(f"client {self.id}: message from another round (replay?)")
         if msg.sender != m.SERVER:
             raise ProtocolError(f"client {self.id}: message not from the server")
-        want = m.BROADCAST if kind is m.Kind.KEY_ROSTER else self.id
-        if msg.recipient != want:
+        want = (m.BROADCAST, self.id) if kind is m.Kind.KEY_ROSTER else (self.id,)
+        if msg.recipient not in want:
             raise ProtocolError(f"client {self.id}: message addressed to {msg.recipient}")
         if kind is m.Kind.KEY_ROSTER:
             return self._on_roster(msg)
@@ -159,12 +171,19 @@ class SecAggClient:
     def _size_cap(self, kind: m.Kind) -> int | None:
         """Largest well-formed message of ``kind`` given what we know of the round (None: no bound yet)."""
         if kind is m.Kind.KEY_ROSTER:
-            return None  # the roster's size is the server's to choose; its entries are verified one by one
+            if self._k is None:
+                return None  # the full graph's roster is the whole population, whose size the server chooses
+            rows = self._k + 3  # the chord of an odd degree adds one holder
+            return _HEAD + 44 + rows * (4 + 132) + rows * 32 * m.HASH_LEN
         if kind is m.Kind.SHARE_BUNDLE:
             return _HEAD + 4 + len(self._peers) * (8 + _BOX_LEN)
-        n = len(self._roster_ids)
+        n = self._n
         if kind is m.Kind.SURVIVOR_LIST:
-            return _HEAD + 4 + 4 * n
+            chunks = -(-n // 256)
+            if self._view.graph.full:
+                return _HEAD + 48 + 36 * chunks
+            near = (self._view.graph.offsets.size + 1) ** 2
+            return _HEAD + 48 + near * (4 + m.HASH_LEN * (1 + merkle.depth_for(chunks)) + 4)
         if kind is m.Kind.UNMASK_REQUEST:
             return _HEAD + 12 + 4 * (len(self._peers) + 1) + (4 + m.SIG_LEN) * n
         return None
@@ -210,12 +229,10 @@ class SecAggClient:
 
     # -- stage 2: ShareKeys ----------------------------------------------------------------------------------
     def _check_roster(self, msg: m.KeyRoster, view: _RosterView, nbrs: list[int], rows: np.ndarray) -> None:
-        """Active mode: graph seed derived from the roster, threshold safe for this roster, and every entry
-        we use (``nbrs``, at roster ``rows``) signed by its owner's registered identity key over this round."""
-        if not view.seed_ok:
-            raise ProtocolError(f"client {self.id}: graph seed is not derived from the roster")
-        full = self._k is None or self._k >= len(msg.ids) - 1
-        holders = len(msg.ids) if full else self._k + 1
+        """Active mode: threshold safe for this roster, and every entry we use (``nbrs``, at message ``rows``)
+        signed by its owner's registered identity key over this round."""
+        full = view.graph.full
+        holders = msg.size if full else self._k + 1
         need = min_threshold(holders, neighbours=None if full else self._k, security="active")
         if self._t < need:
             raise ProtocolError(
@@ -236,18 +253,31 @@ class SecAggClient:
         # (a ProtocolError): the roster is refused without a separate check per entry.
 
     def _on_roster(self, msg: m.KeyRoster) -> bytes:
-        view = _roster_view(msg, self._k)
-        ids = view.graph.ids  # the roster's ids as an array (sorted, like the roster's rows)
+        view = _roster_view(msg, self._k)  # checks the multiproof: the rows belong to the committed roster
+        ids, n, graph = view.ids, msg.size, view.graph
         pos = int(np.searchsorted(ids, self.id))
         if pos >= ids.size or ids[pos] != self.id:
             raise ProtocolError(f"client {self.id}: not in the roster")
         if msg.enc_pks[pos].tobytes() != self._enc.public or msg.mask_pks[pos].tobytes() != self._mask.public:
             raise ProtocolError(f"client {self.id}: roster carries keys that are not ours")
-        if len(msg.ids) < self._t:
-            raise ProtocolError(f"client {self.id}: roster has {len(msg.ids)} < threshold {self._t} clients")
-        nbrs = view.graph.neighbours(self.id)
-        holders = sorted(nbrs | {self.id})
-        rows = np.searchsorted(ids, holders)  # roster row of each holder
+        if n < self._t:
+            raise ProtocolError(f"client {self.id}: roster has {n} < threshold {self._t} clients")
+        if self.active and n < self.policy.roster_floor:
+            pol = self.policy
+            why = (
+                f"our minimum roster {pol.min_roster}"
+                if pol.min_roster is not None and n < pol.min_roster
+                else f"neighbours + 2 = {self._k + 2}: with our degree {self._k} it would be a full graph"
+                if self._k is not None
+                else f"our minimum threshold {pol.min_threshold}"
+            )
+            raise ProtocolError(f"client {self.id}: roster has {n} clients, fewer than {why}")
+        index = msg.indices[pos]
+        want = range(n) if graph.full else np.unique(np.append(graph.rows([index])[0], index)).tolist()
+        if list(msg.indices) != list(want):
+            raise ProtocolError(f"client {self.id}: roster does not carry exactly the entries of our share holders")
+        holders = ids.tolist()  # exactly our share holders (and us), ascending
+        rows = np.arange(ids.size)  # message row of each holder
         if self.active:
             mine = holders.index(self.id)
             self._check_roster(msg, view, holders[:mine] + holders[mine + 1 :], np.delete(rows, mine))
@@ -258,7 +288,8 @@ class SecAggClient:
         shares = shamir.share(
             [self._mask.private, self_seed], threshold=self._t, points=[points[v] for v in holders], source=self._src
         )
-        plaintexts = m.SharePlaintext.pack_rows(self.id, holders, shares)
+        digest = bytes(32) if graph.full else holders_statement(self.round_id, self.id, holders)
+        plaintexts = m.SharePlaintext.pack_rows(self.id, holders, shares, digest)
         peers: dict[int, tuple[bytes, X25519PublicKey]] = {}
         recipients, boxes = [], []
         for j, (v, row) in enumerate(zip(holders, rows.tolist())):
@@ -275,7 +306,10 @@ class SecAggClient:
         commitment = masking.self_mask_commitment(self_seed, round_id=self.round_id, owner=self.id)
         out = m.ShareKeys(self.round_id, self.id, m.SERVER, commitment, tuple(recipients), tuple(boxes)).to_bytes()
         self._self_seed, self._own_share, self._peers = self_seed, own, peers
-        self._roster_ids, self._view = msg.ids, view
+        self._n, self._view, self._index, self._roster_statement = n, view, index, msg.statement
+        self._index_of = (
+            {} if graph.full else dict(zip(holders, msg.indices, strict=True))
+        )  # SecAgg+: our holders' leaf indices
         self.stage = ClientStage.SHARES_SENT
         return out
 
@@ -299,58 +333,92 @@ class SecAggClient:
 
     # -- stage 4 (active): ConsistencyCheck --------------------------------------------------------------------
     def _on_survivor_list(self, msg: m.SurvivorList) -> bytes:
-        alive = msg.survivors  # sorted, distinct (checked when parsed)
-        at = int(np.searchsorted(alive, self.id))
-        if at >= alive.size or alive[at] != self.id:
-            raise ProtocolError(f"client {self.id}: survivor list does not include us")
-        roster = self._view.graph.ids
-        idx = np.searchsorted(roster, alive)
-        if alive.size and (int(idx[-1]) >= roster.size or not bool((roster[idx] == alive).all())):
-            raise ProtocolError(f"client {self.id}: survivor list names clients outside the roster")
-        if alive.size < self._t:
-            raise ProtocolError(f"client {self.id}: {alive.size} survivors < threshold {self._t}; refusing to sign")
-        statement = survivor_statement(self.round_id, alive)
-        sig = self._identity.sign(signing.LABEL_SURVIVOR_SET, statement)
-        graph = self._view.graph
-        if not graph.full:
-            # SecAgg+: only survivors among the holders of the secrets we hold shares of (us and the
-            # neighbours whose boxes we hold) can matter later; keeping all of U3 would cost O(n) per client.
-            known = np.asarray(sorted(set(self._boxes) | {self.id}), dtype=np.int64)
-            near = np.union1d(known, graph.rows(known))
-            j = np.minimum(np.searchsorted(alive, near), alive.size - 1)
-            self._survivors = near[alive[j] == near]  # sorted array: a set of ~2k ids costs ~10x the memory
+        """Check the survivor commitment's part we need against its root, find ourselves in it, and sign the
+        roster and the survivor set together (:func:`protocols.pki.consistency_statement`)."""
+        graph, n = self._view.graph, self._n
+        chunks = -(-n // 256)
+        me = int(graph.ring_pos[self._index])
+        if graph.full:
+            near = np.arange(n)
+            want = list(range(chunks))
         else:
-            self._survivors = alive
+            near = two_hop_positions(graph, me)  # ring positions, ascending
+            want = np.unique(near // 256).tolist()
+        if list(msg.chunk_indices) != want:
+            raise ProtocolError(f"client {self.id}: survivor list does not carry the part of U3 we need")
+        leaves = {c: merkle.leaf_hash(row.tobytes()) for c, row in zip(msg.chunk_indices, msg.chunks, strict=True)}
+        merkle.verify_multiproof(msg.root, chunks, leaves, [bytes(h) for h in msg.proof])
+        where = {c: j for j, c in enumerate(msg.chunk_indices)}
+        bits = np.unpackbits(msg.chunks, axis=1)  # (chunks carried, 256)
+        alive_at = bits[[where[int(p) // 256] for p in near], near % 256].astype(bool)
+        if not bool(alive_at[int(np.searchsorted(near, me))]):
+            raise ProtocolError(f"client {self.id}: survivor list does not include us")
+        if msg.count < self._t:
+            raise ProtocolError(f"client {self.id}: {msg.count} survivors < threshold {self._t}; refusing to sign")
+        if graph.full:
+            if int(bits.sum()) != msg.count:
+                raise ProtocolError(f"client {self.id}: survivor count {msg.count} does not match the set")
+            self._near_ids = self._view.ids[graph.order]  # id at each ring position
+        else:
+            idx = graph.order[near]  # leaf index at each near position; ids ascend with leaf indices
+            if msg.near_ids.size != near.size:
+                raise ProtocolError(f"client {self.id}: survivor list names {msg.near_ids.size} nearby clients")
+            self._near_ids = np.empty(near.size, dtype=np.int64)
+            self._near_ids[np.argsort(idx)] = msg.near_ids
+            mine = np.fromiter(self._index_of, dtype=np.int64, count=len(self._index_of))  # our holders' ids
+            at = graph.ring_pos[np.fromiter(self._index_of.values(), dtype=np.int64, count=mine.size)]
+            wrong = mine[self._near_ids[np.searchsorted(near, at)] != mine]  # the ids we know must agree
+            if wrong.size:
+                raise ProtocolError(f"client {self.id}: survivor list misplaces client {int(wrong[0])}")
+        self._near = near
+        self._survivors = np.sort(self._near_ids[alive_at])  # survivors among the holders of what we hold
+        statement = consistency_statement(self.round_id, self._roster_statement, msg.root, msg.count)
+        sig = self._identity.sign(signing.LABEL_SURVIVOR_SET, statement)
         self._statement = statement
         self.stage = ClientStage.SURVIVORS_SIGNED
         return m.SurvivorSignature(self.round_id, self.id, m.SERVER, sig).to_bytes()
 
-    def _check_signatures(self, msg: m.UnmaskRequest, known: set[int]) -> None:
-        """Active mode: every forwarded signature is valid on the set we signed, and each client whose
-        share we would reveal has at least t signers among its own share holders."""
+    def _holders_of(self, owners: list[int]) -> np.ndarray:
+        """Ids of each owner's share holders (SecAgg+), one ascending row per owner, read from the survivor
+        list's ids at the owner's ring window."""
+        graph = self._view.graph
+        idx = np.asarray([self._index if v == self.id else self._index_of[v] for v in owners], dtype=np.int64)
+        window = (graph.ring_pos[idx][:, None] + np.concatenate([[0], graph.offsets])[None, :]) % graph.n
+        rows: np.ndarray = np.sort(self._near_ids[np.searchsorted(self._near, window)], axis=1)
+        return rows
+
+    def _check_signatures(self, msg: m.UnmaskRequest, owners: list[int], digests: dict[int, bytes]) -> None:
+        """Active mode: every forwarded signature is valid on the statement we signed, and each client whose
+        share we would reveal (``owners``) has at least t signers among its own share holders. SecAgg+: the
+        holders' ids come from the survivor list, checked against what each owner stated in its share box
+        (``digests``)."""
         label, statement = signing.LABEL_SURVIVOR_SET, self._statement
         rows = msg.signatures.tobytes()
         sl = m.SIG_LEN
         signers = np.asarray(msg.signers, dtype=np.int64)
         at = np.minimum(np.searchsorted(self._survivors, signers), self._survivors.size - 1)
         outside = signers[self._survivors[at] != signers] if self._survivors.size else signers
+        if outside.size:
+            raise ProtocolError(
+                f"client {self.id}: signature from {int(outside[0])}, who is not in the survivor set or holds no "
+                "share of a secret we hold a share of"
+            )
         for j, v in enumerate(msg.signers):
-            if outside.size and v == outside[0]:
-                raise ProtocolError(
-                    f"client {self.id}: signature from {v}, who is not in the survivor set or holds no share of a "
-                    "secret we hold a share of"
-                )
             try:
                 self._registry.verify(v, label, statement, rows[j * sl : (j + 1) * sl])
             except AuthenticationError:
                 raise ProtocolError(f"client {self.id}: survivor-set signature of client {v} is invalid") from None
-        owners = np.asarray(sorted(known), dtype=np.int64)
-        graph = self._view.graph
-        if graph.full:  # every signer (all in the roster) is a holder of every secret
-            count = np.full(owners.size, len(msg.signers))
-        else:  # signers among each owner's holders: its neighbour row (no repeats) and itself
-            count = np.isin(graph.rows(owners), signers).sum(axis=1) + np.isin(owners, signers)
-        short = owners[count < self._t].tolist()
+        if self._view.graph.full:  # every signer (all in the roster) is a holder of every secret
+            counts = np.full(len(owners), len(msg.signers))
+        else:
+            holders = self._holders_of(owners)
+            for v, row in zip(owners, holders, strict=True):
+                if holders_statement(self.round_id, v, row) != digests[v]:
+                    raise ProtocolError(
+                        f"client {self.id}: the server names share holders of client {v} that {v} did not state"
+                    )
+            counts = np.isin(holders, signers).sum(axis=1)
+        short = [v for v, count in zip(owners, counts.tolist(), strict=True) if count < self._t]
         if short:
             raise ProtocolError(
                 f"client {self.id}: fewer than threshold {self._t} survivor-set signatures from the share holders "
@@ -371,10 +439,8 @@ class SecAggClient:
             raise ProtocolError(f"client {self.id}: request must classify exactly the clients that shared keys with us")
         if len(alive) < self._t:
             raise ProtocolError(f"client {self.id}: {len(alive)} survivors < threshold {self._t}; refusing to unmask")
-        if self.active:
-            if alive != known & set(self._survivors.tolist()):
-                raise ProtocolError(f"client {self.id}: unmask request contradicts the survivor set we signed")
-            self._check_signatures(msg, known)
+        if self.active and alive != known & set(self._survivors.tolist()):
+            raise ProtocolError(f"client {self.id}: unmask request contradicts the survivor set we signed")
         half = shamir.PIECES_PER_32_BYTES
         owners, plaintexts, failed = [], [], []
         for v in sorted(known - {self.id}):
@@ -386,6 +452,12 @@ class SecAggClient:
                 failed.append(v)  # reported to the server; never fatal on its own
         ok, rows = m.SharePlaintext.unpack_rows(plaintexts, owners, self.id)
         failed = sorted(failed + [v for v, good in zip(owners, ok.tolist()) if not good])  # malformed or misnamed
+        if self.active:  # before anything is revealed
+            good_owners = [v for v, good in zip(owners, ok.tolist(), strict=True) if good]
+            digests = {v: p[-32:] for v, p, good in zip(owners, plaintexts, ok.tolist(), strict=True) if good}
+            if not self._view.graph.full:
+                digests[self.id] = holders_statement(self.round_id, self.id, self._index_of)
+            self._check_signatures(msg, [self.id, *good_owners], digests)
         self_owners, self_rows, key_owners, key_rows = [self.id], [self._own_share[half:]], [], []
         for v, good, row in zip(owners, ok.tolist(), rows):
             if good and v in alive:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import struct
 import threading
 from collections.abc import Sequence
 
@@ -29,6 +30,9 @@ __all__ = [
     "neighbours_of",
     "neighbourhoods_for",
     "roster_graph_seed",
+    "roster_statement",
+    "index_graph",
+    "two_hop_positions",
     "secaggplus_parameters",
     "holder_points",
 ]
@@ -51,8 +55,12 @@ class RosterGraph:
     itself), so callers can work on (clients x degree) arrays instead of one set per client.
     """
 
-    def __init__(self, ids: Sequence[int], k: int | None, graph_seed: bytes) -> None:
-        self.ids = np.asarray(sorted(ids), dtype=np.int64)
+    def __init__(self, ids: Sequence[int] | np.ndarray, k: int | None, graph_seed: bytes) -> None:
+        self.ids: np.ndarray
+        if isinstance(ids, np.ndarray) and ids.size and bool((ids[1:] > ids[:-1]).all()):
+            self.ids = ids.astype(np.int64)  # already sorted (index graphs)
+        else:
+            self.ids = np.asarray(sorted(ids), dtype=np.int64)
         self.n = n = self.ids.size
         keys = np.frombuffer(keystream(graph_seed, 16 * n), dtype="<u8").reshape(-1, 2)
         perm = np.lexsort((keys[:, 1], keys[:, 0])) if n else np.zeros(0, dtype=np.int64)
@@ -65,6 +73,7 @@ class RosterGraph:
         if not self.full and k % 2:
             offsets += [n // 2] if n % 2 == 0 else [n // 2, -(n // 2)]  # the chord; one offset when n is even
         self.offsets = np.asarray(offsets, dtype=np.int64)
+        self.two_hop_offsets: np.ndarray | None = None  # filled by two_hop_positions
         for a in (self.ids, self.order, self.ring_pos, self.offsets):
             a.flags.writeable = False
 
@@ -164,70 +173,126 @@ def neighbourhoods_for(
     return roster_graph(ids, k, graph_seed).neighbour_sets(list(clients))
 
 
-def roster_graph_seed(round_id: bytes, ids: Sequence[int], enc_pks: np.ndarray, mask_pks: np.ndarray) -> bytes:
-    """The SecAgg+ graph seed: SHA-256 over the round id and the whole roster (ids and both key arrays).
-
-    Every client recomputes it, so the server cannot pick a graph; it can only bias it by choosing which
-    check-ins to include, and each such trial changes the fresh keys it hashes (see docs).
-    """
-    h = hashlib.sha256(b"secagg-dp/v2/graph-seed\x00" + bytes(round_id))
-    h.update(np.asarray(ids, dtype=">u4").tobytes())
-    h.update(np.ascontiguousarray(enc_pks, dtype=np.uint8).tobytes())
-    h.update(np.ascontiguousarray(mask_pks, dtype=np.uint8).tobytes())
+def roster_statement(round_id: bytes, n: int, root: bytes) -> bytes:
+    """The 32-byte digest naming one roster: SHA-256 over the round id, the number n of entries and the
+    Merkle root (:mod:`secagg_dp.crypto.merkle`) of the entries sorted by client id. Clients sign it in the
+    consistency round, so two different rosters cannot both gather the signatures a client requires."""
+    h = hashlib.sha256(b"secagg-dp/v3/roster\x00" + bytes(round_id) + struct.pack(">I", n) + bytes(root))
     return h.digest()
+
+
+def roster_graph_seed(round_id: bytes, n: int, root: bytes) -> bytes:
+    """The SecAgg+ graph seed: SHA-256 of the roster statement (:func:`roster_statement`).
+
+    The roster is committed (root and n) before the seed exists, so the server cannot place clients after
+    seeing positions; any other roster it builds (another set of admitted check-ins) is a fresh uniform graph.
+    What remains is grinding: trying many rosters and keeping the best, which ``secaggplus_parameters``
+    counts with ``grinding_bits`` (see docs/secure-aggregation.md).
+    """
+    return hashlib.sha256(b"secagg-dp/v3/graph-seed\x00" + roster_statement(round_id, n, root)).digest()
+
+
+_index_cache: list[tuple[int, int | None, bytes, RosterGraph]] = []
+
+
+def index_graph(n: int, k: int | None, graph_seed: bytes) -> RosterGraph:
+    """The graph over the roster's leaf indices 0..n-1 (the roster is sorted by id, so index i is the i-th
+    smallest id): the same ring as :func:`roster_graph` on the ids, built from n and the seed alone, which is
+    all a client that holds only its neighbourhood knows. Remembered for the last few rosters."""
+    seed = bytes(graph_seed)
+    with _cache_lock:
+        for c_n, c_k, c_seed, graph in _index_cache:
+            if c_n == n and c_k == k and c_seed == seed:
+                return graph
+    graph = RosterGraph(np.arange(n, dtype=np.int64), k, seed)
+    with _cache_lock:
+        _index_cache.insert(0, (n, k, seed, graph))
+        del _index_cache[_CACHE_SIZE:]
+    return graph
+
+
+def two_hop_positions(graph: RosterGraph, position: int) -> np.ndarray:
+    """Sorted ring positions within two hops of ``position`` (itself, its neighbours and theirs): the holders
+    of every secret whose share a client at ``position`` holds. SecAgg+ only."""
+    if graph.two_hop_offsets is None:  # once per graph
+        one = np.concatenate([[0], graph.offsets])
+        graph.two_hop_offsets = np.unique((one[:, None] + one[None, :]).ravel())
+    out: np.ndarray = np.unique((position + graph.two_hop_offsets) % graph.n)
+    return out
 
 
 def secaggplus_parameters(
     n: int,
     *,
     dropout_fraction: float,
-    corrupt_fraction: float,
+    corrupt_fraction: float | None = None,
     security: str = "active",
     security_bits: float = 40.0,
     correctness_bits: float = 20.0,
+    corrupt_clients: int | None = None,
+    min_roster: int | None = None,
+    grinding_bits: float = 0.0,
 ) -> tuple[int, int]:
-    """Smallest even k and the smallest safe threshold t for SecAgg+ with n clients; returns (k, t).
+    """Smallest even k and the smallest safe threshold t for SecAgg+ with up to n clients; returns (k, t).
 
     Design rule from the conditions of Bell et al. 2020 (Sec. 3-4), evaluated exactly for our ring
-    construction, where one client's neighbourhood is a uniform k-subset of the others. With
-    D ~ Hypergeom(n-1, floor(delta (n-1)), k) dropped and C ~ Hypergeom(n-1, ceil(gamma (n-1)), k) corrupt
-    neighbours, union-bounded over n clients, and c* the smallest c with n P[C > c] <= 2^-sigma:
-      connectivity: n^2 (delta + gamma)^k <= 2^-sigma   (no two runs of k/2 removed ring neighbours, so the
-                                                        honest surviving clients stay connected)
+    construction, where one client's neighbourhood is a uniform k-subset of the others. The adversary
+    controls c clients in absolute number (``corrupt_clients``; or c = ceil(gamma (n - 1)) from
+    ``corrupt_fraction`` gamma), the roster has between N = ``min_roster`` (default n; the clients' own
+    minimum) and n entries, and the server may build 2^g candidate rosters and keep the one it likes best
+    (``grinding_bits`` g; each is a fresh uniform graph, since the graph seed is a hash of the committed
+    roster). With C ~ Hypergeom(N - 1, c, k) corrupt neighbours (the worst roster size: fewer honest clients
+    dilute the colluders less), D ~ Hypergeom(N - 1, floor(delta (N - 1)), k) dropped neighbours, union
+    bounds over the n victims (and the 2^g rosters), and c* the smallest c' with 2^g n P[C > c'] <= 2^-sigma:
+      connectivity: 2^g n^2 (delta + c / (N - 1))^k <= 2^-sigma   (no two runs of k/2 removed ring
+                                                        neighbours, so the honest surviving clients stay connected)
       security:     semi-honest  t >= c* + 1            (colluders never hold t shares of an honest secret)
                     active       2t - (k + 1) >= c* + 1 (an inconsistent survivor list needs 2t - (k + 1)
                                                         colluding holders; see protocols.security)
                     both         t > (k + 1) / 2
       correctness:  n P[k + 1 - D < t] <= 2^-eta        (t shares survive in every neighbourhood)
-    Feasible only if gamma + delta < 1 (semi-honest) or gamma + 2 delta < 1 (active). This is an
-    upper-bound design rule; it assumes dropouts and corruptions are independent of the graph.
+    Feasible only if c / (N - 1) + delta < 1 (semi-honest) or c / (N - 1) + 2 delta < 1 (active). With the
+    defaults (N = n, g = 0) this is the rule for corruptions independent of the graph; see
+    docs/secure-aggregation.md for the guarantee it gives against a server that grinds.
     """
     n = check_int("n", n, lo=3)
     delta = check_probability("dropout_fraction", dropout_fraction, allow_one=False)
-    gamma = check_probability("corrupt_fraction", corrupt_fraction, allow_one=False)
+    if (corrupt_fraction is None) == (corrupt_clients is None):
+        raise ParameterError(
+            "Exactly one of the arguments 'corrupt_fraction' and 'corrupt_clients' must be given, not "
+            f"{corrupt_fraction!r} and {corrupt_clients!r}."
+        )
     security = check_security(security)
     sigma = check_real("security_bits", security_bits, lo=1.0)
     eta = check_real("correctness_bits", correctness_bits, lo=1.0)
+    g = check_real("grinding_bits", grinding_bits, lo=0.0)
+    pop = n if min_roster is None else check_int("min_roster", min_roster, lo=3, hi=n)
+    if corrupt_clients is None:
+        gamma = check_probability("corrupt_fraction", corrupt_fraction, allow_one=False)
+        n_bad = math.ceil(gamma * (n - 1))
+    else:
+        n_bad = check_int("corrupt_clients", corrupt_clients, lo=0, hi=pop - 2)
+    n_bad = min(n_bad, pop - 1)
+    gamma_eff = n_bad / (pop - 1)
     active = security == "active"
-    if (gamma + 2 * delta if active else gamma + delta) >= 1:
+    if (gamma_eff + 2 * delta if active else gamma_eff + delta) >= 1:
         raise ParameterError(
-            f"Arguments 'corrupt_fraction' = {gamma} and 'dropout_fraction' = {delta} admit no threshold in "
-            f"{security} mode (need {'corrupt + 2 dropout' if active else 'corrupt + dropout'} < 1). "
-            "To fix, lower one of them."
+            f"Arguments 'corrupt_fraction' (or 'corrupt_clients' / 'min_roster': {n_bad} of {pop}) and "
+            f"'dropout_fraction' = {delta} admit no threshold in {security} mode (need "
+            f"{'corrupt + 2 dropout' if active else 'corrupt + dropout'} < 1). To fix, lower one of them."
         )
-    n_drop = math.floor(delta * (n - 1))
-    n_bad = math.ceil(gamma * (n - 1))
+    n_drop = math.floor(delta * (pop - 1))
     log2n = math.log2(n)
-    for k in range(2, n - 1, 2):
-        if delta + gamma > 0 and 2 * log2n + k * math.log2(delta + gamma) > -sigma:
+    for k in range(2, pop - 1, 2):
+        if delta + gamma_eff > 0 and g + 2 * log2n + k * math.log2(delta + gamma_eff) > -sigma:
             continue
-        bad = stats.hypergeom(n - 1, n_bad, k)
-        c_star = next(c for c in range(k + 1) if c >= n_bad or log2n + math.log2(max(bad.sf(c), 1e-300)) <= -sigma)
+        bad = stats.hypergeom(pop - 1, n_bad, k)
+        c_star = next(c for c in range(k + 1) if c >= n_bad or g + log2n + math.log2(max(bad.sf(c), 1e-300)) <= -sigma)
         t = max(k // 2 + 1, (c_star + k + 1) // 2 + 1 if active else c_star + 1)
         if t > k + 1:
             continue
         # correctness: k + 1 - D >= t  <=>  D <= k + 1 - t; failure P[D >= k + 2 - t]
-        fail = stats.hypergeom(n - 1, n_drop, k).sf(k + 1 - t)
+        fail = stats.hypergeom(pop - 1, n_drop, k).sf(k + 1 - t)
         if log2n + math.log2(max(fail, 1e-300)) <= -eta:
             return k, t
     raise ParameterError(f"No k < n - 1 meets the targets for n={n}; use the full graph (neighbours=None) instead.")

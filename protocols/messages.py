@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from protocols import wire
+from protocols.graph import roster_graph_seed, roster_statement
 from protocols.wire import (
     BROADCAST,
     HEADER_LEN,
@@ -42,6 +43,7 @@ from protocols.wire import (
     parse_header,
     peek_kind,
 )
+from secagg_dp.crypto import merkle
 from secagg_dp.crypto.shamir import PIECES_PER_32_BYTES, PRIME
 from secagg_dp.errors import ProtocolError
 
@@ -60,6 +62,9 @@ __all__ = [
     "AdvertiseKeys",
     "KeyRoster",
     "RosterEntry",
+    "roster_leaves",
+    "survivor_chunks",
+    "HASH_LEN",
     "ShareKeys",
     "ShareBundle",
     "MaskedInput",
@@ -131,55 +136,126 @@ class RosterEntry:
 
 
 _ROSTER_DT = np.dtype([("id", ">u4"), ("enc", "u1", (KEY_LEN,)), ("mask", "u1", (KEY_LEN,)), ("sig", "u1", (SIG_LEN,))])
+_SLICE_DT = np.dtype([("index", ">u4"), ("entry", _ROSTER_DT)])
+HASH_LEN = merkle.HASH_LEN
+
+
+def _check_hashes(name: str, a: np.ndarray | None) -> np.ndarray:
+    """A read-only (rows, 32) uint8 array (None: no rows)."""
+    if a is None:
+        a = np.zeros((0, HASH_LEN), dtype=np.uint8)
+    if not (isinstance(a, np.ndarray) and a.dtype == np.uint8 and a.ndim == 2 and a.shape[1] == HASH_LEN):
+        raise ProtocolError(f"field '{name}' must be a (rows, 32) uint8 array")
+    a.flags.writeable = False
+    return a
+
+
+def roster_leaves(ids: Sequence[int], enc_pks: np.ndarray, mask_pks: np.ndarray, signatures: np.ndarray) -> list[bytes]:
+    """The Merkle leaf hashes of roster entries: SHA-256(0x00 || id || enc_pk || mask_pk || signature)."""
+    arr = np.empty(len(ids), dtype=_ROSTER_DT)
+    arr["id"] = ids
+    arr["enc"] = enc_pks
+    arr["mask"] = mask_pks
+    arr["sig"] = signatures
+    blob, w = arr.tobytes(), _ROSTER_DT.itemsize
+    return [merkle.leaf_hash(blob[i * w : (i + 1) * w]) for i in range(len(ids))]
 
 
 @dataclass(frozen=True)
 class KeyRoster(Header):
-    """Server -> all checked-in clients: everyone's public keys (sorted by id), their signatures and the
-    graph seed.
+    """Server -> a client: entries of the committed roster with a proof that they belong to it.
 
-    ``enc_pks`` and ``mask_pks`` are read-only (n, 32) uint8 arrays and ``signatures`` a read-only
-    (n, 64) array, row i belonging to ``ids[i]``.
+    The roster is the list of the round's admitted check-ins sorted by id, committed by its Merkle root
+    ``root`` and its length ``size`` (:func:`protocols.graph.roster_statement`). A message carries the rows
+    at leaf ``indices`` (ascending; ``ids`` ascending with them) and the multiproof ``proof`` of those rows
+    (:func:`secagg_dp.crypto.merkle.verify_multiproof`). SecAgg+: one message per client with its share
+    holders' rows; full graph: one broadcast with every row and an empty proof.
+
+    ``enc_pks`` and ``mask_pks`` are read-only (m, 32) uint8 arrays and ``signatures`` a read-only (m, 64)
+    array, row i belonging to ``ids[i]`` at leaf ``indices[i]``.
     """
 
     KIND = Kind.KEY_ROSTER
-    graph_seed: bytes
+    size: int
+    root: bytes
+    indices: tuple[int, ...]
     ids: tuple[int, ...]
     enc_pks: np.ndarray
     mask_pks: np.ndarray
     signatures: np.ndarray
+    proof: np.ndarray = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_bytes("graph_seed", self.graph_seed, 32)
+        if not (isinstance(self.size, int) and 1 <= self.size <= MAX_CLIENT_ID + 1):
+            raise ProtocolError("field 'size' must be a roster length in [1, 2^32 - 2]")
+        check_bytes("root", self.root, HASH_LEN)
         check_ids("ids", self.ids)
-        if list(self.ids) != sorted(self.ids):
-            raise ProtocolError("field 'ids' must be sorted")
+        if not isinstance(self.indices, tuple) or len(self.indices) != len(self.ids):
+            raise ProtocolError("fields 'indices' and 'ids' differ in length")
+        idx = np.asarray(self.indices, dtype=np.int64).reshape(-1)
+        ids = np.asarray(self.ids, dtype=np.int64).reshape(-1)
+        if idx.size and (int(idx[0]) < 0 or int(idx[-1]) >= self.size):
+            raise ProtocolError("field 'indices' names a leaf outside the roster")
+        if idx.size > 1 and not (bool((idx[1:] > idx[:-1]).all()) and bool((ids[1:] > ids[:-1]).all())):
+            raise ProtocolError("fields 'indices' and 'ids' must be sorted, ascending together (a roster by id)")
         for name in ("enc_pks", "mask_pks"):
             a = getattr(self, name)
             if not (isinstance(a, np.ndarray) and a.dtype == np.uint8 and a.shape == (len(self.ids), KEY_LEN)):
                 raise ProtocolError(f"field '{name}' must be a (n, 32) uint8 array")
             a.flags.writeable = False
         check_sig_rows("signatures", self.signatures, len(self.ids))
+        object.__setattr__(self, "proof", _check_hashes("proof", self.proof))
 
     def __repr__(self) -> str:
-        return f"KeyRoster(round_id={self.round_id.hex()}, ids={self.ids})"
+        return f"KeyRoster(round_id={self.round_id.hex()}, size={self.size}, rows={len(self.ids)})"
+
+    @property
+    def statement(self) -> bytes:
+        """The digest naming this roster (:func:`protocols.graph.roster_statement`)."""
+        return roster_statement(self.round_id, self.size, self.root)
+
+    @property
+    def graph_seed(self) -> bytes:
+        """The SecAgg+ graph seed, derived from the committed roster (:func:`protocols.graph.roster_graph_seed`)."""
+        return roster_graph_seed(self.round_id, self.size, self.root)
+
+    def leaf_hashes(self) -> list[bytes]:
+        """The Merkle leaf hashes of the rows carried."""
+        return roster_leaves(self.ids, self.enc_pks, self.mask_pks, self.signatures)
+
+    def verify(self) -> None:
+        """Check that the rows carried sit at ``indices`` of the committed roster; ProtocolError if not."""
+        merkle.verify_multiproof(
+            self.root,
+            self.size,
+            dict(zip(self.indices, self.leaf_hashes(), strict=True)),
+            [bytes(h) for h in self.proof],
+        )
 
     def to_bytes(self) -> bytes:
-        arr = np.empty(len(self.ids), dtype=_ROSTER_DT)
-        arr["id"] = self.ids
-        arr["enc"] = self.enc_pks
-        arr["mask"] = self.mask_pks
-        arr["sig"] = self.signatures
-        return self._head() + self.graph_seed + struct.pack(">I", len(self.ids)) + arr.tobytes()
+        arr = np.empty(len(self.ids), dtype=_SLICE_DT)
+        arr["index"] = self.indices
+        arr["entry"]["id"] = self.ids
+        arr["entry"]["enc"] = self.enc_pks
+        arr["entry"]["mask"] = self.mask_pks
+        arr["entry"]["sig"] = self.signatures
+        return (
+            self._head()
+            + self.root
+            + struct.pack(">II", self.size, len(self.ids))
+            + arr.tobytes()
+            + struct.pack(">I", len(self.proof))
+            + self.proof.tobytes()
+        )
 
-    def entry(self, index: int) -> RosterEntry:
-        """The roster row at position ``index`` (not client id)."""
+    def entry(self, row: int) -> RosterEntry:
+        """The row at position ``row`` of this message (not client id, not leaf index)."""
         return RosterEntry(
-            self.ids[index],
-            self.enc_pks[index].tobytes(),
-            self.mask_pks[index].tobytes(),
-            self.signatures[index].tobytes(),
+            self.ids[row],
+            self.enc_pks[row].tobytes(),
+            self.mask_pks[row].tobytes(),
+            self.signatures[row].tobytes(),
         )
 
 
@@ -245,38 +321,79 @@ class MaskedInput(Header):
         return self._head() + struct.pack(">BI", self.bits, self.y.size) + self.y.astype("<u8", copy=False).tobytes()
 
 
+def survivor_chunks(bits: np.ndarray) -> np.ndarray:
+    """The survivor bitmap (one bool per ring position) as (ceil(n / 256), 32) uint8 Merkle leaves, position p
+    at bit 7 - p % 8 of byte p // 8 (zero padding after position n - 1)."""
+    n = bits.size
+    packed = np.packbits(np.asarray(bits, dtype=bool))
+    out = np.zeros(-(-n // 256) * 32, dtype=np.uint8)
+    out[: packed.size] = packed
+    return out.reshape(-1, 32)
+
+
 @dataclass(frozen=True)
 class SurvivorList(Header):
-    """Server -> each client of U3 (active mode): the survivor set U3, sorted, for the client to sign.
+    """Server -> each client of U3 (active mode): a commitment to the survivor set U3, for the client to sign,
+    and the part of it the client needs.
 
-    ``survivors`` is a read-only int64 array (a tuple or list is converted): at n = 10^4 each client parses
-    and hashes the whole list, so it stays one array from the wire to the hash, checked in one pass.
+    U3 is committed as a bitmap over the ring positions of the roster (:func:`survivor_chunks`), 256
+    positions per Merkle leaf: ``root`` and ``count`` = |U3|. The message carries the leaves ``chunk_indices``
+    (ascending) with their multiproof: SecAgg+, the leaves covering the recipient's two-hop positions
+    (:func:`protocols.graph.two_hop_positions`); full graph, every leaf (empty proof). ``near_ids`` (SecAgg+)
+    are the ids at those two-hop positions, ascending (their leaf indices ascend with them); the client checks
+    them against its neighbours' own statements before it relies on them.
     """
 
     KIND = Kind.SURVIVOR_LIST
-    survivors: np.ndarray
+    count: int
+    root: bytes
+    chunk_indices: tuple[int, ...]
+    chunks: np.ndarray
+    proof: np.ndarray = None
+    near_ids: np.ndarray = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        arr = self.survivors
+        if not (isinstance(self.count, int) and 0 <= self.count <= MAX_CLIENT_ID + 1):
+            raise ProtocolError("field 'count' out of range")
+        check_bytes("root", self.root, HASH_LEN)
+        check_ids("chunk_indices", self.chunk_indices)
+        idx = self.chunk_indices
+        if any(b <= a for a, b in zip(idx, idx[1:], strict=False)):
+            raise ProtocolError("field 'chunk_indices' must be ascending")
+        chunks = _check_hashes("chunks", self.chunks)
+        if chunks.shape[0] != len(idx):
+            raise ProtocolError("fields 'chunk_indices' and 'chunks' differ in length")
+        object.__setattr__(self, "proof", _check_hashes("proof", self.proof))
+        arr = self.near_ids
+        if arr is None:
+            arr = np.zeros(0, dtype=np.int64)
         if isinstance(arr, (tuple, list)):
             arr = np.asarray(arr) if len(arr) else np.zeros(0, dtype=np.int64)
         if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "iu" or arr.ndim != 1:
-            raise ProtocolError("field 'survivors' must be a 1-D sequence of integer client ids")
+            raise ProtocolError("field 'near_ids' must be a 1-D sequence of client ids")
         if arr.dtype != np.int64 or arr.flags.writeable:
-            arr = arr.astype(np.int64)  # our own read-only copy
-        if arr.size and (int(arr[0]) < 0 or int(arr[-1]) > MAX_CLIENT_ID):
-            raise ProtocolError("field 'survivors' holds an invalid client id")
-        if arr.size > 1 and not bool((arr[1:] > arr[:-1]).all()):
-            raise ProtocolError("field 'survivors' must be sorted, without repeats")
+            arr = arr.astype(np.int64)
+        if arr.size and (int(arr[0]) < 0 or int(arr[-1]) > MAX_CLIENT_ID or not bool((arr[1:] > arr[:-1]).all())):
+            raise ProtocolError("field 'near_ids' must hold valid client ids, ascending")
         arr.flags.writeable = False
-        object.__setattr__(self, "survivors", arr)
+        object.__setattr__(self, "near_ids", arr)
 
     def __repr__(self) -> str:
-        return f"SurvivorList(sender={self.sender}, recipient={self.recipient}, survivors={self.survivors.size})"
+        return f"SurvivorList(sender={self.sender}, recipient={self.recipient}, count={self.count})"
 
     def to_bytes(self) -> bytes:
-        return self._head() + struct.pack(">I", self.survivors.size) + self.survivors.astype(">u4").tobytes()
+        return (
+            self._head()
+            + self.root
+            + struct.pack(">I", self.count)
+            + pack_ids(self.chunk_indices)
+            + self.chunks.tobytes()
+            + struct.pack(">I", len(self.proof))
+            + self.proof.tobytes()
+            + struct.pack(">I", self.near_ids.size)
+            + self.near_ids.astype(">u4").tobytes()
+        )
 
 
 @dataclass(frozen=True)
@@ -372,13 +489,15 @@ class UnmaskResponse(Header):
 
 @dataclass(frozen=True)
 class SharePlaintext:
-    """Inside an AEAD box from ``owner`` to ``holder``: its shares of sk_u (mask key) and of b_u."""
+    """Inside an AEAD box from ``owner`` to ``holder``: its shares of sk_u (mask key) and of b_u, and the
+    digest of the owner's share holders (:func:`protocols.pki.holders_statement`; zeros on the full graph)."""
 
     owner: int
     holder: int
     key_share: np.ndarray = None
     self_share: np.ndarray = None
-    LEN = 8 + 2 * SHARE_BYTES
+    holders_digest: bytes = bytes(32)
+    LEN = 8 + 2 * SHARE_BYTES + 32
 
     def __post_init__(self) -> None:
         check_id("owner", self.owner)
@@ -392,6 +511,7 @@ class SharePlaintext:
                 and int(a.max()) < PRIME
             ):
                 raise ProtocolError(f"field '{name}' must be {PIECES_PER_32_BYTES} uint32 elements of GF(p)")
+        check_bytes("holders_digest", self.holders_digest, 32)
 
     def __repr__(self) -> str:
         return f"SharePlaintext(owner={self.owner}, holder={self.holder}, shares=<hidden>)"
@@ -401,6 +521,7 @@ class SharePlaintext:
             struct.pack(">II", self.owner, self.holder)
             + self.key_share.astype(">u4").tobytes()
             + self.self_share.astype(">u4").tobytes()
+            + self.holders_digest
         )
 
     @classmethod
@@ -408,11 +529,13 @@ class SharePlaintext:
         if len(data) != cls.LEN:
             raise ProtocolError("share plaintext has the wrong length")
         owner, holder = struct.unpack_from(">II", data)
-        arr = np.frombuffer(data, dtype=">u4", offset=8).astype(np.uint32)
-        return cls(owner, holder, arr[:PIECES_PER_32_BYTES].copy(), arr[PIECES_PER_32_BYTES:].copy())
+        arr = np.frombuffer(data[:-32], dtype=">u4", offset=8).astype(np.uint32)
+        return cls(owner, holder, arr[:PIECES_PER_32_BYTES].copy(), arr[PIECES_PER_32_BYTES:].copy(), data[-32:])
 
     @classmethod
-    def pack_rows(cls, owner: int, holders: Sequence[int], shares: np.ndarray) -> list[bytes]:
+    def pack_rows(
+        cls, owner: int, holders: Sequence[int], shares: np.ndarray, holders_digest: bytes = bytes(32)
+    ) -> list[bytes]:
         """``SharePlaintext(owner, holders[i], *shares[i] split in halves).to_bytes()`` for every row i,
         checked and converted once for the whole (len(holders), 32) share matrix."""
         check_id("owner", owner)
@@ -428,7 +551,8 @@ class SharePlaintext:
             )
         body = rows.astype(">u4").tobytes()
         w = 4 * rows.shape[1]
-        return [_PAIR.pack(owner, v) + body[i * w : (i + 1) * w] for i, v in enumerate(holders)]
+        check_bytes("holders_digest", holders_digest, 32)
+        return [_PAIR.pack(owner, v) + body[i * w : (i + 1) * w] + holders_digest for i, v in enumerate(holders)]
 
     @classmethod
     def unpack_rows(
@@ -439,7 +563,9 @@ class SharePlaintext:
         exactly (owners[i], holder), and ``shares[i]`` is its 32 elements (key share, then self share)."""
         m_ = len(plaintexts)
         ok = np.fromiter((len(p) == cls.LEN for p in plaintexts), dtype=bool, count=m_)
-        blob = b"".join(p if good else bytes(cls.LEN) for p, good in zip(plaintexts, ok.tolist()))
+        blob = b"".join(
+            p[:-32] if good else bytes(cls.LEN - 32) for p, good in zip(plaintexts, ok.tolist(), strict=True)
+        )
         arr = np.frombuffer(blob, dtype=">u4").reshape(m_, 2 + 2 * PIECES_PER_32_BYTES).astype(np.int64)
         ok &= arr[:, 0] == np.asarray(owners, dtype=np.int64).reshape(-1)
         ok &= arr[:, 1] == holder
@@ -485,7 +611,12 @@ def decode(data: bytes) -> Message:
         y = np.frombuffer(r.take(8 * n), dtype="<u8").astype(np.uint64)
         msg = MaskedInput(*h, bits, y)
     elif kind is Kind.SURVIVOR_LIST:
-        msg = SurvivorList(*h, r.id_array())
+        root, count = r.take(HASH_LEN), r.u32()
+        cidx = r.ids()
+        chunks = np.frombuffer(r.take(len(cidx) * HASH_LEN), dtype=np.uint8).reshape(-1, HASH_LEN).copy()
+        p = r.u32()
+        proof = np.frombuffer(r.take(p * HASH_LEN), dtype=np.uint8).reshape(p, HASH_LEN).copy()
+        msg = SurvivorList(*h, count, root, cidx, chunks, proof, r.id_array())
     elif kind is Kind.SURVIVOR_SIGNATURE:
         msg = SurvivorSignature(*h, r.take(SIG_LEN))
     elif kind is Kind.UNMASK_REQUEST:
@@ -503,24 +634,29 @@ def decode(data: bytes) -> Message:
 
 @functools.lru_cache(maxsize=2)
 def _decode_roster(data: bytes) -> KeyRoster:
-    """Parse a KeyRoster. The roster is a broadcast, so every client is handed the same bytes; parsing is a
-    pure function of them and the result is immutable (frozen, read-only arrays), so the last rosters
-    parsed are shared. Where one process plays all n clients (the simulation) this keeps one O(n) roster
-    instead of n copies; a malformed roster raises every time (exceptions are not cached)."""
+    """Parse a KeyRoster. A full-graph roster is a broadcast, so every client is handed the same bytes;
+    parsing is a pure function of them and the result is immutable (frozen, read-only arrays), so the last
+    rosters parsed are shared. Where one process plays all n clients (the simulation) this keeps one O(n)
+    roster instead of n copies; a malformed roster raises every time (exceptions are not cached)."""
     _, rid, sender, recipient = parse_header(data)
     r = Reader(data, HEADER_LEN)
-    seed = r.take(32)
-    n = r.u32()
-    arr = np.frombuffer(r.take(n * _ROSTER_DT.itemsize), dtype=_ROSTER_DT)
-    msg = KeyRoster(
+    root = r.take(HASH_LEN)
+    size, rows = struct.unpack(">II", r.take(8))
+    arr = np.frombuffer(r.take(rows * _SLICE_DT.itemsize), dtype=_SLICE_DT)
+    p = r.u32()
+    proof = np.frombuffer(r.take(p * HASH_LEN), dtype=np.uint8).reshape(p, HASH_LEN).copy()
+    r.done()
+    entry = arr["entry"]
+    return KeyRoster(
         rid,
         sender,
         recipient,
-        seed,
-        tuple(arr["id"].tolist()),
-        np.array(arr["enc"]),
-        np.array(arr["mask"]),
-        np.array(arr["sig"]),
+        size,
+        root,
+        tuple(arr["index"].tolist()),
+        tuple(entry["id"].tolist()),
+        np.array(entry["enc"]),
+        np.array(entry["mask"]),
+        np.array(entry["sig"]),
+        proof,
     )
-    r.done()
-    return msg

@@ -21,7 +21,14 @@ from secagg_dp.crypto import signing
 from secagg_dp.crypto.randomness import RandomSource
 from secagg_dp.errors import AuthenticationError, ParameterError
 
-__all__ = ["KeyRegistry", "create_identities", "advertise_statement", "survivor_statement"]
+__all__ = [
+    "KeyRegistry",
+    "create_identities",
+    "advertise_statement",
+    "survivor_statement",
+    "consistency_statement",
+    "holders_statement",
+]
 
 _MAX_ID = 0xFFFFFFFD
 _MEMO_MAX = 1 << 18  # remembered successful verifications (about 200 bytes each) before the memo is reset
@@ -112,3 +119,24 @@ def survivor_statement(round_id: bytes, survivors: Iterable[int]) -> bytes:
         raise ParameterError("Argument 'survivors' must hold client ids in [0, 2^32 - 1].")
     digest = hashlib.sha256(ids.astype(">u4").tobytes()).digest()
     return bytes(round_id) + struct.pack(">I", ids.size) + digest
+
+
+def consistency_statement(round_id: bytes, roster: bytes, survivors_root: bytes, count: int) -> bytes:
+    """The body signed in the consistency round: round id, the roster statement
+    (:func:`protocols.graph.roster_statement`), the Merkle root of the survivor bitmap and |U3|. A signature
+    thus vouches for one roster and one survivor set at once."""
+    if len(roster) != 32 or len(survivors_root) != 32:
+        raise ParameterError("Arguments 'roster' and 'survivors_root' must be 32-byte digests.")
+    return bytes(round_id) + bytes(roster) + bytes(survivors_root) + struct.pack(">I", count)
+
+
+def holders_statement(round_id: bytes, owner: int, holders: Iterable[int] | np.ndarray) -> bytes:
+    """SHA-256 over the round id, an owner's id and its share holders' ids (ascending): what the owner puts in
+    every share box, so a holder can check ids of the owner's other holders that the server relays."""
+    if isinstance(holders, np.ndarray):
+        ids = np.sort(holders.astype(np.int64, copy=False).reshape(-1))
+    else:
+        ids = np.sort(np.fromiter(holders, dtype=np.int64))
+    h = hashlib.sha256(b"secagg-dp/v3/holders\x00" + bytes(round_id) + struct.pack(">I", owner))
+    h.update(ids.astype(">u4").tobytes())
+    return h.digest()

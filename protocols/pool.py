@@ -60,7 +60,8 @@ class RoundPlan:
 
     ``seed=None``: keys and nonces from ``os.urandom``; an int seed derives each client's randomness from
     (seed, round id, client id) and its identity key from (seed, client id), so a client behaves the same
-    wherever it is constructed (simulation only: the seed unmasks everyone).
+    wherever it is constructed (simulation only: the seed unmasks everyone). ``min_roster``: the smallest
+    roster the clients accept (:class:`~protocols.security.ClientPolicy`).
     """
 
     bits: int
@@ -70,11 +71,14 @@ class RoundPlan:
     security: str
     round_id: bytes
     seed: int | None = None
+    min_roster: int | None = None
 
     @property
     def policy(self) -> ClientPolicy:
-        """The policy each client enforces (its own minimum threshold, graph degree and mode)."""
-        return ClientPolicy(security=self.security, min_threshold=self.threshold, neighbours=self.neighbours)
+        """The policy each client enforces (its own minimum threshold, graph degree, mode and roster size)."""
+        return ClientPolicy(
+            security=self.security, min_threshold=self.threshold, neighbours=self.neighbours, min_roster=self.min_roster
+        )
 
     def client_source(self, cid: int) -> SeededRandom | None:
         """Client ``cid``'s per-round randomness (None: os.urandom)."""

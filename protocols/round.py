@@ -108,6 +108,7 @@ def run_secagg_round(
     security: str = "active",
     seed: int | None = None,
     round_id: bytes | None = None,
+    min_roster: int | None = None,
 ) -> SecAggResult:
     """Securely aggregate ``inputs`` (client id -> uint64 vector of residues mod 2^modulus_bits).
 
@@ -127,6 +128,10 @@ def run_secagg_round(
     then reproducible but **for simulation only** -- anyone who knows the seed can unmask every client.
     Every run draws a fresh round id (so messages of one run are refused in another) unless ``round_id``
     (16 bytes) pins it; a pinned round id and seed reproduce every message bit for bit.
+
+    ``min_roster``: the smallest roster an active client accepts (its own idea of the population, see
+    :class:`~protocols.security.ClientPolicy`); default: every client that does not drop out at
+    ``"advertise_keys"``, which is what an honest server admits here.
 
     Returns a :class:`SecAggResult`; raises :class:`~secagg_dp.errors.AbortError` (a ``ProtocolError``) when
     the round must abort, in which case nothing is reconstructed.
@@ -158,6 +163,7 @@ def run_secagg_round(
         security=security,
         seed=seed,
         round_id=round_id,
+        min_roster=min_roster,
     )
 
 
@@ -174,11 +180,13 @@ def run_pooled_round(
     seed: int | None = None,
     round_id: bytes | None = None,
     faults: FaultInjector | None = None,
+    min_roster: int | None = None,
 ) -> SecAggResult:
     """:func:`run_secagg_round` with the clients in ``pool`` (which holds the inputs of the clients ``ids``,
     vectors of length ``dim``); the server and the transport (with ``faults``, if given) run here. Same
     checks, same seeded derivations: for the same seed and round id every pool gives the same result as
-    :class:`~protocols.pool.InProcessClientPool`.
+    :class:`~protocols.pool.InProcessClientPool`. ``neighbours >= len(ids) - 1`` runs the full graph (and
+    its thresholds): a client configured with a degree refuses to treat a roster as a full graph itself.
     """
     bits = check_bits(modulus_bits, "modulus_bits")
     dim = check_int("dim", dim, lo=1, strict=True)
@@ -195,6 +203,9 @@ def run_pooled_round(
         raise ParameterError("Argument 'inputs' must hold at least 2 clients.")
     if neighbours is not None:
         neighbours = check_int("neighbours", neighbours, lo=2, hi=shamir.MAX_HOLDERS - 1, strict=True)
+        if neighbours >= n - 1:
+            neighbours = None  # the caller's own choice: every client then expects the full graph
+    if neighbours is not None:
         if t > min(neighbours, n - 1) + 1:
             raise ParameterError(
                 f"Argument 'threshold' must be <= neighbours + 1 = {min(neighbours, n - 1) + 1}, not {t}. "
@@ -226,6 +237,9 @@ def run_pooled_round(
                     "a client stops responding from one stage on, so list it once (the earliest stage)."
                 )
             silent_from[cid] = stage
+    if min_roster is None:
+        min_roster = max(2, n - sum(1 for s in silent_from.values() if s == "advertise_keys"))
+    min_roster = check_int("min_roster", min_roster, lo=2, hi=n, strict=True)
     if round_id is None:
         round_id = os.urandom(m.ROUND_ID_LEN)
     rng = None
@@ -233,7 +247,14 @@ def run_pooled_round(
         seed = check_int("seed", seed, lo=0, hi=(1 << 256) - 1, strict=True)
         rng = np.random.default_rng(seed)
     plan = RoundPlan(
-        bits=bits, dim=dim, threshold=t, neighbours=neighbours, security=security, round_id=round_id, seed=seed
+        bits=bits,
+        dim=dim,
+        threshold=t,
+        neighbours=neighbours,
+        security=security,
+        round_id=round_id,
+        seed=seed,
+        min_roster=min_roster,
     )
     registry = None
     if security == "active":

@@ -54,14 +54,31 @@ class ClientPolicy:
     smallest Shamir threshold it accepts; ``neighbours``: the SecAgg+ degree it expects (``None``: full
     graph); a round with another degree is refused, since a larger k at the same t needs fewer colluders.
     On top of ``min_threshold`` an active client applies :func:`min_threshold` to the roster it receives.
+
+    ``min_roster``: the smallest roster an active client accepts, from its own idea of the population (e.g.
+    the number of clients a deployment expects to check in, less the dropouts it plans for). ``None``
+    accepts any roster of at least ``min_threshold`` clients (full graph) or ``neighbours + 2`` (SecAgg+).
+    With a degree configured, an active client never takes a roster of ``neighbours + 1`` or fewer clients
+    as a full graph: it refuses it (a server that admits only k + 1 check-ins would otherwise turn a
+    SecAgg+ threshold meant for k + 1 holders drawn from a large population into a full-graph threshold
+    over clients it picked itself).
     """
 
     security: str = "active"
     min_threshold: int = 2
     neighbours: int | None = None
+    min_roster: int | None = None
 
     def __post_init__(self) -> None:
         check_security(self.security)
         check_int("min_threshold", self.min_threshold, lo=2, strict=True)
         if self.neighbours is not None:
             check_int("neighbours", self.neighbours, lo=2, strict=True)
+        if self.min_roster is not None:
+            check_int("min_roster", self.min_roster, lo=2, strict=True)
+
+    @property
+    def roster_floor(self) -> int:
+        """The smallest roster this policy accepts in active mode (see ``min_roster``)."""
+        floor = self.min_threshold if self.neighbours is None else self.neighbours + 2
+        return max(floor, self.min_roster or 0)

@@ -26,19 +26,26 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from protocols import messages as m
-from protocols.graph import holder_points, roster_graph, roster_graph_seed
-from protocols.pki import KeyRegistry, advertise_statement, survivor_statement
+from protocols.graph import (
+    RosterGraph,
+    holder_points,
+    roster_graph,
+    roster_graph_seed,
+    roster_statement,
+    two_hop_positions,
+)
+from protocols.pki import KeyRegistry, advertise_statement, consistency_statement
 from protocols.security import check_security, min_threshold
 from protocols.stages import SERVER_ACCEPTS, SERVER_ADVANCE, ServerStage
 from secagg_dp._validate import check_int, check_probability
-from secagg_dp.crypto import aead, masking, shamir, signing
+from secagg_dp.crypto import aead, masking, merkle, shamir, signing
 from secagg_dp.crypto.keys import is_low_order, keypair_from_private
 from secagg_dp.crypto.prg import accumulate_mask
 from secagg_dp.crypto.randomness import RandomSource, resolve_source
 from secagg_dp.errors import AbortError, AuthenticationError, ParameterError, ProtocolError
 from secagg_dp.zq import check_bits
 
-__all__ = ["SecAggServer", "RoundOutcome"]
+__all__ = ["SecAggServer", "RoundOutcome", "survivor_lists", "SurvivorLists"]
 
 Outgoing = list[tuple[int, bytes]]  # (recipient or BROADCAST, serialised message)
 _HEAD = 28
@@ -69,6 +76,48 @@ class _Shared:
 
     def boxes(self) -> list[bytes]:
         return [self.data[a:b] for a, b in self.spans.tolist()]
+
+
+class SurvivorLists:
+    """The consistency round's commitment to one survivor set U3 on one roster graph: the bitmap of U3 over
+    ring positions as Merkle leaves of 256 positions (:func:`protocols.messages.survivor_chunks`), and the
+    :class:`~protocols.messages.SurvivorList` each client gets (:meth:`message`)."""
+
+    def __init__(self, round_id: bytes, graph: RosterGraph, survivors: frozenset[int] | set[int]) -> None:
+        self.round_id, self.graph, self.count = round_id, graph, len(survivors)
+        bits = np.zeros(graph.n, dtype=bool)
+        if survivors:
+            bits[graph.ring_pos[graph.index(np.fromiter(survivors, dtype=np.int64, count=len(survivors)))]] = True
+        self.chunks = m.survivor_chunks(bits)
+        self.tree = merkle.MerkleTree([merkle.leaf_hash(c.tobytes()) for c in self.chunks])
+        self.root = self.tree.root
+
+    def message(self, u: int) -> m.SurvivorList:
+        """The list for client ``u``: SecAgg+, the leaves covering its two-hop positions, their multiproof and
+        the ids at those positions; full graph, every leaf."""
+        graph = self.graph
+        if graph.full:
+            every = tuple(range(self.chunks.shape[0]))
+            return m.SurvivorList(self.round_id, m.SERVER, u, self.count, self.root, every, self.chunks.copy())
+        pos = two_hop_positions(graph, int(graph.ring_pos[graph.index([u])[0]]))
+        at = np.unique(pos // 256)
+        proof = self.tree.multiproof(at.tolist())
+        return m.SurvivorList(
+            self.round_id,
+            m.SERVER,
+            u,
+            self.count,
+            self.root,
+            tuple(at.tolist()),
+            self.chunks[at],
+            np.frombuffer(b"".join(proof), dtype=np.uint8).reshape(-1, m.HASH_LEN).copy(),
+            np.sort(graph.order[pos]),
+        )
+
+
+def survivor_lists(round_id: bytes, graph: RosterGraph, survivors: frozenset[int] | set[int]) -> SurvivorLists:
+    """The commitment to ``survivors`` on ``graph`` and each client's survivor list (:class:`SurvivorLists`)."""
+    return SurvivorLists(round_id, graph, survivors)
 
 
 class _HolderPoints(Mapping):
@@ -327,6 +376,11 @@ class SecAggServer:
         self._u1 = frozenset(self._keys)
         ids = tuple(sorted(self._u1))
         full = self.k is None or self.k >= len(ids) - 1
+        if full and self.k is not None and self.security == "active":
+            raise self._abort(
+                f"{len(ids)} check-ins <= neighbours + 1 = {self.k + 1}: active clients configured with degree "
+                f"{self.k} refuse to treat the roster as a full graph"
+            )
         holders = len(ids) if full else self.k + 1
         need = min_threshold(holders, neighbours=None if full else self.k, security=self.security)
         if self.threshold < need:
@@ -337,7 +391,9 @@ class SecAggServer:
         enc = np.frombuffer(b"".join(self._keys[u][0] for u in ids), dtype=np.uint8).reshape(-1, 32).copy()
         mask = np.frombuffer(b"".join(self._keys[u][1] for u in ids), dtype=np.uint8).reshape(-1, 32).copy()
         sigs = np.frombuffer(b"".join(self._keys[u][2] for u in ids), dtype=np.uint8).reshape(-1, m.SIG_LEN).copy()
-        graph_seed = roster_graph_seed(self.round_id, ids, enc, mask)
+        tree = merkle.MerkleTree(m.roster_leaves(ids, enc, mask, sigs))
+        self._roster_statement = roster_statement(self.round_id, len(ids), tree.root)
+        graph_seed = roster_graph_seed(self.round_id, len(ids), tree.root)
         self._graph = roster_graph(ids, self.k, graph_seed)
         self._holders = {u: nb | {u} for u, nb in self._graph.neighbour_sets().items()}  # neighbours and u
         short = [u for u in ids if len(self._holders[u]) < self.threshold]
@@ -348,8 +404,32 @@ class SecAggServer:
             self._points = dict.fromkeys(ids, points)
         else:  # neighbourhood-local points in [1, k + 1], computed when asked for (not kept: O(n k))
             self._points = _HolderPoints(self._holders)
-        roster = m.KeyRoster(self.round_id, m.SERVER, m.BROADCAST, graph_seed, ids, enc, mask, sigs)
-        return [(m.BROADCAST, roster.to_bytes())]
+        n = len(ids)
+        if full:  # every client needs every entry: one broadcast of the whole committed roster
+            every = tuple(range(n))
+            roster = m.KeyRoster(self.round_id, m.SERVER, m.BROADCAST, n, tree.root, every, ids, enc, mask, sigs)
+            return [(m.BROADCAST, roster.to_bytes())]
+        # SecAgg+: each client gets its share holders' entries and their multiproof, O(k log n) bytes.
+        graph, out = self._graph, []
+        rows = graph.index(graph.rows(graph.ids).ravel()).reshape(n, -1)  # leaf indices of each one's neighbours
+        for i, u in enumerate(ids):
+            at = np.unique(np.append(rows[i], i))
+            proof = tree.multiproof(at.tolist())
+            msg = m.KeyRoster(
+                self.round_id,
+                m.SERVER,
+                u,
+                n,
+                tree.root,
+                tuple(at.tolist()),
+                tuple(graph.ids[at].tolist()),
+                enc[at],
+                mask[at],
+                sigs[at],
+                np.frombuffer(b"".join(proof), dtype=np.uint8).reshape(-1, m.HASH_LEN).copy(),
+            )
+            out.append((u, msg.to_bytes()))
+        return out
 
     def _close_shares(self) -> Outgoing:
         self._need("shared keys", self._shares)
@@ -373,11 +453,10 @@ class SecAggServer:
         self._need("sent masked inputs", self._masked)
         self._u3 = frozenset(self._masked)
         self._requests: dict[int, tuple[frozenset[int], frozenset[int]]] = {}
-        if self.security == "active":  # consistency round: every survivor signs the same U3
-            survivors = tuple(sorted(self._u3))
-            self._statement = survivor_statement(self.round_id, survivors)
-            payload = {u: m.SurvivorList(self.round_id, m.SERVER, u, survivors).to_bytes() for u in survivors}
-            return sorted(payload.items())
+        if self.security == "active":  # consistency round: every survivor signs the same U3 (and roster)
+            lists = survivor_lists(self.round_id, self._graph, self._u3)
+            self._statement = consistency_statement(self.round_id, self._roster_statement, lists.root, len(self._u3))
+            return [(u, lists.message(u).to_bytes()) for u in sorted(self._u3)]
         return self._unmask_requests(self._u3, {})
 
     def _close_signatures(self) -> Outgoing:

@@ -6,16 +6,26 @@ import numpy as np
 
 from protocols import messages as m
 from protocols.client import SecAggClient
+from protocols.graph import index_graph, roster_graph_seed
 from protocols.pki import create_identities
 from protocols.pool import seeded_sources as _seeded
 from protocols.security import ClientPolicy
 from protocols.server import SecAggServer
+from secagg_dp.crypto import merkle
 
 BITS, DIM = 16, 5
 
 
 def make_round(
-    seed=1, t=3, ids=tuple(range(1, 8)), neighbours=None, security="active", bits=BITS, dim=DIM, min_threshold=None
+    seed=1,
+    t=3,
+    ids=tuple(range(1, 8)),
+    neighbours=None,
+    security="active",
+    bits=BITS,
+    dim=DIM,
+    min_threshold=None,
+    min_roster=None,
 ):
     """A seeded round whose clients hold x_c = c * (0, 1, ..., dim - 1) mod 2^bits.
 
@@ -33,7 +43,9 @@ def make_round(
         round_id=round_id,
         source=ssrc,
     )
-    policy = ClientPolicy(security=security, min_threshold=min_threshold or t, neighbours=neighbours)
+    policy = ClientPolicy(
+        security=security, min_threshold=min_threshold or t, neighbours=neighbours, min_roster=min_roster
+    )
     clients = {
         c: SecAggClient(
             c, inputs[c], bits=bits, policy=policy, identity=identities.get(c), registry=registry, source=csrc(c)
@@ -60,3 +72,38 @@ def deliver_all(server, clients, outgoing):
     for cid, out in sorted(replies.items()):
         server.receive(out, sender=cid)
     return replies
+
+
+def adversarial_roster(server, ids=None, recipient=None, enc=None) -> bytes:
+    """The roster a deviating server builds from the check-ins it holds, admitting only ``ids`` (default:
+    all) and showing ``enc[u]`` as client u's channel key (default: its own), committed consistently (Merkle
+    root, size, graph seed), so that only the checks this is about can refuse it. ``recipient=None``: the
+    broadcast of every entry (full graph); a client id: that client's slice (its share holders' entries)."""
+    enc = enc or {}
+    ids = tuple(sorted(server._keys if ids is None else ids))
+    n = len(ids)
+    enc_pks = np.stack([np.frombuffer(enc.get(u, server._keys[u][0]), np.uint8) for u in ids])
+    mask = np.stack([np.frombuffer(server._keys[u][1], np.uint8) for u in ids])
+    sigs = np.stack([np.frombuffer(server._keys[u][2], np.uint8) for u in ids])
+    tree = merkle.MerkleTree(m.roster_leaves(ids, enc_pks, mask, sigs))
+    if recipient is None:
+        at, to = list(range(n)), m.BROADCAST
+    else:
+        graph = index_graph(n, server.k, roster_graph_seed(server.round_id, n, tree.root))
+        i = ids.index(recipient)
+        at = list(range(n)) if graph.full else sorted({i, *graph.rows([i])[0].tolist()})
+        to = recipient
+    proof = tree.multiproof(at) if len(at) < n else []
+    return m.KeyRoster(
+        server.round_id,
+        m.SERVER,
+        to,
+        n,
+        tree.root,
+        tuple(at),
+        tuple(ids[i] for i in at),
+        enc_pks[at],
+        mask[at],
+        sigs[at],
+        np.frombuffer(b"".join(proof), np.uint8).reshape(-1, 32).copy(),
+    ).to_bytes()

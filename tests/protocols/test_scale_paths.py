@@ -109,13 +109,31 @@ def test_share_plaintext_rows_equal_one_message_each():
             assert good == (pt.owner == owner and pt.holder == 4)
 
 
-def test_survivor_list_is_one_checked_array():
-    msg = m.decode(m.SurvivorList(RID, m.SERVER, 3, (1, 3, 9)).to_bytes())
-    assert msg.survivors.tolist() == [1, 3, 9] and not msg.survivors.flags.writeable
-    assert 3 in msg.survivors and 4 not in msg.survivors
+def test_survivor_list_round_trips_and_refuses_malformed_fields():
+    chunks = np.arange(64, dtype=np.uint8).reshape(2, 32)
+    sent = m.SurvivorList(RID, m.SERVER, 3, 5, b"r" * 32, (0, 4), chunks, None, (1, 3, 9))
+    msg = m.decode(sent.to_bytes())
+    assert (msg.count, msg.root, msg.chunk_indices) == (5, b"r" * 32, (0, 4))
+    assert msg.chunks.tolist() == chunks.tolist() and msg.proof.shape == (0, 32)
+    assert msg.near_ids.tolist() == [1, 3, 9] and not msg.near_ids.flags.writeable
     for bad in [(3, 1), (1, 1), (-1, 2), (1, m.MAX_CLIENT_ID + 1), (1.5,), ("a",)]:
-        with pytest.raises(ProtocolError, match="survivors"):
-            m.SurvivorList(RID, m.SERVER, 3, bad)
+        with pytest.raises(ProtocolError, match="near_ids"):
+            m.SurvivorList(RID, m.SERVER, 3, 5, b"r" * 32, (0, 4), chunks, None, bad)
+    with pytest.raises(ProtocolError, match="chunk_indices"):
+        m.SurvivorList(RID, m.SERVER, 3, 5, b"r" * 32, (4, 0), chunks)
+    with pytest.raises(ProtocolError):
+        m.decode(sent.to_bytes()[:-1])
+
+
+@pytest.mark.parametrize("n", [1, 7, 256, 300])
+def test_survivor_bitmap_matches_its_definition(n):
+    # Position p is bit 7 - p % 8 of byte p // 8, 32 bytes per leaf, zero padding: built here with Python ints.
+    alive = np.random.default_rng(n).random(n) < 0.5
+    want = bytearray(-(-n // 256) * 32)
+    for p in range(n):
+        if alive[p]:
+            want[p // 8] |= 1 << (7 - p % 8)
+    assert m.survivor_chunks(alive).tobytes() == bytes(want)
 
 
 def _oracle(inputs, survivors, bits):

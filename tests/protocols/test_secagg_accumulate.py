@@ -8,7 +8,6 @@ from roundkit import BITS, DIM, deliver_all, exact_sum, make_round
 
 from protocols import messages as m
 from protocols import run_secagg_round
-from protocols.pki import survivor_statement
 from protocols.round import drive_round
 from protocols.stages import ServerStage
 from protocols.transport import Envelope, FaultInjector, InProcessTransport
@@ -134,7 +133,9 @@ def test_masked_input_arriving_after_its_sender_was_declared_dropped_is_refused(
         if cid != late:
             server.receive(masked[cid], sender=cid)
     out = server.advance()  # deadline: U3 is fixed without client 4 (survivor lists / unmask requests)
-    assert all(late not in m.decode(b).survivors for _, b in out)
+    assert late not in {u for u, _ in out}
+    for msg in (m.decode(b) for _, b in out):  # active: |U3| in the commitment; semi-honest: the survivors named
+        assert msg.count == len(IDS) - 1 if msg.KIND is m.Kind.SURVIVOR_LIST else late not in msg.survivors
     snap = _snapshot(server)
     with pytest.raises(ProtocolError, match="refuses a MASKED_INPUT"):
         server.receive(masked[late], sender=late)
@@ -179,7 +180,7 @@ def test_secaggplus_client_refuses_a_valid_signature_from_a_survivor_holding_non
     far = sorted(set(ids) - set(server._holders[u]).union(*(server._holders[v] for v in server._holders[u])))
     assert far  # on a ring of 20 with k = 4, most clients hold no share of any secret client 1 holds
     w = far[0]
-    sig = identities[w].sign(signing.LABEL_SURVIVOR_SET, survivor_statement(server.round_id, ids))
+    sig = identities[w].sign(signing.LABEL_SURVIVOR_SET, server._statement)  # a valid signature on the set
     signers = tuple(sorted(req.signers + (w,)))
     rows = {v: s.tobytes() for v, s in zip(req.signers, req.signatures)} | {w: sig}
     forged = m.UnmaskRequest(

@@ -12,12 +12,12 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from roundkit import BITS, DIM, deliver_all, exact_sum, make_round
+from roundkit import BITS, DIM, adversarial_roster, deliver_all, exact_sum, make_round
 
 from protocols import messages as m
-from protocols.graph import roster_graph_seed
-from protocols.pki import advertise_statement, survivor_statement
+from protocols.pki import advertise_statement, consistency_statement
 from protocols.round import drive_round, run_secagg_round
+from protocols.server import survivor_lists
 from protocols.stages import ClientStage
 from protocols.transport import Envelope, FaultInjector, InProcessTransport
 from secagg_dp.crypto import aead, masking, shamir, signing
@@ -47,19 +47,10 @@ def reconstruct(shares: dict[int, np.ndarray], points: dict[int, int], t: int) -
 
 
 def _to_keys_stage(server, clients):
+    """Every client checks in; returns the honest roster's entries as the server holds them."""
     replies = deliver_all(server, clients, [(m.BROADCAST, server.open_round())])
     assert set(replies) == set(clients)
-    return m.decode(server.advance()[0][1])  # the honest roster
-
-
-def _with_enc_keys(roster: m.KeyRoster, subst: dict[int, bytes]) -> bytes:
-    enc = roster.enc_pks.copy()
-    for cid, pk in subst.items():
-        enc[roster.ids.index(cid)] = np.frombuffer(pk, np.uint8)
-    seed = roster_graph_seed(roster.round_id, roster.ids, enc, roster.mask_pks)  # consistent with the new keys
-    return m.KeyRoster(
-        roster.round_id, m.SERVER, m.BROADCAST, seed, roster.ids, enc, roster.mask_pks.copy(), roster.signatures.copy()
-    ).to_bytes()
+    return server
 
 
 # -- 1. key substitution ---------------------------------------------------------------------------------
@@ -69,12 +60,13 @@ def test_key_substitution_unmasks_the_victim_in_semi_honest_mode():
     shares: it recovers x_V. (n, t) = (8, 7)."""
     ids = tuple(range(1, 9))
     server, clients, inputs, _ = make_round(3, 7, ids, security="semi-honest")
-    roster = _to_keys_stage(server, clients)
-    rid, src = roster.round_id, SeededRandom(b"\x07" * 32)
+    _to_keys_stage(server, clients)
+    rid, src = server.round_id, SeededRandom(b"\x07" * 32)
     fake = {w: generate_keypair(source=src) for w in ids}  # fake[w]: the key the server shows in w's place
-    real = {w: roster.entry(i).enc_pk for i, w in enumerate(roster.ids)}
-    to_v = _with_enc_keys(roster, {w: fake[w].public for w in ids if w != V})
-    to_rest = _with_enc_keys(roster, {V: fake[V].public})
+    real = {w: server._keys[w][0] for w in ids}
+    to_v = adversarial_roster(server, enc={w: fake[w].public for w in ids if w != V})
+    to_rest = adversarial_roster(server, enc={V: fake[V].public})
+    server.advance()  # the honest roster is discarded; the server moves on to collecting shares
     for cid, c in clients.items():
         server.receive(c.receive(to_v if cid == V else to_rest), sender=cid)
     stolen: dict[int, m.SharePlaintext] = {}
@@ -105,7 +97,7 @@ def test_key_substitution_unmasks_the_victim_in_semi_honest_mode():
     points = {w: i + 1 for i, w in enumerate(ids)}
     b_v = reconstruct({w: p.self_share for w, p in stolen.items()}, points, 7)
     sk_v = reconstruct({w: p.key_share for w, p in stolen.items()}, points, 7)
-    peers = {w: roster.entry(i).mask_pk for i, w in enumerate(roster.ids) if w != V}
+    peers = {w: server._keys[w][1] for w in ids if w != V}
     assert unmask(y_v, b_v, sk_v, peers, rid) == inputs[V].tolist()
 
 
@@ -113,17 +105,17 @@ def test_key_substitution_unmasks_the_victim_in_semi_honest_mode():
 def test_key_substitution_is_refused_in_active_mode(n, t, k):
     ids = tuple(range(1, n + 1))
     server, clients, _, _ = make_round(3, t, ids, neighbours=k)
-    roster = _to_keys_stage(server, clients)
+    _to_keys_stage(server, clients)
     fake = {w: generate_keypair(source=SeededRandom(bytes([w]) * 32)).public for w in ids}
-    to_v = _with_enc_keys(roster, {w: fake[w] for w in ids if w != V})
-    to_rest = _with_enc_keys(roster, {V: fake[V]})
+    to_v = adversarial_roster(server, recipient=V if k else None, enc={w: fake[w] for w in ids if w != V})
+    to_rest = {c: adversarial_roster(server, recipient=c if k else None, enc={V: fake[V]}) for c in ids}
     with pytest.raises(ProtocolError, match="fails signature verification"):
         clients[V].receive(to_v)
     assert clients[V].stage is ClientStage.KEYS_ADVERTISED  # V sent no share of anything
     refused = 0
     for cid in ids[1:]:
         try:
-            clients[cid].receive(to_rest)
+            clients[cid].receive(to_rest[cid])
         except ProtocolError as e:
             assert "fails signature verification" in str(e)
             refused += 1
@@ -155,13 +147,15 @@ def split_attack(security: str, t: int, group_a: set[int], group_b: set[int], co
     sets = {c: (without_v if c in group_b else everyone) for c in ids}
     sigs: dict[tuple[int, ...], dict[int, bytes]] = {everyone: {}, without_v: {}}
     if security == "active":
-        server.advance()  # the honest survivor lists are discarded; the adversary sends its own
+        server.advance()  # the honest survivor lists are discarded; the adversary commits to two sets
+        lists = {s: survivor_lists(rid, server._graph, set(s)) for s in sigs}
         for c in sorted(group_a | group_b):
-            reply = m.decode(clients[c].receive(m.SurvivorList(rid, m.SERVER, c, sets[c]).to_bytes()))
+            reply = m.decode(clients[c].receive(lists[sets[c]].message(c).to_bytes()))
             sigs[sets[c]][c] = reply.signature
         for c in colluders:  # corrupt clients sign whatever helps
-            for s in sigs:
-                sigs[s][c] = identities[c].sign(signing.LABEL_SURVIVOR_SET, survivor_statement(rid, s))
+            for s, lst in lists.items():
+                body = consistency_statement(rid, server._roster_statement, lst.root, lst.count)
+                sigs[s][c] = identities[c].sign(signing.LABEL_SURVIVOR_SET, body)
     b_shares, k_shares, refused = {}, {}, []
     for c in sorted(group_a | group_b):
         alive, gone = (without_v, (V,)) if c in group_b else (everyone, ())
@@ -265,20 +259,8 @@ def test_active_client_refuses_a_threshold_unsafe_for_the_roster_it_receives():
     with pytest.raises(ProtocolError, match="unsafe"):
         act_server.advance()
     # ... and a client checks it too, on whatever roster an active server sends.
-    roster = _roster_for(act_server, act_clients)
     with pytest.raises(ProtocolError, match="unsafe against an active server"):
-        act_clients[V].receive(roster)
-
-
-def _roster_for(server, clients) -> bytes:
-    """The roster an adversarial server would build from the check-ins it holds (graph seed included)."""
-    ids = tuple(sorted(server._keys))
-    enc = np.stack([np.frombuffer(server._keys[u][0], np.uint8) for u in ids])
-    mask = np.stack([np.frombuffer(server._keys[u][1], np.uint8) for u in ids])
-    sigs = np.stack([np.frombuffer(server._keys[u][2], np.uint8) for u in ids])
-    return m.KeyRoster(
-        server.round_id, m.SERVER, m.BROADCAST, roster_graph_seed(server.round_id, ids, enc, mask), ids, enc, mask, sigs
-    ).to_bytes()
+        act_clients[V].receive(adversarial_roster(act_server))
 
 
 # -- 4. forged sender ---------------------------------------------------------------------------------------
@@ -415,7 +397,7 @@ def test_secaggplus_server_takes_more_clients_than_the_field_has_points():
     n, k = shamir.MAX_HOLDERS + 1000, 4
     server = make_round(5, 3, (1, 2), neighbours=k, security="semi-honest", dim=1)[0]
     _check_in_many(server, n)
-    roster = m.decode(server.advance()[0][1])
-    assert len(roster.ids) == n
+    out = server.advance()  # one roster slice per client
+    assert len(out) == n and m.decode(out[0][1]).size == n
     for u in range(0, n, 997):  # every neighbourhood uses points 1..k+1 only
         assert sorted(server._points[u].values()) == list(range(1, k + 2))

@@ -101,3 +101,39 @@ def test_holder_points_are_local_to_a_neighbourhood():
     for u in ids[:20]:
         pts = holder_points(nb[u] | {u})
         assert sorted(pts.values()) == list(range(1, 8)) and set(pts) == nb[u] | {u}
+
+
+def _ground_conditions(n, k, t, delta, c, pop, g):
+    """The rule's conditions with absolute colluders c, worst-case roster size pop and 2^g ground rosters,
+    re-evaluated here with scipy (see secaggplus_parameters' docstring)."""
+    drop = stats.hypergeom(pop - 1, math.floor(delta * (pop - 1)), k)
+    bad = stats.hypergeom(pop - 1, c, k)
+    return (
+        n * drop.sf(k + 1 - t) <= 2**-20
+        and 2**g * n * bad.sf(2 * t - (k + 1) - 1) <= 2**-40  # P[C >= 2t - (k + 1)] over rosters and victims
+        and 2**g * n**2 * (delta + c / (pop - 1)) ** k <= 2**-40
+        and 2 * t > k + 1
+    )
+
+
+@pytest.mark.parametrize(
+    "n,delta,c,pop,g",
+    [(1000, 0.1, 50, 900, 0), (1000, 0.1, 50, 900, 40), (1000, 0.05, 20, 500, 20), (10**4, 0.1, 500, 9000, 40)],
+)
+def test_parameters_with_absolute_colluders_a_minimum_roster_and_grinding(n, delta, c, pop, g):
+    k, t = secaggplus_parameters(n, dropout_fraction=delta, corrupt_clients=c, min_roster=pop, grinding_bits=g)
+    assert _ground_conditions(n, k, t, delta, c, pop, g)
+    assert not _ground_conditions(n, k, t - 1, delta, c, pop, g)
+    if k > 2:
+        assert not any(_ground_conditions(n, k - 2, tt, delta, c, pop, g) for tt in range(2, k))
+
+
+def test_grinding_and_absolute_colluders_only_ever_raise_the_parameters():
+    base = secaggplus_parameters(1000, dropout_fraction=0.1, corrupt_fraction=0.05)
+    assert base == (74, 50) == secaggplus_parameters(1000, dropout_fraction=0.1, corrupt_clients=50)
+    ground = secaggplus_parameters(1000, dropout_fraction=0.1, corrupt_clients=50, min_roster=900, grinding_bits=40)
+    assert ground[0] >= base[0] and ground[1] >= base[1] and ground != base
+    with pytest.raises(ParameterError, match="Exactly one"):
+        secaggplus_parameters(1000, dropout_fraction=0.1)
+    with pytest.raises(ParameterError, match="Exactly one"):
+        secaggplus_parameters(1000, dropout_fraction=0.1, corrupt_fraction=0.05, corrupt_clients=50)
