@@ -37,7 +37,7 @@ raise one :class:`~secagg_dp.errors.ConfigError` naming the key, before a single
     k_stddevs = 4.0             # scale rule: k standard deviations fit in Z_q
     beta = 0.6065306597126334   # conditional rounding parameter, exp(-1/2)
     delta = 1e-5
-    method = "rdp"              # "rdp" (binomial mixture) | "window" (window certificate)
+    method = "auto"             # "auto" (tightest certified) | "rdp" (binomial mixture) | "window" (window certificate)
     # epsilon_budget = 3.0      # optional: the ledger refuses the round that would exceed it (at delta)
     unit = "client"             # "client": clip the whole update, noise once (replace-one of a client);
                                 # "sample" (logreg): per-sample clipping and noise at every local step
@@ -104,7 +104,7 @@ DEFAULTS: dict[str, Any] = {
         "k_stddevs": 4.0,
         "beta": math.exp(-0.5),
         "delta": 1e-5,
-        "method": "rdp",
+        "method": "auto",
         "epsilon_budget": None,
         "unit": "client",
     },
@@ -235,7 +235,7 @@ class PrivacyParams:
         _real("privacy.k_stddevs", self.k_stddevs, 0.0, lo_open=True)
         _real("privacy.beta", self.beta, 0.0, 1.0, hi_open=True)
         _real("privacy.delta", self.delta, 0.0, 1.0, lo_open=True, hi_open=True)
-        _choice("privacy.method", self.method, ("rdp", "window"))
+        _choice("privacy.method", self.method, ("auto", "rdp", "window"))
         if self.epsilon_budget is not None:
             _real("privacy.epsilon_budget", self.epsilon_budget, 0.0, lo_open=True)
 

@@ -37,6 +37,7 @@ import numpy as np
 
 from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.accounting.checkin.tails import log_binom_pmf, log_binom_tail_ub
+from secagg_dp.accounting.core.accountant import OBSERVERS as _CORE_OBSERVERS
 from secagg_dp.accounting.core.conversion import LargestOrderWarning, rdp_to_dp
 from secagg_dp.accounting.core.logspace import log_expm1
 from secagg_dp.accounting.core.pairs import wor_gaussian_pair_log_am1
@@ -380,7 +381,7 @@ def rdp_to_epsilon(rdp: np.ndarray, orders: np.ndarray, delta: float) -> tuple[f
     return eps, int(order)
 
 
-OBSERVERS = ("analyst", "server")
+OBSERVERS = _CORE_OBSERVERS  # the core's: one definition of who can observe
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
-"""RDP accountant (dp-accounting style contract) and a persistent privacy ledger with a budget filter.
+"""A persistent privacy ledger with a budget filter, over the RDP accountant.
 
-The accountant is pure state: a neighbouring relation, the orders, the composed RDP curve. The ledger adds
-SQLite persistence (one transaction per event, committed *before* the caller releases anything) and a
-filter that refuses an event exceeding (ε_max, δ) without touching any state.
+The accountant (:mod:`secagg_dp.accounting.core.rdp_accountant`, re-exported here) is pure state: a
+neighbouring relation, the orders, the composed RDP curve. The ledger adds SQLite persistence
+(one transaction per event, committed *before* the caller releases anything) and a filter that refuses an
+event exceeding (ε_max, δ) without touching any state.
 """
 
 from __future__ import annotations
@@ -15,22 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from secagg_dp._validate import check_int, check_real
-from secagg_dp.accounting.core.conversion import dp_delta, rdp_to_dp
-from secagg_dp.accounting.core.events import (
-    Composed,
-    DiscreteGaussian,
-    DistributedDiscreteGaussian,
-    Gaussian,
-    PoissonSampled,
-    PrivacyEvent,
-    SampledWithoutReplacement,
-    SelfComposed,
-    Skellam,
-    check_neighbouring,
-)
+from secagg_dp._validate import check_real
+from secagg_dp.accounting.core.conversion import rdp_to_dp
+from secagg_dp.accounting.core.events import PrivacyEvent
 from secagg_dp.accounting.core.rdp import DEFAULT_ORDERS, check_orders
-from secagg_dp.errors import LedgerError, ParameterError, PrivacyBudgetExceeded
+from secagg_dp.accounting.core.rdp_accountant import RdpAccountant, register_event_type
+from secagg_dp.errors import LedgerError, ParameterError, PrivacyBudgetExceeded, UnsupportedEventError
 
 __all__ = [
     "UnsupportedEventError",
@@ -39,100 +30,6 @@ __all__ = [
     "PrivacyLedger",
     "LedgerError",
 ]
-
-_SUPPORTED: set[type] = {
-    Gaussian,
-    DiscreteGaussian,
-    DistributedDiscreteGaussian,
-    Skellam,
-    PoissonSampled,
-    SampledWithoutReplacement,
-    Composed,
-    SelfComposed,
-}
-
-
-class UnsupportedEventError(ParameterError):
-    """The accountant cannot process an event; the message names the offending sub-event."""
-
-
-def register_event_type(cls: type) -> type:
-    """Register a :class:`PrivacyEvent` subclass (with ``rdp``, ``neighbouring``, ``children``); a decorator."""
-    if not (isinstance(cls, type) and issubclass(cls, PrivacyEvent)):
-        raise TypeError(f"Argument 'cls' must be a PrivacyEvent subclass, not {cls!r}.")
-    _SUPPORTED.add(cls)
-    return cls
-
-
-def _first_unsupported(event: Any, neighbouring: str) -> tuple[Any, str] | None:
-    if not isinstance(event, PrivacyEvent) or type(event) not in _SUPPORTED:
-        return event, "its type is not registered with the accountant"
-    if event.neighbouring != neighbouring:
-        return event, f"it is '{event.neighbouring}' but the accountant is '{neighbouring}'"
-    for child in event.children():
-        bad = _first_unsupported(child, child.neighbouring)
-        if bad is not None:
-            return bad
-    return None
-
-
-class RdpAccountant:
-    """Composes events into an RDP curve. Contract as dp-accounting's ``PrivacyAccountant``.
-
-    ``supports(event)``; ``compose(event, count=1)`` returns ``self`` (chains) and raises
-    :class:`UnsupportedEventError` naming the unsupported sub-event before changing anything;
-    ``get_epsilon(delta)``, ``get_epsilon_and_order(delta)``, ``get_delta(epsilon)``.
-    """
-
-    def __init__(self, neighbouring: str = "add-remove", orders: Any = DEFAULT_ORDERS) -> None:
-        self._neighbouring = check_neighbouring(neighbouring)
-        self._orders = check_orders(orders).copy()
-        self._orders.setflags(write=False)
-        self._rdp = np.zeros_like(self._orders)
-
-    @property
-    def neighbouring(self) -> str:
-        return self._neighbouring
-
-    @property
-    def orders(self) -> np.ndarray:
-        return self._orders
-
-    @property
-    def rdp(self) -> np.ndarray:
-        """Composed RDP curve (a copy)."""
-        return self._rdp.copy()
-
-    def supports(self, event: Any) -> bool:
-        return _first_unsupported(event, self._neighbouring) is None
-
-    def event_rdp(self, event: PrivacyEvent, count: int = 1) -> np.ndarray:
-        """RDP of ``count`` repetitions of ``event`` at this accountant's orders (no state change)."""
-        bad = _first_unsupported(event, self._neighbouring)
-        if bad is not None:
-            raise UnsupportedEventError(
-                f"Unsupported event {type(bad[0]).__name__}: {bad[1]}. Offending sub-event: {bad[0]!r}."
-            )
-        c = check_int("count", count, lo=0)
-        r = np.asarray(event.rdp(self._orders), dtype=np.float64)
-        if r.shape != self._orders.shape or np.any(np.isnan(r)) or np.any(r < 0):
-            raise ParameterError(f"Event {type(event).__name__} returned an invalid RDP curve.")
-        with np.errstate(over="ignore"):  # count·ε(α) beyond 1.8e308 is +inf
-            return c * r if c else np.zeros_like(r)
-
-    def compose(self, event: PrivacyEvent, count: int = 1) -> RdpAccountant:
-        self._rdp = self._rdp + self.event_rdp(event, count)
-        return self
-
-    def get_epsilon_and_order(self, delta: float) -> tuple[float, float]:
-        return rdp_to_dp(self._orders, self._rdp, delta)
-
-    def get_epsilon(self, delta: float) -> float:
-        return self.get_epsilon_and_order(delta)[0]
-
-    def get_delta(self, epsilon: float) -> float:
-        return dp_delta(self._orders, self._rdp, epsilon)[0]
-
 
 #: Value of meta 'format'; ledgers written before it existed hold only 'neighbouring' and 'orders'.
 LEDGER_FORMAT = "secagg-dp-ledger/1"
