@@ -137,6 +137,7 @@ from secagg_dp.accounting.core.subsampling import (
     wor_subsampled_log_am1,
     wor_subsampled_rdp,
 )
+from secagg_dp.accounting.shuffle.certificates import SHUFFLE_BOUNDS, shuffle_certificate
 from secagg_dp.accounting.shuffle.gaussian import (
     shuffle_gaussian_log_moments,
     shuffle_gaussian_rdp,
@@ -277,6 +278,8 @@ __all__ = [
     "chernoff_shortcut_rdp",
     "chernoff_shortcut_epsilon",
     # shuffle model
+    "SHUFFLE_BOUNDS",
+    "shuffle_certificate",
     "shuffle_gaussian_rdp",
     "shuffle_gaussian_rdp_partition",
     "shuffle_gaussian_rdp_upper",

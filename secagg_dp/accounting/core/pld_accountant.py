@@ -159,6 +159,8 @@ class PLDAccountant(PrivacyAccountant):
         for z, q, count in recipe:
             if count == 0:
                 continue
+            if q == 1.0:  # c Gaussians compose to one of noise multiplier z / sqrt(c) (Dong, Roth & Su 2022, Cor. 3.3)
+                z, count = z / math.sqrt(count), 1
             one = pld.from_gaussian_mechanism(
                 standard_deviation=z,
                 sensitivity=1.0,
