@@ -2,12 +2,13 @@
 
 Supported events (each mapped to a dominating pair whose PLD dp-accounting builds with Connect-the-Dots,
 Doroshenko, Ghazi, Kamath, Kumar & Manurangsi 2022, Alg. 1; composition by convolution of PLDs, Koskela,
-Jälkö & Honkela 2020; Meiser & Mohammadi 2018):
+Jälkö & Honkela 2020):
 
 * :class:`Gaussian` (any relation): the pair N(Δ₂, σ²) vs N(0, σ²), i.e. z = σ/Δ₂ at sensitivity 1 (the
   Gaussian is rotation invariant, so the worst L2 shift is one coordinate).
 * :class:`PoissonSampled` of a Gaussian (add-remove): the pairs (q N(1, z²) + (1-q) N(0, z²), N(0, z²)) and
-  the reverse (Mironov, Talwar & Zhang 2019; Zhu, Dong & Wang 2022, Thm 8 and 11).
+  the reverse (the one-dimensional worst case of the sampled Gaussian, Mironov, Talwar & Zhang 2019, Sec. 3;
+  both orders, as dominating pairs, Zhu, Dong & Wang 2022).
 * :class:`SampledWithoutReplacement` of a Gaussian (replace-one): the same symmetrised pair with q = m/N and
   z = σ/Δ₂, Δ₂ the replace-one sensitivity (Zhu, Dong & Wang 2022, Thm 10).
 * :class:`Composed` and :class:`SelfComposed` of supported events.
@@ -40,8 +41,8 @@ __all__ = ["PLDAccountant"]
 
 _PLD_CITATION = (
     "PLD composition: Koskela, Jälkö & Honkela 2020; Connect-the-Dots pessimistic discretisation: Doroshenko, "
-    "Ghazi, Kamath, Kumar & Manurangsi 2022, Alg. 1 (dp-accounting); subsampled Gaussian dominating pairs: "
-    "Zhu, Dong & Wang 2022, Thm 8, 10, 11"
+    "Ghazi, Kamath, Kumar & Manurangsi 2022, Alg. 1 (dp-accounting); subsampled Gaussian pairs: Mironov, "
+    "Talwar & Zhang 2019, Sec. 3 (Poisson), Zhu, Dong & Wang 2022, Thm 10 (without replacement)"
 )
 
 # A recipe is a list of (noise multiplier z = sigma / Delta_2, sampling rate q, count): the event's PLD is the
