@@ -102,9 +102,15 @@ class SimAccountant:
         self.server_round_rdp = dataclasses.replace(self.event, provider=server_provider).rdp(self.orders)
         self.server_ex_post_round_rdp = self._ex_post_round_rdp()
         try:  # certify the whole planned run once up front: an impossible certificate fails before any work
-            self.method, self.methods_compared = self._choose_method(cfg.rounds)
+            self.method, self.methods_compared = self._choose_method(cfg.rounds, "analyst")
             self.accountant = CheckinAccountant(self.method, self.neighbouring, orders=self.orders)
             self.planned_epsilon = self.epsilon_after(cfg.rounds)[0]
+            self.server_method, self.server_methods_compared = self._choose_method(cfg.rounds, "server")
+            self.server_accountant = CheckinAccountant(
+                self.server_method, self.neighbouring, orders=self.orders, observer="server"
+            )
+            self._server_certs: dict[int, Certificate] = {}
+            self.server_planned_epsilon = self._server_cert(cfg.rounds).epsilon
         except ParameterError as exc:
             raise ConfigError(
                 f"Config key 'privacy.method' = {self.method_requested!r} cannot certify {cfg.rounds} rounds: {exc} "
@@ -119,15 +125,22 @@ class SimAccountant:
         if ledger_path is not None:
             self.attach_ledger(ledger_path)
 
-    def _choose_method(self, rounds: int) -> tuple[str, dict[str, float] | None]:
-        """The configured method, or with ``"auto"`` the certified method with the smallest epsilon for the
-        planned rounds (a function of the run's parameters only, never of its data). Fixed-size sampling has
-        the RDP method only (window and PLD need check-in with probability gamma)."""
+    def _choose_method(self, rounds: int, observer: str) -> tuple[str, dict[str, float] | None]:
+        """The configured method, or with ``"auto"`` the certified method with the smallest epsilon for
+        ``observer`` and the planned rounds (a function of the run's parameters only, never of its data).
+        Fixed-size sampling has the RDP method only (window and PLD need check-in with probability gamma)."""
         if self.fixed:
             return "rdp", None
         if self.method_requested != "auto":
             return self.method_requested, None
-        return tightest_method(self.event, rounds, self.delta, orders=self.orders)
+        return tightest_method(self.event, rounds, self.delta, orders=self.orders, observer=observer)
+
+    def _server_cert(self, rounds: int) -> Certificate:
+        """The server's certificate after ``rounds`` rounds (cached: results.json is rewritten every round)."""
+        if rounds not in self._server_certs:
+            acc = self.server_accountant.fresh().compose(self.event, max(rounds, 0))
+            self._server_certs[rounds] = acc.certificate(self.delta)
+        return self._server_certs[rounds]
 
     def _open_ledger(self, path: Path | None) -> PrivacyLedger:
         budget = {} if self.budget is None else {"epsilon_budget": self.budget, "delta": self.delta}
@@ -188,16 +201,18 @@ class SimAccountant:
         """Certificate against the secure-aggregation server after ``rounds`` rounds (it sees participation)."""
         from secagg_dp.accounting.core.conversion import rdp_to_dp
 
-        eps, order = rdp_to_dp(self.orders, max(rounds, 0) * self.server_round_rdp, self.delta, warn=False)
-        planned, _ = rdp_to_dp(self.orders, self.cfg.rounds * self.server_round_rdp, self.delta, warn=False)
+        cert = self._server_cert(rounds)
         post, _ = rdp_to_dp(self.orders, max(rounds, 0) * self.server_ex_post_round_rdp, self.delta, warn=False)
         return {
             "observer": "server",
-            "epsilon": eps,
-            "order": _int_order(order),
-            "method": "rdp",
+            "epsilon": cert.epsilon,
+            "order": _int_order(cert.order),
+            "method": self.server_method,
+            "methods_compared": self.server_methods_compared,
+            "certificate": cert.certificate,
+            "citation": cert.citation,
             "rounds": rounds,
-            "planned_epsilon": planned,
+            "planned_epsilon": self.server_planned_epsilon,
             "sees": "who took part and who dropped, and the aggregate",
             "ex_post": {
                 "epsilon": post,
