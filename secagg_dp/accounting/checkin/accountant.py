@@ -216,7 +216,12 @@ class CheckinAccountant(PrivacyAccountant):
             citation=_CITATIONS[self.method],
             slack=slack,
             order=order,
-            detail={"rounds": self.rounds, **detail},
+            detail={
+                "rounds": self.rounds,
+                # the optimum at the largest order offered: larger orders may give a smaller epsilon
+                "optimal_order_is_largest": order is not None and order == float(self._rdp.orders.max()),
+                **detail,
+            },
         )
 
     def fresh(self) -> Self:

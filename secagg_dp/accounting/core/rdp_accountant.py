@@ -128,7 +128,12 @@ class RdpAccountant(PrivacyAccountant):
             certificate=True,
             citation=self.citation,
             order=order,
-            detail={"largest_order": float(self._orders.max()), "events": len(self._events)},
+            detail={
+                "largest_order": float(self._orders.max()),
+                # the optimum at the largest order offered: larger orders may give a smaller epsilon
+                "optimal_order_is_largest": bool(self._orders.size > 1 and order == float(self._orders.max())),
+                "events": len(self._events),
+            },
         )
 
     def fresh(self) -> Self:

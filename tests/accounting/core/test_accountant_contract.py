@@ -215,3 +215,11 @@ class TestCheckinPld(AccountantContract):
     def test_refusal_says_why(self):
         with pytest.raises(UnsupportedEventError, match="GaussianSum"):
             self.make().compose(SKELLAM_ROUND)
+
+
+def test_rdp_certificate_flags_an_optimum_at_the_largest_order():
+    # Gaussian z = 10: the CKS20 optimum at delta = 1e-5 lies far above order 3, so the grid {2, 3} ends there
+    small = RdpAccountant("add-remove", [2.0, 3.0]).compose(Gaussian(10.0, 1.0, "add-remove")).certificate(DELTA)
+    assert small.order == 3.0 and small.detail["optimal_order_is_largest"] is True
+    full = RdpAccountant("add-remove").compose(Gaussian(10.0, 1.0, "add-remove")).certificate(DELTA)
+    assert full.detail["optimal_order_is_largest"] is False and full.epsilon < small.epsilon
