@@ -46,7 +46,6 @@ looser, certificate and is what the budget filter uses.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import warnings
@@ -96,10 +95,6 @@ class SimAccountant:
             neighbouring=self.neighbouring,
         )
         self.round_rdp = self.event.rdp(self.orders)
-        from secagg_dp.accounting.checkin.observers import server_view_provider
-
-        server_provider = server_view_provider(self.provider.mechanism, self.n, self.neighbouring)
-        self.server_round_rdp = dataclasses.replace(self.event, provider=server_provider).rdp(self.orders)
         self.server_ex_post_round_rdp = self._ex_post_round_rdp()
         try:  # certify the whole planned run once up front: an impossible certificate fails before any work
             self.method, self.methods_compared = self._choose_method(cfg.rounds, "analyst")
