@@ -104,3 +104,14 @@ def test_pld_without_replacement_dominates_the_closed_form_pair():
     for eps in (0.01, 0.05, 0.2):
         exact = float(wor_gaussian_delta(0.1, 3.0, np.array([eps]))[0])
         assert exact <= acc.get_delta(eps) <= exact * (1 + 1e-3) + 1e-12
+
+
+@pytest.mark.parametrize(("q", "z"), [(0.01, 1.0), (0.2, 0.7), (0.5, 3.0)])
+def test_pld_poisson_dominates_the_closed_form_pair(q, z):
+    """One Poisson-subsampled Gaussian round (add-remove, sensitivity 1, noise multiplier z): the pair
+    (q N(1, z^2) + (1 - q) N(0, z^2), N(0, z^2)) taken both ways has delta(eps) in closed form; it is the pair of
+    checkin.pld.wor_gaussian_delta at sensitivity 2 and std 2z (the same pair scaled by 2)."""
+    acc = PLDAccountant("add-remove").compose(PoissonSampled(q, Gaussian(z, 1.0, "add-remove")))
+    for eps in (0.0, 0.02, 0.3, 1.0):
+        exact = float(wor_gaussian_delta(q, 2.0 * z, np.array([eps]))[0])
+        assert exact - 1e-15 <= acc.get_delta(eps) <= exact * (1 + 2e-3) + 1e-12
