@@ -38,7 +38,7 @@ T x the per-round mixture RDP.
 
 Certificate: :class:`secagg_dp.accounting.checkin.CheckinAccountant` with ``privacy.method``: ``"rdp"`` (the
 CKS20 conversion of the composed curve, equal to the ledger's), ``"window"`` (the window certificate for T
-rounds, recomputed from T), or ``"auto"`` (default): the certified method with the smallest epsilon for the
+rounds, recomputed from T with the window of the planned run fixed), or ``"auto"`` (default): the certified method with the smallest epsilon for the
 planned rounds (:func:`secagg_dp.accounting.checkin.tightest_method`; PLD when the base is a Gaussian sum,
 which no simulator mechanism is, so rdp or window here). The ledger's RDP epsilon stays a valid, possibly
 looser, certificate and is what the budget filter uses.
@@ -98,12 +98,10 @@ class SimAccountant:
         self.server_ex_post_round_rdp = self._ex_post_round_rdp()
         try:  # certify the whole planned run once up front: an impossible certificate fails before any work
             self.method, self.methods_compared = self._choose_method(cfg.rounds, "analyst")
-            self.accountant = CheckinAccountant(self.method, self.neighbouring, orders=self.orders)
+            self.accountant = self._accountant(self.method, "analyst", cfg.rounds)
             self.planned_epsilon = self.epsilon_after(cfg.rounds)[0]
             self.server_method, self.server_methods_compared = self._choose_method(cfg.rounds, "server")
-            self.server_accountant = CheckinAccountant(
-                self.server_method, self.neighbouring, orders=self.orders, observer="server"
-            )
+            self.server_accountant = self._accountant(self.server_method, "server", cfg.rounds)
             self._server_certs: dict[int, Certificate] = {}
             self.server_planned_epsilon = self._server_cert(cfg.rounds).epsilon
         except ParameterError as exc:
@@ -129,6 +127,15 @@ class SimAccountant:
         if self.method_requested != "auto":
             return self.method_requested, None
         return tightest_method(self.event, rounds, self.delta, orders=self.orders, observer=observer)
+
+    def _accountant(self, method: str, observer: str, rounds: int) -> CheckinAccountant:
+        """The run's accountant for ``observer``. Window method: the window is fixed to the planned run's best
+        one (valid for every round count up to the planned one), so each round reuses one mixture."""
+        acc = CheckinAccountant(method, self.neighbouring, orders=self.orders, observer=observer)
+        if method != "window":
+            return acc
+        window = acc.compose(self.event, rounds).certificate(self.delta).detail["window"]
+        return CheckinAccountant(method, self.neighbouring, orders=self.orders, observer=observer, window=window)
 
     def _server_cert(self, rounds: int) -> Certificate:
         """The server's certificate after ``rounds`` rounds (cached: results.json is rewritten every round)."""

@@ -66,9 +66,13 @@ def test_certified_epsilon_is_the_checkin_accountants(tmp_path):
         }
         chosen = min(planned, key=lambda m: planned[m].epsilon)
         assert chosen == "window" and planned["window"].epsilon < planned["rdp"].epsilon  # here: 2.78 < 3.67
+        # round by round: the window of the planned run, fixed (valid for every t <= 3; one mixture reused)
+        window = planned["window"].window
         for t, rnd in enumerate(doc["rounds"], start=1):
-            want = ck.checkin_epsilon(prov, 40, gamma, t, cfg.privacy.delta, ORDERS, method=chosen)
+            want = ck.window_certificate(prov, 40, gamma, t, cfg.privacy.delta, ORDERS, window=window)
             assert rnd["epsilon"] == pytest.approx(want.epsilon, rel=1e-12)
+            assert rnd["epsilon"] <= ck.checkin_epsilon(prov, 40, gamma, t, cfg.privacy.delta, ORDERS).epsilon
+        assert doc["rounds"][-1]["epsilon"] == pytest.approx(planned["window"].epsilon, rel=1e-12)
     eps = [r["epsilon"] for r in doc["rounds"]]
     assert eps == sorted(eps) and doc["privacy"]["neighbouring"] == "replace-one"
     assert doc["privacy"]["method"] == chosen and doc["privacy"]["method_requested"] == "auto"

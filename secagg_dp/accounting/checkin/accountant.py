@@ -86,7 +86,9 @@ class CheckinAccountant(PrivacyAccountant):
 
     ``method`` is ``"rdp"`` (any rounds), ``"window"`` or ``"pld"`` (T repetitions of one round; a different
     round is refused). ``orders``: integer Rényi orders (default: the check-in grid, integers 2..256 then
-    every 16th to 1024). See the module docstring for the mechanisms and sources.
+    every 16th to 1024). ``window`` (method ``"window"`` only): a fixed client-count window [k_lo, k_hi]
+    instead of the best of the candidate windows (valid for any window with T P(K outside) < delta; fixing it
+    lets round-by-round certificates reuse one mixture). See the module docstring for mechanisms and sources.
     """
 
     citation = _CITATIONS["rdp"]
@@ -98,10 +100,16 @@ class CheckinAccountant(PrivacyAccountant):
         *,
         orders: Any = None,
         observer: str = "analyst",
+        window: tuple[int, int] | None = None,
     ) -> None:
         super().__init__(neighbouring, observer=observer)
         if method not in CHECKIN_METHODS:
             raise ParameterError(f"Argument 'method' must be one of {CHECKIN_METHODS}, not {method!r}.")
+        if window is not None and (method != "window" or len(window) != 2 or not 0 <= window[0] <= window[1]):
+            raise ParameterError(
+                f"Argument 'window' must be a pair 0 <= k_lo <= k_hi for method 'window' (or None), not {window!r}."
+            )
+        self.window = None if window is None else (int(window[0]), int(window[1]))
         from secagg_dp.accounting.checkin.mixture import DEFAULT_ORDERS
 
         self.method = method
@@ -178,7 +186,8 @@ class CheckinAccountant(PrivacyAccountant):
             from secagg_dp.accounting.checkin.mixture import window_certificate
 
             view = self._view(ev)
-            cert = window_certificate(view.provider, ev.clients, gamma, t, delta, self._rdp.orders.astype(np.int64))
+            orders = self._rdp.orders.astype(np.int64)
+            cert = window_certificate(view.provider, ev.clients, gamma, t, delta, orders, window=self.window)
             detail = {"window": list(cert.window or ()), "delta_rdp": cert.delta_rdp, "delta_window": cert.delta_window}
             return cert.epsilon, float(cert.order), 0.0, detail
         from secagg_dp.accounting.checkin.pld import checkin_pld
@@ -225,7 +234,9 @@ class CheckinAccountant(PrivacyAccountant):
         )
 
     def fresh(self) -> Self:
-        return type(self)(self.method, self.neighbouring, orders=self._rdp.orders, observer=self.observer)
+        return type(self)(
+            self.method, self.neighbouring, orders=self._rdp.orders, observer=self.observer, window=self.window
+        )
 
 
 def tightest_method(

@@ -28,6 +28,7 @@ delta_total = delta_RDP + (1 + e^eps) T P(K not in W).
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -491,6 +492,25 @@ def _p_out_ub(n: int, gamma: float, k_lo: int, k_hi: int) -> float:
     return p
 
 
+def _window_mixture(
+    provider: PerKProvider, n: int, gamma: float, orders: np.ndarray, k_range: tuple[int, int]
+) -> MixtureResult:
+    """:func:`checkin_mixture` on ``k_range``, cached for hashable (frozen) providers: the round's conditioned
+    mixture does not depend on the number of rounds, so certifying round after round reuses it."""
+    key = (provider, n, gamma, tuple(int(o) for o in orders), k_range)
+    try:
+        return _cached_window_mixture(*key)
+    except TypeError:  # an unhashable provider (e.g. a PerKTable of arrays): no cache
+        return checkin_mixture(provider, n, gamma, orders, k_range=k_range)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_window_mixture(
+    provider: PerKProvider, n: int, gamma: float, orders: tuple[int, ...], k_range: tuple[int, int]
+) -> MixtureResult:
+    return checkin_mixture(provider, n, gamma, np.asarray(orders, dtype=np.int64), k_range=k_range)
+
+
 def window_certificate(
     provider: PerKProvider,
     n: int,
@@ -536,7 +556,7 @@ def window_certificate(
         p_out = _p_out_ub(n, gamma, k_lo, k_hi)
         if rounds * p_out >= delta or p_out >= 1.0:
             continue
-        mix = checkin_mixture(provider, n, gamma, orders, k_range=(k_lo, k_hi))
+        mix = _window_mixture(provider, n, gamma, orders, (k_lo, k_hi))
         log_sm1 = mix.log_sm1 - math.log1p(-p_out)
         total = rounds * np.logaddexp(0.0, log_sm1) / (orders - 1.0)
         tp = rounds * p_out
