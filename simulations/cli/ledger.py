@@ -57,7 +57,8 @@ def _handler(args: argparse.Namespace) -> int:
         budget, budget_delta = led.epsilon_budget, led.delta
         at_budget = cert.epsilon if budget_delta in (None, delta) else led.certificate(budget_delta).epsilon
         remaining = None if budget is None else budget - at_budget
-        events = [{"seq": i, "count": c, "event": d} for i, (d, c) in enumerate(led.entries, 1)]
+        entries = led.entries
+        events = [{"seq": i, "count": c, "event": d} for i, (d, c) in enumerate(entries, 1)]
         if args.json:
             doc = {
                 "path": path,
@@ -77,8 +78,8 @@ def _handler(args: argparse.Namespace) -> int:
             return 0
         print(f"ledger {path}: format {led.format}, {led.neighbouring}, {len(events)} event(s)")
         print(f"  {'seq':>5}  {'count':>7}  event")
-        for e in events:
-            print(f"  {e['seq']:>5}  {e['count']:>7}  {_event_text(e['event'])}")
+        for i, (desc, count) in enumerate(entries, 1):
+            print(f"  {i:>5}  {count:>7}  {_event_text(desc)}")
         order = "" if cert.order is None or not math.isfinite(cert.order) else f", order {cert.order:g}"
         print(f"spent: epsilon = {cert.epsilon:.6g} at delta = {delta:g} ({cert.method}{order})")
         if budget is None:
