@@ -104,3 +104,22 @@ def test_bad_input_is_one_line_exit_2(tmp_path, make, extra, word):
     assert word in err, err
     if word == "does not exist":
         assert not path.exists()  # inspecting never creates a ledger
+
+
+def test_checkin_rounds_of_a_simulator_ledger_are_shown(tmp_path):
+    import numpy as np
+
+    from secagg_dp.accounting import CheckinRound, DDGSum, SubsampledCheckin
+
+    orders = np.arange(2, 65)
+    ev = CheckinRound(SubsampledCheckin(DDGSum(3.0, 16, 2.0, 8.0), n=100), 100, 0.2, None, "replace-one")
+    path = tmp_path / "sim.sqlite"
+    with PrivacyLedger("replace-one", orders, path=path) as led:
+        led.spend(ev).spend(ev)
+    code, out, _ = _run(["ledger", str(path), "--delta", "1e-5"])
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 6
+    assert all("CheckinRound(provider=SubsampledCheckin(mechanism=DDGSum(sigma=3," in line for line in lines[2:4])
+    eps = RdpAccountant("replace-one", orders).compose(ev, 2).get_epsilon(1e-5)
+    assert lines[4].startswith(f"spent: epsilon = {eps:.6g} at delta = 1e-05 (rdp, order ")
+    assert lines[5] == "budget: none"

@@ -96,6 +96,20 @@ def _garbage_event_json(path):
     _sql(path, "UPDATE events SET event = '{not json' WHERE seq = 1")
 
 
+def _foreign_event_type(path):
+    # a stored event naming a module outside secagg_dp.accounting: refused without importing it
+    _ledger_with_events(path)
+    _sql(
+        path,
+        "UPDATE events SET event = replace(event, 'secagg_dp.accounting.core.events', 'antigravity') WHERE seq = 2",
+    )
+
+
+def _invalid_event_fields(path):
+    _ledger_with_events(path)
+    _sql(path, "UPDATE events SET event = replace(event, '\"sigma\":20.0', '\"sigma\":-20.0') WHERE seq = 3")
+
+
 def _negative_count(path):
     _ledger_with_events(path)
     _sql(path, "UPDATE events SET count = -1 WHERE seq = 1")
@@ -129,6 +143,8 @@ DAMAGES = [
     _negative_rdp,
     _nan_rdp,
     _garbage_event_json,
+    _foreign_event_type,
+    _invalid_event_fields,
     _negative_count,
     _other_database,
     _empty_database,
@@ -145,6 +161,7 @@ def test_damaged_or_foreign_file_is_refused(tmp_path, damage):
         PrivacyLedger("add-remove", path=path)
     assert isinstance(info.value, SecAggDPError) and "ledger.sqlite" in str(info.value)
     assert path.read_bytes() == before  # refusing never repairs or rewrites the file
+    assert "antigravity" not in sys.modules
 
 
 def test_intact_ledger_reopens_with_every_event(tmp_path):
