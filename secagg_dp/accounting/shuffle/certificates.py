@@ -10,7 +10,8 @@ curve is neither an upper nor a lower bound on the mechanism's epsilon. Neighbou
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -58,45 +59,47 @@ def _checkin(name: str) -> _Curve:
 
 
 #: name -> (RDP curve, certificate?, what the RDP curve is, citation). Only the two "upper" curves certify.
-SHUFFLE_BOUNDS: dict[str, tuple[_Curve, bool, str, str]] = {
-    "gaussian-pair": (
-        _gaussian_pair,
-        False,
-        "lower bound on the shuffle Gaussian RDP (one neighbouring pair)",
-        "Liew & Takahashi 2022 (LT22), Thm 1 = Liew, Hasegawa & Takahashi 2022 (LHT22), Thm 3 (one pair only)",
-    ),
-    "gaussian-upper": (
-        _gaussian_upper,
-        True,
-        "upper bound: the Gaussian without shuffling",
-        "LT22 Corollary 1 (Mironov 2017, Prop. 7); Canonne, Kamath & Steinke 2020, Prop. 12",
-    ),
-    "checkin-upper": (
-        _checkin("checkin-upper"),
-        True,
-        "upper bound: check-in mixture with the Gaussian RDP as base (no shuffling gain)",
-        "LHT22 Thm 2 at rate k/n with base LT22 Corollary 1; Wang, Balle & Kasiviswanathan 2019, Thm 9; "
-        "Canonne, Kamath & Steinke 2020, Prop. 12",
-    ),
-    "checkin-shuffle-estimate": (
-        _checkin("checkin-shuffle-estimate"),
-        False,
-        "estimate: check-in mixture fed by the shuffle Gaussian lower bound (LHT22 Sec. 5)",
-        "LHT22 Thm 2 with LT22 Eq. 16-17 (optimistic, not proven)",
-    ),
-    "checkin-pair": (
-        _checkin("checkin-pair"),
-        False,
-        "lower bound on the shuffled check-in RDP (one neighbouring pair)",
-        "exact Rényi moment of one pair under shuffled check-in (docs/accounting/shuffle.md)",
-    ),
-    "checkin-chernoff": (
-        _checkin("checkin-chernoff"),
-        False,
-        "estimate: rests on LT22 Conjecture 1 and uses rate gamma instead of k/n",
-        "LT22 Thm 3 as printed",
-    ),
-}
+SHUFFLE_BOUNDS: Mapping[str, tuple[_Curve, bool, str, str]] = MappingProxyType(
+    {
+        "gaussian-pair": (
+            _gaussian_pair,
+            False,
+            "lower bound on the shuffle Gaussian RDP (one neighbouring pair)",
+            "Liew & Takahashi 2022 (LT22), Thm 1 = Liew, Hasegawa & Takahashi 2022 (LHT22), Thm 3 (one pair only)",
+        ),
+        "gaussian-upper": (
+            _gaussian_upper,
+            True,
+            "upper bound: the Gaussian without shuffling",
+            "LT22 Corollary 1 (Mironov 2017, Prop. 7); Canonne, Kamath & Steinke 2020, Prop. 12",
+        ),
+        "checkin-upper": (
+            _checkin("checkin-upper"),
+            True,
+            "upper bound: check-in mixture with the Gaussian RDP as base (no shuffling gain)",
+            "LHT22 Thm 2 at rate k/n with base LT22 Corollary 1; Wang, Balle & Kasiviswanathan 2019, Thm 9; "
+            "Canonne, Kamath & Steinke 2020, Prop. 12",
+        ),
+        "checkin-shuffle-estimate": (
+            _checkin("checkin-shuffle-estimate"),
+            False,
+            "estimate: check-in mixture fed by the shuffle Gaussian lower bound (LHT22 Sec. 5)",
+            "LHT22 Thm 2 with LT22 Eq. 16-17 (optimistic, not proven)",
+        ),
+        "checkin-pair": (
+            _checkin("checkin-pair"),
+            False,
+            "lower bound on the shuffled check-in RDP (one neighbouring pair)",
+            "exact Rényi moment of one pair under shuffled check-in (docs/accounting/shuffle.md)",
+        ),
+        "checkin-chernoff": (
+            _checkin("checkin-chernoff"),
+            False,
+            "estimate: rests on LT22 Conjecture 1 and uses rate gamma instead of k/n",
+            "LT22 Thm 3 as printed",
+        ),
+    }
+)
 
 
 def shuffle_certificate(
