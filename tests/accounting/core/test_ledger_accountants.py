@@ -161,3 +161,25 @@ def test_format_1_ledger_keeps_its_guarantees_and_takes_new_events(tmp_path):
         assert again.epsilon(old["delta"])[0] > old["epsilon"]
     with pytest.raises(UnsupportedEventError, match="format-1"):  # the old rows are RDP curves only
         PrivacyLedger(path=path, accountant=_pld())
+
+
+def test_single_order_rdp_ledger_is_the_renyi_filter_at_that_order(tmp_path):
+    # docs/ledger.md: for adaptively chosen events, budget with RDP at one order (Feldman & Zrnic 2021)
+    from secagg_dp.accounting.core.conversion import rdp_to_dp
+
+    alpha = 8.0
+    per_event = G.rdp(np.array([alpha]))[0]  # alpha / (2 sigma^2) = 1.0 (Mironov 2017, Prop. 7)
+    assert per_event == 1.0
+    budget = rdp_to_dp(np.array([alpha]), np.array([5 * per_event]), DELTA, warn=False)[0]
+    led = PrivacyLedger(
+        path=tmp_path / "one.sqlite",
+        accountant=RdpAccountant("add-remove", [alpha]),
+        epsilon_budget=budget,
+        delta=DELTA,
+    )
+    for _ in range(5):
+        led.spend(G)
+    with pytest.raises(PrivacyBudgetExceeded):
+        led.spend(G)
+    assert led.rdp.tolist() == [5.0] and led.orders.tolist() == [alpha]
+    led.close()
