@@ -183,3 +183,33 @@ def test_single_order_rdp_ledger_is_the_renyi_filter_at_that_order(tmp_path):
         led.spend(G)
     assert led.rdp.tolist() == [5.0] and led.orders.tolist() == [alpha]
     led.close()
+
+
+def test_events_of_other_packages_are_refused_by_a_file_ledger_before_writing(tmp_path):
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Mine(Gaussian):  # has an RDP curve, so the RDP accountant composes it; but it lives outside the package
+        pass
+
+    mine = Mine(3.0, 1.0, "add-remove")
+    PrivacyLedger().spend(mine)  # in memory: nothing to persist
+    path = tmp_path / "mine.sqlite"
+    with PrivacyLedger(path=path) as led:
+        with pytest.raises(ParameterError, match="only top-level classes of modules under"):
+            led.spend(mine)
+        assert led.entries == [] and _rows(path) == 0
+
+
+def test_creation_without_hard_links_still_makes_a_private_complete_ledger(tmp_path, monkeypatch):
+    import os
+    import stat
+
+    def no_link(src, dst):
+        raise PermissionError("hard links not supported")
+
+    monkeypatch.setattr(os, "link", no_link)
+    path = tmp_path / "nolink.sqlite"
+    with PrivacyLedger(path=path) as led:
+        led.spend(G)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and [p.name for p in tmp_path.iterdir()] == ["nolink.sqlite"]
