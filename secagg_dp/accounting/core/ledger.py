@@ -497,7 +497,16 @@ class PrivacyLedger:
         return cert.epsilon, math.nan if cert.order is None else float(cert.order)
 
     def supports(self, event: Any) -> bool:
-        return self._acc.supports(event)
+        """True if :meth:`spend` accepts ``event`` budget aside: the accountant composes it and, for a file
+        ledger, it can be stored exactly (a class under ``secagg_dp.accounting.``)."""
+        if not self._acc.supports(event):
+            return False
+        if self._conn is not None:
+            try:
+                event_to_json(event)
+            except ParameterError:
+                return False
+        return True
 
     def would_exceed(self, event: PrivacyEvent, count: int = 1) -> bool:
         """True if spending ``event`` now would exceed the budget (False when there is no budget)."""

@@ -196,6 +196,7 @@ def test_events_of_other_packages_are_refused_by_a_file_ledger_before_writing(tm
     PrivacyLedger().spend(mine)  # in memory: nothing to persist
     path = tmp_path / "mine.sqlite"
     with PrivacyLedger(path=path) as led:
+        assert not led.supports(mine) and led.supports(G)
         with pytest.raises(ParameterError, match="only top-level classes of modules under"):
             led.spend(mine)
         assert led.entries == [] and _rows(path) == 0
