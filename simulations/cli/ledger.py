@@ -47,7 +47,7 @@ def _handler(args: argparse.Namespace) -> int:
 
         neighbouring = _stored_neighbouring(path, sqlite3)
         accountant = PLDAccountant(neighbouring)
-    with PrivacyLedger(path=path, accountant=accountant) as led:
+    with PrivacyLedger(path=path, accountant=accountant, read_only=True) as led:
         delta = args.delta if args.delta is not None else led.delta
         if delta is None:
             raise ParameterError(

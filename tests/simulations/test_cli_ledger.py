@@ -123,3 +123,12 @@ def test_checkin_rounds_of_a_simulator_ledger_are_shown(tmp_path):
     eps = RdpAccountant("replace-one", orders).compose(ev, 2).get_epsilon(1e-5)
     assert lines[4].startswith(f"spent: epsilon = {eps:.6g} at delta = 1e-05 (rdp, order ")
     assert lines[5] == "budget: none"
+
+
+def test_inspecting_never_writes_to_the_ledger(ledger):
+    from pathlib import Path
+
+    before = Path(ledger).read_bytes()
+    for extra in ([], ["--json"], ["--accountant", "pld"]):
+        assert _run(["ledger", ledger, *extra])[0] == 0
+    assert Path(ledger).read_bytes() == before

@@ -14,6 +14,7 @@ import contextlib
 import json
 import math
 import os
+import pathlib
 import sqlite3
 import tempfile
 import warnings
@@ -102,7 +103,8 @@ class PrivacyLedger:
     symbolic link is refused. An existing file is validated before use (SQLite header and integrity, tables
     and columns, meta rows, orders, neighbouring and budget, every event row, sequence numbers 1..N matching
     the event counter) and refused with :class:`LedgerError` if anything is off; its events are re-composed
-    with the accountant. ``neighbouring``, ``orders`` and the budget default to the file's. The file uses a
+    with the accountant. ``read_only=True`` opens an existing file without ever writing to it (for inspection;
+    ``spend`` is refused). ``neighbouring``, ``orders`` and the budget default to the file's. The file uses a
     rollback journal, so after every commit the main file alone holds every committed event (docs/ledger.md).
     """
 
@@ -115,6 +117,7 @@ class PrivacyLedger:
         epsilon_budget: float | None = None,
         delta: float | None = None,
         accountant: PrivacyAccountant | None = None,
+        read_only: bool = False,
     ) -> None:
         if accountant is not None:
             if not isinstance(accountant, PrivacyAccountant):
@@ -154,6 +157,11 @@ class PrivacyLedger:
         self._seq = 0  # highest event seq read from the file
         self._format = LEDGER_FORMAT
         self._path: str | None = None
+        if not isinstance(read_only, bool):
+            raise ParameterError(f"Argument 'read_only' must be True or False, not {read_only!r}.")
+        if read_only and path is None:
+            raise ParameterError("Argument 'read_only' needs 'path': a ledger without a file is never read-only.")
+        self._read_only = read_only
         if path is not None:
             self._path = os.fspath(path)
             try:
@@ -178,11 +186,17 @@ class PrivacyLedger:
                 "new, empty ledger at its target. Point it at an existing ledger or choose a new path."
             )
         if not os.path.lexists(path):
+            if self._read_only:
+                raise LedgerError(f"Ledger file {path!r} does not exist (opened read-only: nothing is created).")
             self._create(path)
         _check_header(path)
-        conn = sqlite3.connect(path, isolation_level=None, timeout=_BUSY_TIMEOUT_S)
+        if self._read_only:  # SQLite refuses every write on this connection
+            uri = f"{pathlib.Path(path).absolute().as_uri()}?mode=ro"
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=_BUSY_TIMEOUT_S)
+        else:
+            conn = sqlite3.connect(path, isolation_level=None, timeout=_BUSY_TIMEOUT_S)
         self._conn = conn
-        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("BEGIN" if self._read_only else "BEGIN IMMEDIATE")
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if not tables:
@@ -193,6 +207,8 @@ class PrivacyLedger:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        if self._read_only:
+            return
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
         if mode.lower() != "delete":
             try:  # older ledgers used WAL: fold it into the main file and switch to a rollback journal
@@ -279,7 +295,7 @@ class PrivacyLedger:
                 f"Ledger file {path!r} is damaged: {n_rows} event rows, highest sequence number {max_seq}, "
                 f"{last} ever inserted, event counter {counter}; events were deleted or the file is incomplete."
             )
-        if legacy:
+        if legacy and not self._read_only:
             conn.executemany(
                 "INSERT INTO meta VALUES (?, ?)", [("format", READABLE_FORMATS[0]), ("events", str(n_rows))]
             )
@@ -528,6 +544,8 @@ class PrivacyLedger:
     # -- spending ----------------------------------------------------------------------------------
     def spend(self, event: PrivacyEvent, count: int = 1) -> PrivacyLedger:
         """Record ``count`` repetitions of ``event`` or raise without writing anything."""
+        if self._read_only:
+            raise LedgerError(f"Ledger file {self._path!r} was opened read-only: nothing can be spent in it.")
         candidate, bad, eps = self._with(event, count)  # validates count too
         desc = event.describe()
         if self._conn is None:

@@ -214,3 +214,23 @@ def test_creation_without_hard_links_still_makes_a_private_complete_ledger(tmp_p
     with PrivacyLedger(path=path) as led:
         led.spend(G)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600 and [p.name for p in tmp_path.iterdir()] == ["nolink.sqlite"]
+
+
+def test_read_only_open_never_writes(tmp_path):
+    from secagg_dp.errors import LedgerError
+
+    path, old = _legacy_copy(tmp_path)
+    conn = sqlite3.connect(path, isolation_level=None)  # back to the layout before 'format' and 'events' rows
+    conn.execute("DELETE FROM meta WHERE key IN ('format', 'events')")
+    conn.close()
+    before = path.read_bytes()
+    with PrivacyLedger(path=path, read_only=True) as led:  # an open for writing would add the two meta rows
+        assert led.epsilon(old["delta"])[0] == old["epsilon"]
+        with pytest.raises(LedgerError, match="read-only"):
+            led.spend(G)
+    assert path.read_bytes() == before
+    with pytest.raises(LedgerError, match="does not exist"):
+        PrivacyLedger(path=tmp_path / "absent.sqlite", read_only=True)
+    assert not (tmp_path / "absent.sqlite").exists()
+    with pytest.raises(ParameterError, match="read_only"):
+        PrivacyLedger(read_only=True)
