@@ -20,6 +20,7 @@ __all__ = [
     "PrivacyBudgetExceeded",
     "LedgerError",
     "RoundingError",
+    "UnsupportedEventError",
 ]
 
 
@@ -57,3 +58,9 @@ class PrivacyBudgetExceeded(SecAggDPError):
 
 class LedgerError(SecAggDPError):
     """A privacy-ledger file is not a ledger, is damaged, or cannot be read or written safely."""
+
+
+class UnsupportedEventError(ParameterError):
+    """An accountant cannot process an event; the message names the offending sub-event and why.
+
+    Raised by ``compose`` before any state changes (:mod:`secagg_dp.accounting.core.accountant`)."""

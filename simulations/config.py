@@ -39,7 +39,7 @@ client runs.
     k_stddevs = 7.0             # scale rule: k standard deviations fit in Z_q (a wrap below 1e-6 per round here)
     beta = 0.6065306597126334   # conditional rounding parameter, exp(-1/2)
     delta = 1e-5
-    method = "rdp"              # "rdp" (binomial mixture) | "window" (window certificate)
+    method = "auto"             # "auto" (tightest certified) | "rdp" (binomial mixture) | "window" (window certificate)
     # epsilon_budget = 3.0      # optional: the ledger refuses the round that would exceed it (at delta)
     unit = "client"             # "client": clip the whole update, noise once (replace-one of a client);
                                 # "sample" (logreg): per-sample clipping and noise at every local step
@@ -239,7 +239,7 @@ class PrivacyParams:
         _real("privacy.k_stddevs", self.k_stddevs, 0.0, lo_open=True)
         _real("privacy.beta", self.beta, 0.0, 1.0, hi_open=True)
         _real("privacy.delta", self.delta, 0.0, 1.0, lo_open=True, hi_open=True)
-        _choice("privacy.method", self.method, ("rdp", "window"))
+        _choice("privacy.method", self.method, ("auto", "rdp", "window"))
         if self.epsilon_budget is not None:
             _real("privacy.epsilon_budget", self.epsilon_budget, 0.0, lo_open=True)
 

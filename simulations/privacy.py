@@ -30,34 +30,35 @@ aggregate). ``describe()["server"]`` is the certificate against the secure-aggre
 sees who took part: the same event with :func:`secagg_dp.accounting.checkin.observers.server_view_provider`
 (participation revealed; for fixed-size sampling the revealed m/n flag).
 
-Ledger: every round is spent as one :class:`CheckinRound` event in the core
+Ledger: every round is spent as one :class:`secagg_dp.accounting.checkin.CheckinRound` event in the core
 :class:`secagg_dp.accounting.core.ledger.PrivacyLedger` (SQLite, one transaction per event, committed before the
 round's aggregate is decoded, optional (epsilon_budget, delta) refusal). The event is the same every round
 (the mixture is a function of the run's fixed parameters), so the ledger's composed RDP is exactly
-T x the per-round mixture RDP. ``method = "rdp"`` reports the ledger's epsilon (CKS20 conversion of the
-composed curve); ``method = "window"`` reports the window certificate for T = the number of rounds in the
-ledger (it is not an RDP composition, so it is recomputed from T; the ledger's RDP epsilon stays a valid,
-possibly looser, certificate and is what the budget filter uses).
+T x the per-round mixture RDP.
+
+Certificate: :class:`secagg_dp.accounting.checkin.CheckinAccountant` with ``privacy.method``: ``"rdp"`` (the
+CKS20 conversion of the composed curve, equal to the ledger's), ``"window"`` (the window certificate for T
+rounds, recomputed from T with the window of the planned run fixed), or ``"auto"`` (default): the certified method with the smallest epsilon for the
+planned rounds (:func:`secagg_dp.accounting.checkin.tightest_method`; PLD when the base is a Gaussian sum,
+which no simulator mechanism is, so rdp or window here). The ledger's RDP epsilon stays a valid, possibly
+looser, certificate and is what the budget filter uses.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import math
 import os
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from secagg_dp._validate import check_int, check_probability
+from secagg_dp.accounting.checkin.accountant import CheckinAccountant, tightest_method
+from secagg_dp.accounting.checkin.events import CheckinRound
 from secagg_dp.accounting.checkin.mixture import checkin_orders
-from secagg_dp.accounting.core.events import PrivacyEvent, check_neighbouring
-from secagg_dp.accounting.core.ledger import PrivacyLedger, register_event_type
-from secagg_dp.accounting.core.rdp import check_orders
+from secagg_dp.accounting.core.accountant import Certificate
+from secagg_dp.accounting.core.ledger import PrivacyLedger
 from secagg_dp.errors import ConfigError, ParameterError
 
 __all__ = ["CheckinRound", "SimAccountant", "make_accountant", "effective_gamma", "ORDERS"]
@@ -73,80 +74,6 @@ def effective_gamma(checkin: float, dropout: float) -> float:
     return effective_checkin_rate(checkin, dropout, PROTOCOL_DROPOUT_STAGES)
 
 
-def _describe(obj: Any) -> Any:
-    """JSON-ready description of a (nested) frozen dataclass such as a check-in provider."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {
-            "type": type(obj).__name__,
-            **{f.name: _describe(getattr(obj, f.name)) for f in dataclasses.fields(obj)},
-        }
-    return obj
-
-
-@register_event_type
-@dataclass(frozen=True)
-class CheckinRound(PrivacyEvent):
-    """One simulated round of distributed check-in over ``clients`` clients.
-
-    With ``gamma``: K ~ Bin(n, gamma) clients are in the sum and
-    eps(a) <= 1/(a-1) log(1 + sum_k P(K=k) expm1((a-1) eps'_k(a))) (SCI22 Thm 1 / Eq. 5, LHT22
-    Thm 2 & 4; :func:`secagg_dp.accounting.checkin.mixture.checkin_rdp`), eps'_k from ``provider``. With
-    ``sample_size`` m (fixed-size sampling without replacement): the k = m term alone,
-    eps(a) = log(1 + expm1((a-1) eps'_m(a)))/(a-1). Integer orders only. The neighbouring relation is
-    the provider's (``replace-one`` client level, or ``add-remove`` sample level for local steps).
-    """
-
-    provider: Any  # a secagg_dp.accounting.checkin.mixture PerKProvider (frozen dataclass, hashable)
-    clients: int
-    gamma: float | None
-    sample_size: int | None
-    neighbouring: str
-
-    def __post_init__(self) -> None:
-        check_int("clients", self.clients, lo=1)
-        check_neighbouring(self.neighbouring)
-        if getattr(self.provider, "neighbouring", None) != self.neighbouring:
-            raise ParameterError(
-                f"Argument 'provider' must be {self.neighbouring!r} like the event, "
-                f"not {getattr(self.provider, 'neighbouring', None)!r}."
-            )
-        if (self.gamma is None) == (self.sample_size is None):
-            raise ParameterError("Exactly one of 'gamma' (check-in) and 'sample_size' (fixed-size) must be given.")
-        if self.gamma is not None:
-            check_probability("gamma", self.gamma, allow_zero=False)
-        else:
-            check_int("sample_size", self.sample_size, lo=1, hi=self.clients)
-
-    def rdp(self, orders: Any) -> np.ndarray:
-        a = check_orders(orders)
-        ints = a.astype(np.int64)
-        if not np.array_equal(ints, a):
-            raise ParameterError("Argument 'orders' must be integers for the check-in mixture.")
-        return _round_rdp(self, tuple(int(o) for o in ints)).copy()
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "type": type(self).__name__,
-            "provider": _describe(self.provider),
-            "clients": self.clients,
-            "gamma": self.gamma,
-            "sample_size": self.sample_size,
-            "neighbouring": self.neighbouring,
-        }
-
-
-@functools.lru_cache(maxsize=32)
-def _round_rdp(event: CheckinRound, orders: tuple[int, ...]) -> np.ndarray:
-    """The per-round curve, computed once per (event, orders): every round of a run spends the same event."""
-    from secagg_dp.accounting.checkin import mixture as ck
-
-    o = np.asarray(orders, dtype=np.int64)
-    if event.sample_size is not None:
-        m = np.array([event.sample_size])
-        return np.logaddexp(0.0, event.provider.log_expm1_upper(m, m, o)[0]) / (o - 1.0)
-    return ck.checkin_rdp(event.provider, event.clients, event.gamma, o)
-
-
 class SimAccountant:
     """Spends one :class:`CheckinRound` per simulated round in a :class:`PrivacyLedger`; reports epsilon."""
 
@@ -156,7 +83,7 @@ class SimAccountant:
         self.delta = cfg.privacy.delta
         self.budget = cfg.privacy.epsilon_budget
         self.fixed = cfg.population.sampling == "fixed"
-        self.method = "rdp" if self.fixed else cfg.privacy.method
+        self.method_requested = cfg.privacy.method
         self.n = cfg.population.clients
         self.gamma = effective_gamma(cfg.population.checkin, cfg.population.dropout)
         self.provider, self.label = _provider(cfg, plan)
@@ -169,16 +96,18 @@ class SimAccountant:
             neighbouring=self.neighbouring,
         )
         self.round_rdp = self.event.rdp(self.orders)
-        from secagg_dp.accounting.checkin.observers import server_view_provider
-
-        server_provider = server_view_provider(self.provider.mechanism, self.n, self.neighbouring)
-        self.server_round_rdp = dataclasses.replace(self.event, provider=server_provider).rdp(self.orders)
         self.server_ex_post_round_rdp = self._ex_post_round_rdp()
         try:  # certify the whole planned run once up front: an impossible certificate fails before any work
+            self.method, self.methods_compared = self._choose_method(cfg.rounds, "analyst")
+            self.accountant = self._accountant(self.method, "analyst", cfg.rounds)
             self.planned_epsilon = self.epsilon_after(cfg.rounds)[0]
+            self.server_method, self.server_methods_compared = self._choose_method(cfg.rounds, "server")
+            self.server_accountant = self._accountant(self.server_method, "server", cfg.rounds)
+            self._server_certs: dict[int, Certificate] = {}
+            self.server_planned_epsilon = self._server_cert(cfg.rounds).epsilon
         except ParameterError as exc:
             raise ConfigError(
-                f"Config key 'privacy.method' = {self.method!r} cannot certify {cfg.rounds} rounds: {exc} "
+                f"Config key 'privacy.method' = {self.method_requested!r} cannot certify {cfg.rounds} rounds: {exc} "
                 "To fix, add noise (privacy.noise_multiplier), use fewer rounds, or method = 'rdp'."
             ) from exc
         self.rounds = 0
@@ -190,6 +119,32 @@ class SimAccountant:
         if ledger_path is not None:
             self.attach_ledger(ledger_path)
 
+    def _choose_method(self, rounds: int, observer: str) -> tuple[str, dict[str, float] | None]:
+        """The configured method, or with ``"auto"`` the certified method with the smallest epsilon for
+        ``observer`` and the planned rounds (a function of the run's parameters only, never of its data).
+        Fixed-size sampling has the RDP method only (window and PLD need check-in with probability gamma)."""
+        if self.fixed:
+            return "rdp", None
+        if self.method_requested != "auto":
+            return self.method_requested, None
+        return tightest_method(self.event, rounds, self.delta, orders=self.orders, observer=observer)
+
+    def _accountant(self, method: str, observer: str, rounds: int) -> CheckinAccountant:
+        """The run's accountant for ``observer``. Window method: the window is fixed to the planned run's best
+        one (valid for every round count up to the planned one), so each round reuses one mixture."""
+        acc = CheckinAccountant(method, self.neighbouring, orders=self.orders, observer=observer)
+        if method != "window":
+            return acc
+        window = acc.compose(self.event, rounds).certificate(self.delta).detail["window"]
+        return CheckinAccountant(method, self.neighbouring, orders=self.orders, observer=observer, window=window)
+
+    def _server_cert(self, rounds: int) -> Certificate:
+        """The server's certificate after ``rounds`` rounds (cached: results.json is rewritten every round)."""
+        if rounds not in self._server_certs:
+            acc = self.server_accountant.fresh().compose(self.event, max(rounds, 0))
+            self._server_certs[rounds] = acc.certificate(self.delta)
+        return self._server_certs[rounds]
+
     def _open_ledger(self, path: Path | None) -> PrivacyLedger:
         budget = {} if self.budget is None else {"epsilon_budget": self.budget, "delta": self.delta}
         return PrivacyLedger(self.neighbouring, self.orders, path=path, **budget)
@@ -199,6 +154,8 @@ class SimAccountant:
             "accountant": "secagg_dp.accounting.checkin.mixture"
             + (" (fixed-size, k = m)" if self.fixed else " (binomial mixture)"),
             "method": self.method,
+            "method_requested": self.method_requested,
+            "methods_compared": self.methods_compared,
             "neighbouring": self.neighbouring,
             "unit": self.cfg.privacy.unit,
             "observer": "analyst",
@@ -223,27 +180,9 @@ class SimAccountant:
         }
 
     def epsilon_after(self, rounds: int) -> tuple[float, int | None, dict[str, Any]]:
-        """Certified (epsilon, order, certificate dict) after ``rounds`` rounds (no state change)."""
-        from secagg_dp.accounting.checkin import mixture as ck
-        from secagg_dp.accounting.core.conversion import rdp_to_dp
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # best order at the largest offered: reported, not an error
-            if self.method == "window":
-                cert = ck.window_certificate(self.provider, self.n, self.gamma, rounds, self.delta, self.orders)
-                return cert.epsilon, cert.order, cert.as_dict()  # observer "analyst" included
-        eps, order = rdp_to_dp(self.orders, rounds * self.round_rdp, self.delta, warn=False)
-        return eps, _int_order(order), self._rdp_cert(eps, order, rounds)
-
-    def _rdp_cert(self, eps: float, order: float, rounds: int) -> dict[str, Any]:
-        return {
-            "observer": "analyst",
-            "epsilon": eps,
-            "delta": self.delta,
-            "order": _int_order(order),
-            "method": "rdp",
-            "rounds": rounds,
-        }
+        """Certified (epsilon, order, certificate dict) after ``rounds`` rounds, the run's method (no state change)."""
+        cert = self.accountant.fresh().compose(self.event, rounds).certificate(self.delta)
+        return cert.epsilon, _int_order(cert.order), _cert_dict(cert, rounds)
 
     def _ex_post_round_rdp(self) -> np.ndarray:
         """Per-round RDP against the server for a client seen in the round (ex-post): the base mechanism
@@ -265,16 +204,18 @@ class SimAccountant:
         """Certificate against the secure-aggregation server after ``rounds`` rounds (it sees participation)."""
         from secagg_dp.accounting.core.conversion import rdp_to_dp
 
-        eps, order = rdp_to_dp(self.orders, max(rounds, 0) * self.server_round_rdp, self.delta, warn=False)
-        planned, _ = rdp_to_dp(self.orders, self.cfg.rounds * self.server_round_rdp, self.delta, warn=False)
+        cert = self._server_cert(rounds)
         post, _ = rdp_to_dp(self.orders, max(rounds, 0) * self.server_ex_post_round_rdp, self.delta, warn=False)
         return {
             "observer": "server",
-            "epsilon": eps,
-            "order": _int_order(order),
-            "method": "rdp",
+            "epsilon": cert.epsilon,
+            "order": _int_order(cert.order),
+            "method": self.server_method,
+            "methods_compared": self.server_methods_compared,
+            "certificate": cert.certificate,
+            "citation": cert.citation,
             "rounds": rounds,
-            "planned_epsilon": planned,
+            "planned_epsilon": self.server_planned_epsilon,
             "sees": "who took part and who dropped, and the aggregate",
             "ex_post": {
                 "epsilon": post,
@@ -290,12 +231,8 @@ class SimAccountant:
         round would take the ledger's epsilon above ``privacy.epsilon_budget``.
         """
         t = self.rounds + 1
-        if self.method == "window":  # compute first: a failure changes nothing
-            eps, order, cert = self.epsilon_after(t)
+        eps, order, cert = self.epsilon_after(t)  # compute first: a failure changes nothing
         self.ledger.spend(self.event)
-        if self.method != "window":
-            e, o = self.ledger.epsilon(self.delta)
-            eps, order, cert = e, _int_order(o), self._rdp_cert(e, o, t)
         self.rounds = t
         self.epsilon, self.order, self.certificate = eps, order, cert
         return eps, order
@@ -319,8 +256,16 @@ class SimAccountant:
         self.ledger.close()
 
 
-def _int_order(order: float) -> int | None:
-    return int(order) if math.isfinite(order) else None
+def _int_order(order: float | None) -> int | None:
+    return int(order) if order is not None and math.isfinite(order) else None
+
+
+def _cert_dict(cert: Certificate, rounds: int) -> dict[str, Any]:
+    """results.json form of a :class:`Certificate`: its fields, the integer order, rounds, then its detail."""
+    out = {k: v for k, v in cert.as_dict().items() if k != "detail"}
+    out.update(order=_int_order(cert.order), rounds=rounds, ex_post=False)
+    out.update({k: v for k, v in cert.detail.items() if k not in out})
+    return out
 
 
 def checkin_provider_for(cfg, plan):  # noqa: ANN001, ANN201

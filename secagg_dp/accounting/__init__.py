@@ -1,8 +1,9 @@
 """Privacy accounting, in three rooms.
 
 - :mod:`secagg_dp.accounting.core`: events with an explicit neighbouring relation, RDP curves,
-  subsampling amplification, log-space kernels, RDP -> (epsilon, delta) conversion, calibration and the
-  persistent ledger.
+  subsampling amplification, log-space kernels, RDP -> (epsilon, delta) conversion, calibration, the
+  accountant contract (``PrivacyAccountant``, ``Certificate``) with the RDP and PLD accountants, conversion
+  to and from dp-accounting's events, and the persistent ledger.
 - :mod:`secagg_dp.accounting.checkin`: the distributed check-in accountant (binomial mixture, window
   certificate, dropouts, local steps, labelled baselines), built on the core.
 - :mod:`secagg_dp.accounting.shuffle`: shuffle Gaussian, shuffled check-in and LDP randomizers under
@@ -14,6 +15,7 @@ differ only by module (``checkin.DEFAULT_ORDERS``, the former name of ``CHECKIN_
 ``NEIGHBOURING``, the check-in adapter ``checkin.rdp_to_epsilon``) stay in their modules.
 """
 
+from secagg_dp.accounting.checkin.accountant import CHECKIN_METHODS, CheckinAccountant, pld_supports, tightest_method
 from secagg_dp.accounting.checkin.baselines import (
     analytic_gaussian_epsilon,
     chernoff_shortcut_epsilon,
@@ -31,6 +33,7 @@ from secagg_dp.accounting.checkin.dropout import (
     staged_checkin_rate,
     underdelivered_epsilon,
 )
+from secagg_dp.accounting.checkin.events import CheckinRound
 from secagg_dp.accounting.checkin.local_steps import (
     SEED004_LABEL,
     LocalStep,
@@ -76,6 +79,7 @@ from secagg_dp.accounting.checkin.pld import (
 )
 from secagg_dp.accounting.checkin.providers import CHECKIN_MECHANISMS, checkin_provider
 from secagg_dp.accounting.checkin.tails import log_binom_pmf, log_binom_tail_ub
+from secagg_dp.accounting.core.accountant import BOUNDS, Certificate, PrivacyAccountant, check_observer
 from secagg_dp.accounting.core.calibration import (
     calibrate_gaussian_noise_multiplier,
     calibrate_noise,
@@ -105,6 +109,7 @@ from secagg_dp.accounting.core.events import (
     sampled,
     sum_l2_sensitivity,
 )
+from secagg_dp.accounting.core.interop import dp_neighboring_relation, from_dp_event, to_dp_event
 from secagg_dp.accounting.core.ledger import (
     LedgerError,
     PrivacyLedger,
@@ -114,6 +119,7 @@ from secagg_dp.accounting.core.ledger import (
 )
 from secagg_dp.accounting.core.logspace import log1p_exp, log_binomial_sum, log_comb, log_expm1
 from secagg_dp.accounting.core.pairs import wor_gaussian_pair_log_am1, wor_gaussian_pair_rdp
+from secagg_dp.accounting.core.pld_accountant import PLDAccountant
 from secagg_dp.accounting.core.rdp import (
     DEFAULT_ORDERS,
     ddg_rdp,
@@ -133,6 +139,7 @@ from secagg_dp.accounting.core.subsampling import (
     wor_subsampled_log_am1,
     wor_subsampled_rdp,
 )
+from secagg_dp.accounting.shuffle.certificates import SHUFFLE_BOUNDS, shuffle_certificate
 from secagg_dp.accounting.shuffle.gaussian import (
     shuffle_gaussian_log_moments,
     shuffle_gaussian_rdp,
@@ -206,12 +213,25 @@ __all__ = [
     "calibrate_noise",
     "gaussian_epsilon",
     "calibrate_gaussian_noise_multiplier",
+    "PrivacyAccountant",
+    "Certificate",
+    "BOUNDS",
+    "check_observer",
     "RdpAccountant",
+    "PLDAccountant",
+    "to_dp_event",
+    "from_dp_event",
+    "dp_neighboring_relation",
     "PrivacyLedger",
     "LedgerError",
     "UnsupportedEventError",
     "register_event_type",
     # distributed check-in
+    "CheckinRound",
+    "CheckinAccountant",
+    "CHECKIN_METHODS",
+    "pld_supports",
+    "tightest_method",
     "BaseMechanism",
     "PerKProvider",
     "SubsampledCheckin",
@@ -263,6 +283,8 @@ __all__ = [
     "chernoff_shortcut_rdp",
     "chernoff_shortcut_epsilon",
     # shuffle model
+    "SHUFFLE_BOUNDS",
+    "shuffle_certificate",
     "shuffle_gaussian_rdp",
     "shuffle_gaussian_rdp_partition",
     "shuffle_gaussian_rdp_upper",

@@ -164,6 +164,11 @@ def summary_text(doc: dict, out: Path) -> str:
             f"{tag}certified ε ({observer} view, {unit}, {priv.get('neighbouring')}) at δ = "
             f"{priv.get('delta'):g}: {eps_text}  (method: {priv.get('method')}, {priv.get('accountant')})"
         )
+        compared = priv.get("methods_compared")
+        if compared:  # privacy.method = "auto": say what the choice was made from
+            options = ", ".join(f"{m} {e:.6g}" for m, e in compared.items())
+            planned = res.get("config", {}).get("rounds")
+            lines.append(f"{tag}method {priv.get('method')}: the tightest certified for {planned} rounds ({options})")
         done = res["summary"].get("rounds_completed", 0)
         if res.get("status") == "budget_exhausted":
             lines.append(

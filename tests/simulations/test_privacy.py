@@ -58,19 +58,33 @@ def test_certified_epsilon_is_the_checkin_accountants(tmp_path):
     prov = ck.SubsampledCheckin(mechanism=mech, n=40)
     gamma = 0.5 * 0.9**3
     assert effective_gamma(0.5, 0.1) == pytest.approx(gamma)
-    for t, rnd in enumerate(doc["rounds"], start=1):
-        with warnings.catch_warnings():  # the best-order-at-the-edge warning is not under test here
-            warnings.simplefilter("ignore")
-            want = ck.checkin_epsilon(prov, 40, gamma, t, cfg.privacy.delta)
-        assert rnd["epsilon"] == pytest.approx(want.epsilon, rel=1e-12)
+    with warnings.catch_warnings():  # the best-order-at-the-edge warning is not under test here
+        warnings.simplefilter("ignore")
+        # method "auto" (the default): the certified method with the smallest epsilon for the planned 3 rounds
+        planned = {
+            m: ck.checkin_epsilon(prov, 40, gamma, 3, cfg.privacy.delta, ORDERS, method=m) for m in ("rdp", "window")
+        }
+        chosen = min(planned, key=lambda m: planned[m].epsilon)
+        assert chosen == "window" and planned["window"].epsilon < planned["rdp"].epsilon  # here: 2.78 < 3.67
+        # round by round: the window of the planned run, fixed (valid for every t <= 3; one mixture reused)
+        window = planned["window"].window
+        for t, rnd in enumerate(doc["rounds"], start=1):
+            want = ck.window_certificate(prov, 40, gamma, t, cfg.privacy.delta, ORDERS, window=window)
+            assert rnd["epsilon"] == pytest.approx(want.epsilon, rel=1e-12)
+            assert rnd["epsilon"] <= ck.checkin_epsilon(prov, 40, gamma, t, cfg.privacy.delta, ORDERS).epsilon
+        assert doc["rounds"][-1]["epsilon"] == pytest.approx(planned["window"].epsilon, rel=1e-12)
     eps = [r["epsilon"] for r in doc["rounds"]]
     assert eps == sorted(eps) and doc["privacy"]["neighbouring"] == "replace-one"
-    assert doc["privacy"]["method"] == "rdp" and doc["privacy"]["gamma"] == pytest.approx(gamma)
+    assert doc["privacy"]["method"] == chosen and doc["privacy"]["method_requested"] == "auto"
+    assert doc["privacy"]["methods_compared"] == pytest.approx({m: c.epsilon for m, c in planned.items()}, rel=1e-12)
+    assert doc["privacy"]["certificate"]["certificate"] is True and doc["privacy"]["certificate"]["citation"]
+    assert doc["privacy"]["gamma"] == pytest.approx(gamma)
     # the core ledger on disk: one event per round, resumable, giving the reported epsilon
     with _reopen(tmp_path / "ledger.sqlite") as led:
         assert led.neighbouring == "replace-one" and len(led.entries) == 3
         assert all(e == (doc["privacy"]["ledger"]["event"], 1) for e in led.entries)
-        assert led.epsilon(cfg.privacy.delta)[0] == pytest.approx(eps[-1], rel=1e-12)
+        rdp_want = ck.checkin_epsilon(prov, 40, gamma, 3, cfg.privacy.delta, ORDERS).epsilon
+        assert led.epsilon(cfg.privacy.delta)[0] == pytest.approx(rdp_want, rel=1e-12)  # the ledger budgets by RDP
 
 
 def test_logreg_epsilon_is_the_local_steps_accountants(tmp_path):
@@ -124,7 +138,8 @@ def test_more_local_steps_cost_more_privacy_at_the_same_noise():
 
 
 def test_interrupted_run_keeps_ledger_and_results_in_step(tmp_path):
-    cfg = small_config(rounds=4, privacy={"noise_multiplier": 4.0})
+    # method "rdp": the reported epsilon is then the ledger's own (the ledger composes RDP)
+    cfg = small_config(rounds=4, privacy={"noise_multiplier": 4.0, "method": "rdp"})
 
     def stop(doc):
         if len(doc["rounds"]) == 2:
@@ -222,13 +237,25 @@ def test_logreg_client_unit_is_the_client_level_mixture_whatever_the_steps(tmp_p
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        want = ck.checkin_epsilon(ck.SubsampledCheckin(mech, 30), 30, 0.6, 2, cfg.privacy.delta)
-        server = server_certificate(mech, 30, 0.6, 2, cfg.privacy.delta)
+        # method "auto": the smaller of the rdp and window certificates for the planned 2 rounds
+        want = min(
+            (
+                ck.checkin_epsilon(ck.SubsampledCheckin(mech, 30), 30, 0.6, 2, cfg.privacy.delta, ORDERS, method=m)
+                for m in ("rdp", "window")
+            ),
+            key=lambda c: c.epsilon,
+        )
+        server = min(
+            (server_certificate(mech, 30, 0.6, 2, cfg.privacy.delta, ORDERS, method=m) for m in ("rdp", "window")),
+            key=lambda c: c.epsilon,
+        )
     for doc in docs:
         priv = doc["privacy"]
         assert priv["unit"] == "client" and priv["neighbouring"] == "replace-one" and priv["observer"] == "analyst"
+        assert priv["method"] == want.method
         assert doc["rounds"][-1]["epsilon"] == pytest.approx(want.epsilon, rel=1e-12)
         assert priv["server"]["observer"] == "server"
+        assert priv["server"]["method"] == server.method
         assert priv["server"]["epsilon"] == pytest.approx(server.epsilon, rel=1e-12)
         assert priv["server"]["epsilon"] > priv["epsilon"]
         assert priv["server"]["ex_post"]["ex_post"] is True

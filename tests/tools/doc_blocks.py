@@ -1,7 +1,8 @@
 """The runnable parts of README.md and docs/: ```python blocks and ```console transcripts.
 
 * ```python blocks run, page by page, in one namespace per page (a later block may use an earlier one's
-  names), with the working directory set to a temporary folder. A block preceded by the line
+  names), with the working directory set to a temporary folder per page; a transcript may read the files
+  an earlier ```python block of its page wrote (regeneration runs them too). A block preceded by the line
   ``<!-- skip -->`` is not run (for fragments that need a deployment); keep those rare.
 * ```console blocks are transcripts: each ``$ secagg-dp ...`` line is a command and the lines up to the
   next ``$`` line are its output, compared token by token (runs of spaces are equal); a token ``...``
@@ -111,17 +112,31 @@ def render(pairs: list[tuple[str, list[str]]]) -> str:
     return "\n".join(line for cmd, out in pairs for line in (f"$ {cmd}", *out))
 
 
+def _page_outputs(path: Path) -> list[tuple[Block, list[tuple[str, list[str], list[str]]]]]:
+    """Run ``path``'s blocks in order as the test suite does (one namespace, a fresh working folder, so a
+    transcript may read a file an earlier ```python block wrote); per console block, (command, expected,
+    actual) for each command."""
+    out: list[tuple[Block, list[tuple[str, list[str], list[str]]]]] = []
+    namespace: dict[str, object] = {"__name__": "__doc_block__"}
+    with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):
+        for b in blocks(path):
+            if b.skip:
+                continue
+            if b.lang == "python":
+                with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    exec(compile(b.body, f"{path.name}:{b.line}", "exec"), namespace)  # noqa: S102 - our docs
+            elif b.lang == "console":
+                out.append((b, [(cmd, expected, run_command(cmd)) for cmd, expected in transcript(b.body)]))
+    return out
+
+
 def regenerate(path: Path) -> bool:
     """Rewrite the console transcripts of ``path`` from the real commands; True if anything changed."""
     text = path.read_text()
     new = text
-    for b in blocks(path):
-        if b.lang != "console" or b.skip:
-            continue
-        pairs = []
-        for cmd, expected in transcript(b.body):
-            actual = run_command(cmd)
-            pairs.append((cmd, expected if output_matches(expected, actual) else actual))
+    for b, runs in _page_outputs(path):
+        pairs = [(cmd, expected if output_matches(expected, actual) else actual) for cmd, expected, actual in runs]
         new = new.replace(f"```console\n{b.body}\n```", f"```console\n{render(pairs)}\n```", 1)
     if new != text:
         path.write_text(new)
@@ -143,12 +158,11 @@ def _check_or_write(write: bool) -> int:
             if regenerate(page):
                 print(f"rewrote {page.relative_to(ROOT)}")
             continue
-        for b in blocks(page):
-            if b.lang == "console" and not b.skip:
-                for cmd, expected in transcript(b.body):
-                    if not output_matches(expected, run_command(cmd)):
-                        drifted += 1
-                        print(f"{page.relative_to(ROOT)}:{b.line}: output of {cmd!r} drifted")
+        for b, runs in _page_outputs(page):
+            for cmd, expected, actual in runs:
+                if not output_matches(expected, actual):
+                    drifted += 1
+                    print(f"{page.relative_to(ROOT)}:{b.line}: output of {cmd!r} drifted")
     return 1 if drifted else 0
 
 

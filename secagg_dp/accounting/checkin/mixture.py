@@ -28,6 +28,7 @@ delta_total = delta_RDP + (1 + e^eps) T P(K not in W).
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ import numpy as np
 
 from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.accounting.checkin.tails import log_binom_pmf, log_binom_tail_ub
+from secagg_dp.accounting.core.accountant import OBSERVERS as _CORE_OBSERVERS
 from secagg_dp.accounting.core.conversion import LargestOrderWarning, rdp_to_dp
 from secagg_dp.accounting.core.logspace import log_expm1
 from secagg_dp.accounting.core.pairs import wor_gaussian_pair_log_am1
@@ -414,7 +416,7 @@ def rdp_to_epsilon(*args: Any, orders: Any = None, rdp: Any = None, delta: float
     return eps, int(order)
 
 
-OBSERVERS = ("analyst", "server")
+OBSERVERS = _CORE_OBSERVERS  # the core's: one definition of who can observe
 
 
 @dataclass(frozen=True)
@@ -524,6 +526,25 @@ def _p_out_ub(n: int, gamma: float, k_lo: int, k_hi: int) -> float:
     return p
 
 
+def _window_mixture(
+    provider: PerKProvider, n: int, gamma: float, orders: np.ndarray, k_range: tuple[int, int]
+) -> MixtureResult:
+    """:func:`checkin_mixture` on ``k_range``, cached for hashable (frozen) providers: the round's conditioned
+    mixture does not depend on the number of rounds, so certifying round after round reuses it."""
+    key = (provider, n, gamma, tuple(int(o) for o in orders), k_range)
+    try:
+        return _cached_window_mixture(*key)
+    except TypeError:  # an unhashable provider (e.g. a PerKTable of arrays): no cache
+        return checkin_mixture(provider, n, gamma, orders, k_range=k_range)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_window_mixture(
+    provider: PerKProvider, n: int, gamma: float, orders: tuple[int, ...], k_range: tuple[int, int]
+) -> MixtureResult:
+    return checkin_mixture(provider, n, gamma, np.asarray(orders, dtype=np.int64), k_range=k_range)
+
+
 def window_certificate(
     provider: PerKProvider,
     n: int,
@@ -569,7 +590,7 @@ def window_certificate(
         p_out = _p_out_ub(n, gamma, k_lo, k_hi)
         if rounds * p_out >= delta or p_out >= 1.0:
             continue
-        mix = checkin_mixture(provider, n, gamma, orders, k_range=(k_lo, k_hi))
+        mix = _window_mixture(provider, n, gamma, orders, (k_lo, k_hi))
         log_sm1 = mix.log_sm1 - math.log1p(-p_out)
         total = rounds * np.logaddexp(0.0, log_sm1) / (orders - 1.0)
         tp = rounds * p_out

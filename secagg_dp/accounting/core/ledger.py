@@ -1,36 +1,37 @@
-"""RDP accountant (dp-accounting style contract) and a persistent privacy ledger with a budget filter.
+"""A persistent privacy ledger with a budget filter, over any accountant of the contract (RDP by default).
 
-The accountant is pure state: a neighbouring relation, the orders, the composed RDP curve. The ledger adds
-SQLite persistence (one transaction per event, committed *before* the caller releases anything) and a
-filter that refuses an event exceeding (ε_max, δ) without touching any state.
+The ledger stores every spend as the event itself (its exact JSON form, :mod:`.event_json`) with its count,
+and re-composes the stored events on open with the accountant it is opened with, so the same file can be
+budgeted with the RDP accountant (default), the PLD accountant or the check-in accountant. It adds SQLite
+persistence (one transaction per event, committed *before* the caller releases anything) and a filter that
+refuses an event exceeding (ε_max, δ) without touching any state. The accountants are in
+:mod:`secagg_dp.accounting.core.rdp_accountant` (re-exported here) and its siblings.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import pathlib
 import sqlite3
+import tempfile
+import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from secagg_dp._validate import check_int, check_real
-from secagg_dp.accounting.core.conversion import dp_delta, rdp_to_dp
-from secagg_dp.accounting.core.events import (
-    Composed,
-    DiscreteGaussian,
-    DistributedDiscreteGaussian,
-    Gaussian,
-    PoissonSampled,
-    PrivacyEvent,
-    SampledWithoutReplacement,
-    SelfComposed,
-    Skellam,
-    check_neighbouring,
-)
+from secagg_dp._validate import check_real
+from secagg_dp.accounting.core.accountant import Certificate, PrivacyAccountant
+from secagg_dp.accounting.core.conversion import LargestOrderWarning
+from secagg_dp.accounting.core.event_json import event_from_json, event_to_json
+from secagg_dp.accounting.core.events import PrivacyEvent, check_neighbouring
 from secagg_dp.accounting.core.rdp import DEFAULT_ORDERS, check_orders
-from secagg_dp.errors import LedgerError, ParameterError, PrivacyBudgetExceeded
+from secagg_dp.accounting.core.rdp_accountant import RdpAccountant, register_event_type
+from secagg_dp.errors import LedgerError, ParameterError, PrivacyBudgetExceeded, UnsupportedEventError
 
 __all__ = [
     "UnsupportedEventError",
@@ -40,102 +41,10 @@ __all__ = [
     "LedgerError",
 ]
 
-_SUPPORTED: set[type] = {
-    Gaussian,
-    DiscreteGaussian,
-    DistributedDiscreteGaussian,
-    Skellam,
-    PoissonSampled,
-    SampledWithoutReplacement,
-    Composed,
-    SelfComposed,
-}
-
-
-class UnsupportedEventError(ParameterError):
-    """The accountant cannot process an event; the message names the offending sub-event."""
-
-
-def register_event_type(cls: type) -> type:
-    """Register a :class:`PrivacyEvent` subclass (with ``rdp``, ``neighbouring``, ``children``); a decorator."""
-    if not (isinstance(cls, type) and issubclass(cls, PrivacyEvent)):
-        raise TypeError(f"Argument 'cls' must be a PrivacyEvent subclass, not {cls!r}.")
-    _SUPPORTED.add(cls)
-    return cls
-
-
-def _first_unsupported(event: Any, neighbouring: str) -> tuple[Any, str] | None:
-    if not isinstance(event, PrivacyEvent) or type(event) not in _SUPPORTED:
-        return event, "its type is not registered with the accountant"
-    if event.neighbouring != neighbouring:
-        return event, f"it is '{event.neighbouring}' but the accountant is '{neighbouring}'"
-    for child in event.children():
-        bad = _first_unsupported(child, child.neighbouring)
-        if bad is not None:
-            return bad
-    return None
-
-
-class RdpAccountant:
-    """Composes events into an RDP curve. Contract as dp-accounting's ``PrivacyAccountant``.
-
-    ``supports(event)``; ``compose(event, count=1)`` returns ``self`` (chains) and raises
-    :class:`UnsupportedEventError` naming the unsupported sub-event before changing anything;
-    ``get_epsilon(delta)``, ``get_epsilon_and_order(delta)``, ``get_delta(epsilon)``.
-    """
-
-    def __init__(self, neighbouring: str = "add-remove", orders: Any = DEFAULT_ORDERS) -> None:
-        self._neighbouring = check_neighbouring(neighbouring)
-        self._orders = check_orders(orders).copy()
-        self._orders.setflags(write=False)
-        self._rdp = np.zeros_like(self._orders)
-
-    @property
-    def neighbouring(self) -> str:
-        return self._neighbouring
-
-    @property
-    def orders(self) -> np.ndarray:
-        return self._orders
-
-    @property
-    def rdp(self) -> np.ndarray:
-        """Composed RDP curve (a copy)."""
-        return self._rdp.copy()
-
-    def supports(self, event: Any) -> bool:
-        return _first_unsupported(event, self._neighbouring) is None
-
-    def event_rdp(self, event: PrivacyEvent, count: int = 1) -> np.ndarray:
-        """RDP of ``count`` repetitions of ``event`` at this accountant's orders (no state change)."""
-        bad = _first_unsupported(event, self._neighbouring)
-        if bad is not None:
-            raise UnsupportedEventError(
-                f"Unsupported event {type(bad[0]).__name__}: {bad[1]}. Offending sub-event: {bad[0]!r}."
-            )
-        c = check_int("count", count, lo=0)
-        r = np.asarray(event.rdp(self._orders), dtype=np.float64)
-        if r.shape != self._orders.shape or np.any(np.isnan(r)) or np.any(r < 0):
-            raise ParameterError(f"Event {type(event).__name__} returned an invalid RDP curve.")
-        with np.errstate(over="ignore"):  # count·ε(α) beyond 1.8e308 is +inf
-            return c * r if c else np.zeros_like(r)
-
-    def compose(self, event: PrivacyEvent, count: int = 1) -> RdpAccountant:
-        self._rdp = self._rdp + self.event_rdp(event, count)
-        return self
-
-    def get_epsilon_and_order(self, delta: float) -> tuple[float, float]:
-        return rdp_to_dp(self._orders, self._rdp, delta)
-
-    def get_epsilon(self, delta: float) -> float:
-        return self.get_epsilon_and_order(delta)[0]
-
-    def get_delta(self, epsilon: float) -> float:
-        return dp_delta(self._orders, self._rdp, epsilon)[0]
-
-
-#: Value of meta 'format'; ledgers written before it existed hold only 'neighbouring' and 'orders'.
-LEDGER_FORMAT = "secagg-dp-ledger/1"
+#: Value of meta 'format' written by this version: rows hold events (format 1 rows held RDP curves only).
+LEDGER_FORMAT = "secagg-dp-ledger/2"
+#: Formats this version reads: format 1 (and its predecessor without a 'format' row) is read as RDP curves.
+READABLE_FORMATS = ("secagg-dp-ledger/1", LEDGER_FORMAT)
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -148,47 +57,111 @@ CREATE TABLE events (
 """
 _COLUMNS = {"meta": ["key", "value"], "events": ["seq", "event", "count", "rdp"]}
 _BUSY_TIMEOUT_S = 60.0
+_FILE_MODE = 0o600  # a ledger says who was in which release: readable by its owner only
+
+
+@dataclass(frozen=True)
+class RecordedRdp(PrivacyEvent):
+    """An event known only by its RDP curve at fixed orders: a row of a format-1 ledger (before events were
+    stored). ε(α) is the recorded value at each recorded order (the row already includes its count); at any
+    other order it is unknown, so only an RDP accountant with exactly these orders can compose it."""
+
+    orders: tuple[float, ...]
+    values: tuple[float, ...]
+    neighbouring: str
+
+    def __post_init__(self) -> None:
+        check_neighbouring(self.neighbouring)
+        if len(self.orders) != len(self.values) or not self.orders:
+            raise ParameterError("Arguments 'orders' and 'values' must have the same, non-zero length.")
+        if any(not (isinstance(v, float) and v >= 0.0) for v in self.values):  # NaN fails v >= 0
+            raise ParameterError("Argument 'values' must hold floats >= 0 (no NaN).")
+
+    def rdp(self, orders: Any) -> npt.NDArray[np.float64]:
+        a = check_orders(orders)
+        if not np.array_equal(a, np.asarray(self.orders, dtype=np.float64)):
+            raise UnsupportedEventError(
+                "A recorded RDP curve (a format-1 ledger row) is known only at the orders it was recorded at."
+            )
+        return np.asarray(self.values, dtype=np.float64)
 
 
 class PrivacyLedger:
     """Ledger of spent events with optional SQLite persistence and an (ε_max, δ) budget filter.
 
+    ``accountant`` (an empty :class:`~secagg_dp.accounting.core.accountant.PrivacyAccountant`; default an
+    :class:`RdpAccountant` at ``orders``) composes the events: the ledger keeps its own ``accountant.fresh()``.
     ``spend(event, count)`` validates, then in ONE SQLite write transaction (``BEGIN IMMEDIATE``) reads the
-    rows other handles or processes committed since, checks the budget on the committed total plus the
-    event, and inserts the event (description, count, RDP curve) — so any number of handles and processes
-    sharing one file never exceed the budget together; memory is updated only after the commit. Call it
-    *before* releasing the output, so a crash can only over-count.
+    rows other handles or processes committed since, checks the budget on the committed events plus this one,
+    and inserts the event (its exact JSON form, its count and, when the event has one at the ledger's orders,
+    its RDP curve) — so any number of handles and processes sharing one file never exceed the budget together;
+    memory is updated only after the commit. Call it *before* releasing the output, so a crash can only
+    over-count. A refused event raises :class:`PrivacyBudgetExceeded` and changes nothing.
 
-    ``PrivacyLedger(path=...)`` creates the file if the path does not exist; an existing file is validated
-    before use (SQLite header and integrity, tables and columns, meta rows, orders and neighbouring, every
-    event row: JSON, count >= 0, RDP of the right length with no NaN or negative value, sequence numbers
-    1..N matching the event counter) and refused with :class:`LedgerError` if anything is off. The file
-    uses a rollback journal, so after every commit the main file alone holds every committed event and a
-    plain copy of a closed ledger is complete (docs/ledger.md). A refused event raises
-    :class:`PrivacyBudgetExceeded` and writes nothing.
+    ``PrivacyLedger(path=...)`` creates the file (mode 0600, built under a temporary name and linked into
+    place, so concurrent openers of a new path all see a complete ledger) if nothing is at the path; a dangling
+    symbolic link is refused. An existing file is validated before use (SQLite header and integrity, tables
+    and columns, meta rows, orders, neighbouring and budget, every event row, sequence numbers 1..N matching
+    the event counter) and refused with :class:`LedgerError` if anything is off; its events are re-composed
+    with the accountant. ``read_only=True`` opens an existing file without ever writing to it (for inspection;
+    ``spend`` is refused). ``neighbouring``, ``orders`` and the budget default to the file's. The file uses a
+    rollback journal, so after every commit the main file alone holds every committed event (docs/ledger.md).
     """
 
     def __init__(
         self,
-        neighbouring: str = "add-remove",
+        neighbouring: str | None = None,
         orders: Any = None,
         *,
         path: str | os.PathLike[str] | None = None,
         epsilon_budget: float | None = None,
         delta: float | None = None,
+        accountant: PrivacyAccountant | None = None,
+        read_only: bool = False,
     ) -> None:
-        # orders=None: DEFAULT_ORDERS for a new ledger, the stored orders for an existing file (so ledgers
-        # written with an earlier default grid keep opening); explicit orders must match the file's
+        if accountant is not None:
+            if not isinstance(accountant, PrivacyAccountant):
+                raise ParameterError(
+                    f"Argument 'accountant' must be a PrivacyAccountant, not {type(accountant).__name__}."
+                )
+            if accountant.events:
+                raise ParameterError(
+                    "Argument 'accountant' must be empty (it composes the ledger's events only), "
+                    f"not hold {len(accountant.events)} event(s); pass accountant.fresh()."
+                )
+            if neighbouring is not None and check_neighbouring(neighbouring) != accountant.neighbouring:
+                raise ParameterError(
+                    f"Argument 'neighbouring' is {neighbouring!r} but the accountant is {accountant.neighbouring!r}."
+                )
+            if isinstance(accountant, RdpAccountant):
+                if orders is not None and not np.array_equal(check_orders(orders), accountant.orders):
+                    raise ParameterError("Argument 'orders' differs from the RDP accountant's orders.")
+                orders = accountant.orders
+        # neighbouring / orders None: the file's for an existing ledger (so ledgers written with an earlier
+        # default grid keep opening), else the accountant's or 'add-remove' / DEFAULT_ORDERS
+        self._neighbouring_given = neighbouring is not None or accountant is not None
         self._orders_given = orders is not None
-        self._acc = RdpAccountant(neighbouring, DEFAULT_ORDERS if orders is None else orders)
+        rel = accountant.neighbouring if accountant is not None else (neighbouring or "add-remove")
+        self._neighbouring = check_neighbouring(rel)
+        self._orders: npt.NDArray[np.float64] = check_orders(DEFAULT_ORDERS if orders is None else orders).copy()
+        self._orders.setflags(write=False)
+        self._template = accountant
+        self._acc: PrivacyAccountant = self._fresh_accountant()
         if (epsilon_budget is None) != (delta is None):
             raise ParameterError("Arguments 'epsilon_budget' and 'delta' must be given together, or neither.")
         self._eps_max = None if epsilon_budget is None else check_real("epsilon_budget", epsilon_budget, lo=0.0)
         self._delta = None if delta is None else check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
         self._entries: list[tuple[dict[str, Any], int]] = []
+        self._events: list[tuple[PrivacyEvent, int]] = []
         self._conn: sqlite3.Connection | None = None
         self._seq = 0  # highest event seq read from the file
+        self._format = LEDGER_FORMAT
         self._path: str | None = None
+        if not isinstance(read_only, bool):
+            raise ParameterError(f"Argument 'read_only' must be True or False, not {read_only!r}.")
+        if read_only and path is None:
+            raise ParameterError("Argument 'read_only' needs 'path': a ledger without a file is never read-only.")
+        self._read_only = read_only
         if path is not None:
             self._path = os.fspath(path)
             try:
@@ -200,39 +173,42 @@ class PrivacyLedger:
                 self._abandon()
                 raise
 
+    def _fresh_accountant(self) -> PrivacyAccountant:
+        if self._template is None:
+            return RdpAccountant(self._neighbouring, self._orders)
+        return self._template.fresh()
+
     # -- persistence -------------------------------------------------------------------------------
     def _open(self, path: str) -> None:
-        exists = os.path.exists(path)
-        if exists:
-            _check_header(path)
-        conn = sqlite3.connect(path, isolation_level=None, timeout=_BUSY_TIMEOUT_S)
+        if os.path.lexists(path) and not os.path.exists(path):
+            raise LedgerError(
+                f"Ledger file {path!r} is a dangling symbolic link (to {os.readlink(path)!r}): refusing to create a "
+                "new, empty ledger at its target. Point it at an existing ledger or choose a new path."
+            )
+        if not os.path.lexists(path):
+            if self._read_only:
+                raise LedgerError(f"Ledger file {path!r} does not exist (opened read-only: nothing is created).")
+            self._create(path)
+        _check_header(path)
+        if self._read_only:  # SQLite refuses every write on this connection
+            uri = f"{pathlib.Path(path).absolute().as_uri()}?mode=ro"
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=_BUSY_TIMEOUT_S)
+        else:
+            conn = sqlite3.connect(path, isolation_level=None, timeout=_BUSY_TIMEOUT_S)
         self._conn = conn
-        orders_json = json.dumps([float(x) for x in self._acc.orders])
-        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("BEGIN" if self._read_only else "BEGIN IMMEDIATE")
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if not tables:  # a new file (another process may have created it meanwhile: then tables exist)
-                if exists:
-                    raise LedgerError(f"Ledger file {path!r} is an SQLite database with no tables: not a ledger.")
-                for stmt in _SCHEMA.split(";"):
-                    if stmt.strip():
-                        conn.execute(stmt)
-                conn.executemany(
-                    "INSERT INTO meta VALUES (?, ?)",
-                    [
-                        ("format", LEDGER_FORMAT),
-                        ("neighbouring", self._acc.neighbouring),
-                        ("orders", orders_json),
-                        ("events", "0"),
-                    ],
-                )
-            else:
-                self._validate(conn, path, tables, orders_json)
+            if not tables:
+                raise LedgerError(f"Ledger file {path!r} is an SQLite database with no tables: not a ledger.")
+            self._validate(conn, path, tables)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        if self._read_only:
+            return
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
         if mode.lower() != "delete":
             try:  # older ledgers used WAL: fold it into the main file and switch to a rollback journal
@@ -241,8 +217,53 @@ class PrivacyLedger:
                 pass  # another process holds it open; the WAL is checkpointed on close
         conn.execute("PRAGMA synchronous=FULL")
 
-    def _validate(self, conn: sqlite3.Connection, path: str, tables: set[str], orders_json: str) -> None:
-        """Refuse anything but an intact ledger of this neighbouring relation and these orders."""
+    def _meta_rows(self) -> list[tuple[str, str]]:
+        rows = [
+            ("format", LEDGER_FORMAT),
+            ("neighbouring", self._neighbouring),
+            ("orders", _orders_json(self._orders)),
+            ("events", "0"),
+        ]
+        if self._eps_max is not None and self._delta is not None:
+            rows += [("epsilon_budget", repr(self._eps_max)), ("delta", repr(self._delta))]
+        return rows
+
+    def _create(self, path: str) -> None:
+        """Build a complete, empty ledger under a temporary name next to ``path`` (mode 0600) and link it into
+        place: ``path`` appears atomically with its tables, and never replaces a file another process created
+        meanwhile (then that file is opened instead)."""
+        folder = os.path.dirname(os.path.abspath(path))
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".new", dir=folder)
+        except OSError as exc:
+            raise LedgerError(f"Ledger file {path!r} cannot be created: {exc}.") from None
+        os.close(fd)
+        try:
+            os.chmod(tmp, _FILE_MODE)
+            conn = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                conn.execute("PRAGMA journal_mode=DELETE")
+                conn.execute("BEGIN IMMEDIATE")
+                for stmt in _SCHEMA.split(";"):
+                    if stmt.strip():
+                        conn.execute(stmt)
+                conn.executemany("INSERT INTO meta VALUES (?, ?)", self._meta_rows())
+                conn.execute("COMMIT")
+            finally:
+                conn.close()
+            try:
+                os.link(tmp, path)  # fails if anything is at path: never replaces another creator's ledger
+            except FileExistsError:
+                pass
+            except OSError:  # no hard links on this file system: rename, unless someone was first
+                if not os.path.lexists(path):
+                    os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+    def _validate(self, conn: sqlite3.Connection, path: str, tables: set[str]) -> None:
+        """Refuse anything but an intact ledger of this neighbouring relation, orders and budget."""
         if conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
             raise LedgerError(f"Ledger file {path!r} is damaged (SQLite quick_check failed).")
         for table, cols in _COLUMNS.items():
@@ -259,22 +280,12 @@ class PrivacyLedger:
         if not legacy and ("format" not in meta or "events" not in meta):
             missing = "format" if "format" not in meta else "events"
             raise LedgerError(f"Ledger file {path!r} has no meta row '{missing}': damaged.")
-        if not legacy and meta["format"] != LEDGER_FORMAT:
+        if not legacy and meta["format"] not in READABLE_FORMATS:
             raise LedgerError(
-                f"Ledger file {path!r} has format {meta['format']!r}; this version reads {LEDGER_FORMAT!r}."
+                f"Ledger file {path!r} has format {meta['format']!r}; this version reads {READABLE_FORMATS}."
             )
-        if meta["orders"] != orders_json and not self._orders_given:
-            try:
-                stored = check_orders(json.loads(meta["orders"]))
-            except (ValueError, TypeError) as exc:
-                raise LedgerError(f"Ledger file {path!r} has unreadable orders: damaged.") from exc
-            self._acc = RdpAccountant(self._acc.neighbouring, stored)
-            orders_json = meta["orders"]
-        if meta["neighbouring"] != self._acc.neighbouring or meta["orders"] != orders_json:
-            raise ParameterError(
-                f"Ledger file {path!r} was created with neighbouring={meta['neighbouring']!r} and other "
-                "orders; open it with the same neighbouring relation and orders."
-            )
+        self._format = READABLE_FORMATS[0] if legacy else meta["format"]
+        self._check_meta(path, meta)
         n_rows, max_seq = conn.execute("SELECT COUNT(*), COALESCE(MAX(seq), 0) FROM events").fetchone()
         row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
         last = 0 if row is None else int(row[0])
@@ -284,43 +295,111 @@ class PrivacyLedger:
                 f"Ledger file {path!r} is damaged: {n_rows} event rows, highest sequence number {max_seq}, "
                 f"{last} ever inserted, event counter {counter}; events were deleted or the file is incomplete."
             )
-        if legacy:
-            conn.executemany("INSERT INTO meta VALUES (?, ?)", [("format", LEDGER_FORMAT), ("events", str(n_rows))])
+        if legacy and not self._read_only:
+            conn.executemany(
+                "INSERT INTO meta VALUES (?, ?)", [("format", READABLE_FORMATS[0]), ("events", str(n_rows))]
+            )
         self._read_new_rows(conn)
 
-    def _read_new_rows(self, conn: sqlite3.Connection) -> None:
-        """Validate and add the rows committed after ``self._seq`` (call inside a transaction)."""
-        total = self._acc._rdp
-        for seq, ev_json, count, rdp_json in conn.execute(
-            "SELECT seq, event, count, rdp FROM events WHERE seq > ? ORDER BY seq", (self._seq,)
-        ):
-            desc, cnt, rdp = self._parse_row(seq, ev_json, count, rdp_json)
-            total = total + rdp
-            self._entries.append((desc, cnt))
-            self._seq = int(seq)
-        self._acc._rdp = total
+    def _check_meta(self, path: str, meta: dict[str, str]) -> None:
+        """Adopt or check the file's neighbouring relation, orders and budget."""
+        if not self._neighbouring_given:
+            try:
+                self._neighbouring = check_neighbouring(meta["neighbouring"])
+            except ParameterError:
+                raise LedgerError(f"Ledger file {path!r} has neighbouring {meta['neighbouring']!r}: damaged.") from None
+        orders_json = _orders_json(self._orders)
+        if meta["orders"] != orders_json and not self._orders_given:
+            try:
+                stored = check_orders(json.loads(meta["orders"]))
+            except (ValueError, TypeError) as exc:
+                raise LedgerError(f"Ledger file {path!r} has unreadable orders: damaged.") from exc
+            self._orders = stored.copy()
+            self._orders.setflags(write=False)
+            orders_json = meta["orders"]
+        if meta["neighbouring"] != self._neighbouring or meta["orders"] != orders_json:
+            raise ParameterError(
+                f"Ledger file {path!r} was created with neighbouring={meta['neighbouring']!r} and other "
+                "orders; open it with the same neighbouring relation and orders."
+            )
+        self._acc = self._fresh_accountant()
+        if ("epsilon_budget" in meta) != ("delta" in meta):
+            raise LedgerError(f"Ledger file {path!r} has only one of the meta rows 'epsilon_budget', 'delta'.")
+        if "epsilon_budget" in meta:
+            try:
+                eps = check_real("epsilon_budget", float(meta["epsilon_budget"]), lo=0.0)
+                dlt = check_real("delta", float(meta["delta"]), lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+            except ValueError:
+                raise LedgerError(f"Ledger file {path!r} has an unreadable budget: damaged.") from None
+            if self._eps_max is None:
+                self._eps_max, self._delta = eps, dlt
+            elif self._delta != dlt or self._eps_max > eps:
+                raise ParameterError(
+                    f"Ledger file {path!r} was created with budget epsilon {eps!r} at delta {dlt!r}; a handle may "
+                    f"only tighten it (same delta, smaller epsilon), not use epsilon {self._eps_max!r} at delta "
+                    f"{self._delta!r}."
+                )
 
-    def _parse_row(self, seq: Any, ev_json: Any, count: Any, rdp_json: Any) -> tuple[dict[str, Any], int, np.ndarray]:
+    def _read_new_rows(self, conn: sqlite3.Connection) -> None:
+        """Validate the rows committed after ``self._seq`` and compose them, in order (call inside a transaction).
+
+        Each row is composed before the next is read, so on an error the ledger holds a prefix of the file."""
+        rows = conn.execute(
+            "SELECT seq, event, count, rdp FROM events WHERE seq > ? ORDER BY seq", (self._seq,)
+        ).fetchall()
+        for seq, ev_json, count, rdp_json in rows:
+            event, desc, cnt, times = self._parse_row(seq, ev_json, count, rdp_json)
+            try:
+                self._acc.compose(event, times)
+            except ParameterError as exc:
+                hint = (
+                    " (a format-1 row is an RDP curve: open with the RDP accountant)"
+                    if isinstance(event, RecordedRdp)
+                    else ""
+                )
+                raise UnsupportedEventError(
+                    f"Ledger file {self._path!r}, event {seq}: {type(self._acc).__name__} cannot compose it ({exc}). "
+                    f"Open the ledger with an accountant that supports every event it holds{hint}."
+                ) from None
+            self._entries.append((desc, cnt))
+            self._events.append((event, cnt))
+            self._seq = int(seq)
+
+    def _parse_row(
+        self, seq: Any, ev_json: Any, count: Any, rdp_json: Any
+    ) -> tuple[PrivacyEvent, dict[str, Any], int, int]:
+        """(event to compose, description, count, repetitions to compose) of one row."""
         where = f"Ledger file {self._path!r}, event {seq}"
         try:
-            desc = json.loads(ev_json)
+            obj = json.loads(ev_json)
             values = json.loads(rdp_json)
         except (TypeError, ValueError) as exc:
             raise LedgerError(f"{where}: not valid JSON ({exc}).") from None
-        if not isinstance(desc, dict):
+        if not isinstance(obj, dict):
             raise LedgerError(f"{where}: the event description is not a JSON object.")
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise LedgerError(f"{where}: count must be an integer >= 0, not {count!r}.")
-        if (
-            not isinstance(values, list)
-            or len(values) != self._acc.orders.size
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-        ):
-            raise LedgerError(f"{where}: the RDP row must be {self._acc.orders.size} numbers, one per order.")
-        rdp = np.asarray(values, dtype=np.float64)
-        if np.any(np.isnan(rdp)) or np.any(rdp < 0.0):
-            raise LedgerError(f"{where}: the RDP row has a NaN or negative value; refusing to under-count.")
-        return desc, count, rdp
+        stored = list(obj) == ["dataclass"]  # a stored event (format 2); else a format-1 description
+        if values is not None or not stored:
+            if (
+                not isinstance(values, list)
+                or len(values) != self._orders.size
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+            ):
+                raise LedgerError(f"{where}: the RDP row must be {self._orders.size} numbers, one per order.")
+            rdp = np.asarray(values, dtype=np.float64)
+            if np.any(np.isnan(rdp)) or np.any(rdp < 0.0):
+                raise LedgerError(f"{where}: the RDP row has a NaN or negative value; refusing to under-count.")
+        if not stored:
+            recorded = RecordedRdp(
+                tuple(float(a) for a in self._orders), tuple(float(v) for v in values), self._neighbouring
+            )
+            return recorded, obj, count, 1
+        try:
+            event = event_from_json(ev_json)
+        except ParameterError as exc:
+            raise LedgerError(f"{where}: the stored event cannot be read ({exc}).") from None
+        return event, event.describe(), count, count
 
     def _refresh(self) -> None:
         """Read rows other handles or processes committed since the last read."""
@@ -349,10 +428,14 @@ class PrivacyLedger:
                 self._conn = None
 
     def backup(self, dest: str | os.PathLike[str]) -> None:
-        """Copy the ledger to ``dest`` consistently while it may be in use (SQLite online backup)."""
+        """Copy the ledger to ``dest`` consistently while it may be in use (SQLite online backup; a new
+        ``dest`` is created with mode 0600)."""
         if self._conn is None:
             raise LedgerError("This ledger has no file to copy (created without 'path').")
-        target = sqlite3.connect(os.fspath(dest))
+        target_path = os.fspath(dest)
+        if not os.path.lexists(target_path):
+            os.close(os.open(target_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _FILE_MODE))
+        target = sqlite3.connect(target_path)
         try:
             self._conn.backup(target)
         finally:
@@ -367,15 +450,41 @@ class PrivacyLedger:
     # -- queries -----------------------------------------------------------------------------------
     @property
     def neighbouring(self) -> str:
-        return self._acc.neighbouring
+        return self._neighbouring
 
     @property
-    def orders(self) -> np.ndarray:
-        return self._acc.orders
+    def orders(self) -> npt.NDArray[np.float64]:
+        """Rényi orders of the file's RDP rows (and of the default RDP accountant)."""
+        return self._orders
 
     @property
-    def rdp(self) -> np.ndarray:
-        """Composed RDP of every event committed to the file (by any handle) when last read."""
+    def accountant(self) -> PrivacyAccountant:
+        """The accountant composing the ledger's events (a copy: spending goes through :meth:`spend`)."""
+        return self._acc.copy()
+
+    @property
+    def path(self) -> str | None:
+        return self._path
+
+    @property
+    def format(self) -> str:
+        """The file's format (``secagg-dp-ledger/1`` until the first event is spent by this version)."""
+        return self._format
+
+    @property
+    def epsilon_budget(self) -> float | None:
+        return self._eps_max
+
+    @property
+    def delta(self) -> float | None:
+        """The budget's δ (None without a budget)."""
+        return self._delta
+
+    @property
+    def rdp(self) -> npt.NDArray[np.float64]:
+        """Composed RDP of every event committed when last read (RDP accountant only)."""
+        if not isinstance(self._acc, RdpAccountant):
+            raise ParameterError(f"This ledger composes with {type(self._acc).__name__}, which has no RDP curve.")
         return self._acc.rdp
 
     @property
@@ -383,69 +492,118 @@ class PrivacyLedger:
         """(event description, count) for every spent event, oldest first (a copy)."""
         return list(self._entries)
 
-    def epsilon(self, delta: float | None = None) -> tuple[float, float]:
-        """(ε, order) of everything committed (re-read from the file), at ``delta`` (default: the budget's δ)."""
+    @property
+    def events(self) -> list[tuple[PrivacyEvent, int]]:
+        """(event, count) for every spent event, oldest first; a format-1 row is a :class:`RecordedRdp`."""
+        return list(self._events)
+
+    def certificate(self, delta: float | None = None) -> Certificate:
+        """The accountant's certificate of everything committed (re-read from the file) at ``delta``
+        (default: the budget's δ)."""
         d = self._delta if delta is None else delta
         if d is None:
             raise ParameterError("Argument 'delta' is required when the ledger has no budget.")
         self._refresh()
-        return rdp_to_dp(self._acc.orders, self._acc.rdp, d, warn=False)
+        return self._acc.certificate(d)
+
+    def epsilon(self, delta: float | None = None) -> tuple[float, float]:
+        """(ε, order) of everything committed (re-read from the file), at ``delta`` (default: the budget's δ);
+        the order is NaN for an accountant that is not RDP."""
+        cert = self.certificate(delta)
+        return cert.epsilon, math.nan if cert.order is None else float(cert.order)
 
     def supports(self, event: Any) -> bool:
-        return self._acc.supports(event)
+        """True if :meth:`spend` accepts ``event`` budget aside: the accountant composes it and, for a file
+        ledger, it can be stored exactly (a class under ``secagg_dp.accounting.``)."""
+        if not self._acc.supports(event):
+            return False
+        if self._conn is not None:
+            try:
+                event_to_json(event)
+            except ParameterError:
+                return False
+        return True
 
     def would_exceed(self, event: PrivacyEvent, count: int = 1) -> bool:
         """True if spending ``event`` now would exceed the budget (False when there is no budget)."""
         if self._eps_max is None:
             return False
         self._refresh()
-        return self._exceeds(self._acc.rdp + self._acc.event_rdp(event, count))[0]
+        return self._with(event, count)[1]
 
-    def _exceeds(self, total: np.ndarray) -> tuple[bool, float, float]:
-        if self._eps_max is None:
-            return False, math.nan, math.nan
-        eps, order = rdp_to_dp(self._acc.orders, total, self._delta, warn=False)
-        return not eps <= self._eps_max, eps, order
+    def _with(self, event: PrivacyEvent, count: int) -> tuple[PrivacyAccountant, bool, float]:
+        """(accountant with ``event`` composed, whether that exceeds the budget, its ε); no state change."""
+        candidate = self._acc.copy().compose(event, count)
+        if self._eps_max is None or self._delta is None:
+            return candidate, False, math.nan
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LargestOrderWarning)
+            eps = candidate.get_epsilon(self._delta)
+        return candidate, not eps <= self._eps_max, eps
 
     # -- spending ----------------------------------------------------------------------------------
     def spend(self, event: PrivacyEvent, count: int = 1) -> PrivacyLedger:
         """Record ``count`` repetitions of ``event`` or raise without writing anything."""
-        add = self._acc.event_rdp(event, count)
+        if self._read_only:
+            raise LedgerError(f"Ledger file {self._path!r} was opened read-only: nothing can be spent in it.")
+        candidate, bad, eps = self._with(event, count)  # validates count too
         desc = event.describe()
         if self._conn is None:
-            self._check_budget(event, count, self._acc.rdp + add)
-            self._acc._rdp = self._acc.rdp + add
-            self._entries.append((desc, int(count)))
+            self._check_budget(event, count, bad, eps)
+            self._commit_memory(candidate, event, desc, count)
             return self
+        text = event_to_json(event)
+        rdp = self._rdp_row(event, count)
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")  # the write lock: no other writer between the check and the insert
         try:
+            seen = self._seq
             self._read_new_rows(conn)
-            new = self._acc.rdp + add
-            self._check_budget(event, count, new)
-            cur = conn.execute(
-                "INSERT INTO events (event, count, rdp) VALUES (?, ?, ?)",
-                (json.dumps(desc), int(count), json.dumps([float(x) for x in add])),
-            )
-            seq = int(cur.lastrowid)
+            if self._seq != seen:  # another handle committed meanwhile: check against the new total
+                candidate, bad, eps = self._with(event, count)
+            self._check_budget(event, count, bad, eps)
+            cur = conn.execute("INSERT INTO events (event, count, rdp) VALUES (?, ?, ?)", (text, int(count), rdp))
+            seq = int(cur.lastrowid or 0)
             conn.execute("UPDATE meta SET value = ? WHERE key = 'events'", (str(seq),))
+            if self._format != LEDGER_FORMAT:
+                conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (LEDGER_FORMAT,))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        self._acc._rdp = new
-        self._entries.append((desc, int(count)))
+        self._commit_memory(candidate, event, desc, count)
+        self._format = LEDGER_FORMAT
         self._seq = seq
         return self
 
-    def _check_budget(self, event: PrivacyEvent, count: int, total: np.ndarray) -> None:
-        bad, eps, order = self._exceeds(total)
+    def _commit_memory(
+        self, candidate: PrivacyAccountant, event: PrivacyEvent, desc: dict[str, Any], count: int
+    ) -> None:
+        self._acc = candidate
+        self._entries.append((desc, int(count)))
+        self._events.append((event, int(count)))
+
+    def _rdp_row(self, event: PrivacyEvent, count: int) -> str:
+        """JSON of the event's RDP curve at the ledger's orders, or ``null`` when it has none there."""
+        try:
+            curve = RdpAccountant(self._neighbouring, self._orders).event_rdp(event, count)
+        except ParameterError:
+            return "null"
+        if not np.all(np.isfinite(curve)):
+            return "null"  # JSON has no inf; the event itself is the record
+        return json.dumps([float(x) for x in curve])
+
+    def _check_budget(self, event: PrivacyEvent, count: int, bad: bool, eps: float) -> None:
         if bad:
             raise PrivacyBudgetExceeded(
                 f"Event {type(event).__name__} (count {count}) refused: total epsilon would be {eps:.6g} "
-                f"(order {order:g}) > budget {self._eps_max:g} at delta={self._delta:g}. Ledger unchanged."
+                f"({self._acc.method}) > budget {self._eps_max:g} at delta={self._delta:g}. Ledger unchanged."
             )
+
+
+def _orders_json(orders: npt.NDArray[np.float64]) -> str:
+    return json.dumps([float(x) for x in orders])
 
 
 def _check_header(path: str) -> None:
@@ -458,8 +616,8 @@ def _check_header(path: str) -> None:
     if head != _SQLITE_MAGIC:
         what = "is empty (0 bytes)" if not head else "is not an SQLite database"
         raise LedgerError(
-            f"Ledger file {path!r} {what}: not a privacy ledger. A ledger is created only at a path that does "
-            "not exist; to start a new one, choose a new path."
+            f"Ledger file {path!r} {what}: not a privacy ledger. A ledger is created only at a path where nothing "
+            "exists; to start a new one, choose a new path."
         )
 
 

@@ -14,6 +14,12 @@ MODULES = [
     "core.calibration",
     "core.ledger",
     "core.logspace",
+    "core.accountant",
+    "core.rdp_accountant",
+    "core.pld_accountant",
+    "core.interop",
+    "checkin.events",
+    "checkin.accountant",
     "checkin.mixture",
     "checkin.tails",
     "checkin.bases",
@@ -24,6 +30,7 @@ MODULES = [
     "shuffle.gaussian",
     "shuffle.shuffled_checkin",
     "shuffle.ldp",
+    "shuffle.certificates",
 ]
 CLI_MODULES = ["simulations.cli.account", "simulations.cli.account_checkin", "simulations.cli.account_shuffle"]
 

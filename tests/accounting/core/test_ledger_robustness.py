@@ -96,6 +96,20 @@ def _garbage_event_json(path):
     _sql(path, "UPDATE events SET event = '{not json' WHERE seq = 1")
 
 
+def _foreign_event_type(path):
+    # a stored event naming a module outside secagg_dp.accounting: refused without importing it
+    _ledger_with_events(path)
+    _sql(
+        path,
+        "UPDATE events SET event = replace(event, 'secagg_dp.accounting.core.events', 'antigravity') WHERE seq = 2",
+    )
+
+
+def _invalid_event_fields(path):
+    _ledger_with_events(path)
+    _sql(path, "UPDATE events SET event = replace(event, '\"sigma\":20.0', '\"sigma\":-20.0') WHERE seq = 3")
+
+
 def _negative_count(path):
     _ledger_with_events(path)
     _sql(path, "UPDATE events SET count = -1 WHERE seq = 1")
@@ -129,6 +143,8 @@ DAMAGES = [
     _negative_rdp,
     _nan_rdp,
     _garbage_event_json,
+    _foreign_event_type,
+    _invalid_event_fields,
     _negative_count,
     _other_database,
     _empty_database,
@@ -145,6 +161,7 @@ def test_damaged_or_foreign_file_is_refused(tmp_path, damage):
         PrivacyLedger("add-remove", path=path)
     assert isinstance(info.value, SecAggDPError) and "ledger.sqlite" in str(info.value)
     assert path.read_bytes() == before  # refusing never repairs or rewrites the file
+    assert "antigravity" not in sys.modules
 
 
 def test_intact_ledger_reopens_with_every_event(tmp_path):
@@ -314,3 +331,81 @@ def test_ledger_written_with_an_earlier_default_grid_reopens_with_its_own_orders
     again.close()
     with pytest.raises(ParameterError, match="orders"):
         PrivacyLedger("add-remove", DEFAULT_ORDERS, path=path)
+
+
+# -- creating a new ledger: atomic, private, never through a dangling link -------------------------------------
+
+_CHILD_OPENER = textwrap.dedent(
+    """
+    import sys, time
+    from secagg_dp.accounting import PrivacyLedger, Gaussian
+    from secagg_dp.errors import LedgerError
+    start = float(sys.argv[2])
+    time.sleep(max(0.0, start - time.time()))  # every opener starts at the same instant
+    failed = 0
+    for path in sys.argv[3:]:
+        try:
+            with PrivacyLedger("add-remove", path=path) as led:
+                led.spend(Gaussian(20.0, 1.0, "add-remove"))
+        except LedgerError as exc:
+            failed += 1
+            print(exc, file=sys.stderr)
+    print(failed)
+    """
+)
+
+
+@pytest.mark.slow  # 6 processes x 8 paths: about 15 s on 2 shared cores
+def test_processes_creating_the_same_new_ledger_at_once_all_open_it(tmp_path):
+    # Before creation was atomic, 5 of 45 openers racing on new paths got "empty (0 bytes): not a privacy
+    # ledger". Here 6 processes open each of 8 new paths at the same instant; each must open and spend once.
+    import time
+
+    paths = [str(tmp_path / f"new{i}.sqlite") for i in range(8)]
+    start = time.time() + 3.0  # after every child has imported the library
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CHILD_OPENER, "-", repr(start), *paths],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(6)
+    ]
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0 and out.strip() == "0", err
+    for path in paths:
+        with PrivacyLedger("add-remove", path=path) as led:
+            assert len(led.entries) == 6
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"new{i}.sqlite" for i in range(8))  # no temp files
+
+
+def test_new_ledgers_and_backups_are_readable_by_their_owner_only(tmp_path):
+    import os
+    import stat
+
+    old = os.umask(0)  # even with a permissive umask
+    try:
+        with PrivacyLedger("add-remove", path=tmp_path / "l.sqlite") as led:
+            led.spend(EV)
+            led.backup(tmp_path / "b.sqlite")
+    finally:
+        os.umask(old)
+    for name in ("l.sqlite", "b.sqlite"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600, name
+
+
+def test_dangling_symlink_is_refused_and_nothing_is_created(tmp_path):
+    import os
+
+    target = tmp_path / "elsewhere" / "target.sqlite"
+    target.parent.mkdir()
+    link = tmp_path / "ledger.sqlite"
+    os.symlink(target, link)
+    with pytest.raises(LedgerError, match="dangling symbolic link"):
+        PrivacyLedger("add-remove", path=link)
+    assert not target.exists() and list(target.parent.iterdir()) == []
+    _ledger_with_events(target, 2)  # a link to an existing ledger opens that ledger
+    with PrivacyLedger("add-remove", path=link) as led:
+        assert len(led.entries) == 2

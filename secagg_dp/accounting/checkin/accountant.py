@@ -1,0 +1,281 @@
+"""The check-in accountant: :class:`CheckinRound` events under the accountant contract, three methods.
+
+* ``method="rdp"``: per-round RDP of the binomial mixture (SCI22 Thm 1 / Eq. 5; Liew, Hasegawa & Takahashi
+  2022, Thm 2 and 4), composed by addition (Mironov 2017, Prop. 1) and converted by Canonne, Kamath & Steinke
+  2020, Prop. 12. Any sequence of rounds.
+* ``method="window"``: the window certificate of :func:`~secagg_dp.accounting.checkin.mixture.window_certificate`
+  (RDP of the mixture conditioned on K in a window, plus the excluded mass in delta) for T repetitions of ONE
+  round with check-in probability gamma.
+* ``method="pld"``: the privacy-loss-distribution certificate of
+  :func:`~secagg_dp.accounting.checkin.pld.checkin_pld` (Zhu, Dong & Wang 2022, Thm 10; Connect-the-Dots,
+  Doroshenko et al. 2022) for T repetitions of ONE round whose base mechanism is the Gaussian sum
+  (:class:`~secagg_dp.accounting.checkin.bases.GaussianSum`, replace-one) with check-in probability gamma.
+
+``observer="analyst"`` certifies what the analyst sees (K and the aggregate: the round's own provider);
+``observer="server"`` what the secure-aggregation server sees, which also learns who took part: each round's
+base mechanism is re-wrapped by :func:`~secagg_dp.accounting.checkin.observers.server_view_provider`
+(the PLD method has its own server view).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import warnings
+from collections.abc import Iterator
+from typing import Any, Self
+
+import numpy as np
+import numpy.typing as npt
+
+from secagg_dp.accounting.checkin.events import CheckinRound
+from secagg_dp.accounting.core.accountant import Certificate, PrivacyAccountant, delta_by_bisection
+from secagg_dp.accounting.core.conversion import LargestOrderWarning
+from secagg_dp.accounting.core.events import PrivacyEvent, SelfComposed
+from secagg_dp.accounting.core.rdp_accountant import RdpAccountant
+from secagg_dp.errors import ParameterError
+
+__all__ = ["CHECKIN_METHODS", "CheckinAccountant", "pld_supports", "tightest_method"]
+
+#: The check-in accountant's methods.
+CHECKIN_METHODS: tuple[str, str, str] = ("rdp", "window", "pld")
+
+_CITATIONS = {
+    "rdp": "check-in mixture RDP: SCI22 Thm 1 / Eq. 5, Liew, Hasegawa & Takahashi 2022, Thm 2 and 4; composition: "
+    "Mironov 2017, Prop. 1; RDP -> (epsilon, delta): Canonne, Kamath & Steinke 2020, Prop. 12",
+    "window": "window certificate (docs/accounting/checkin.md): the check-in mixture RDP conditioned on K in a "
+    "window plus T P(K outside) in delta; conversion Canonne, Kamath & Steinke 2020, Prop. 12",
+    "pld": "Zhu, Dong & Wang 2022, Thm 10 (dominating pair of the subsampled Gaussian); Connect-the-Dots, "
+    "Doroshenko, Ghazi, Kamath, Kumar & Manurangsi 2022, Alg. 1; proofs in docs/accounting/pld.md",
+}
+
+
+def _round_of(event: Any) -> tuple[CheckinRound, int] | None:
+    """(round, repetitions) for a CheckinRound or a SelfComposed of one, else None."""
+    if isinstance(event, CheckinRound):
+        return event, 1
+    if isinstance(event, SelfComposed) and isinstance(event.event, CheckinRound):
+        return event.event, event.count
+    return None
+
+
+def pld_supports(event: Any) -> bool:
+    """True if ``event`` is a check-in round the PLD method certifies: a Gaussian-sum base
+    (:class:`~secagg_dp.accounting.checkin.bases.GaussianSum`) amplified at rate k/n, replace-one, with gamma."""
+    r = _round_of(event)
+    return r is not None and _pld_reason(r[0]) is None
+
+
+def _pld_reason(ev: CheckinRound) -> str | None:
+    from secagg_dp.accounting.checkin.bases import GaussianSum
+    from secagg_dp.accounting.checkin.mixture import SubsampledCheckin
+
+    p = ev.provider
+    if not (isinstance(p, SubsampledCheckin) and type(p.mechanism) is GaussianSum):
+        return "the PLD method needs a SubsampledCheckin provider over a GaussianSum base mechanism"
+    if p.rate != "k/n" or p.amplification in ("joint-convexity", "none"):
+        return "the PLD method certifies the analyst view of the round (rate k/n, subsampling amplification)"
+    if ev.gamma is None:
+        return "the PLD method needs check-in with probability gamma (not fixed-size sampling)"
+    return None
+
+
+class CheckinAccountant(PrivacyAccountant):
+    """Accountant for :class:`CheckinRound` events (the :class:`PrivacyAccountant` contract).
+
+    ``method`` is ``"rdp"`` (any rounds), ``"window"`` or ``"pld"`` (T repetitions of one round; a different
+    round is refused). ``orders``: integer Rényi orders (default: the check-in grid, integers 2..256 then
+    every 16th to 1024). ``window`` (method ``"window"`` only): a fixed client-count window [k_lo, k_hi]
+    instead of the best of the candidate windows (valid for any window with T P(K outside) < delta; fixing it
+    lets round-by-round certificates reuse one mixture). See the module docstring for mechanisms and sources.
+    """
+
+    citation = _CITATIONS["rdp"]
+
+    def __init__(
+        self,
+        method: str = "rdp",
+        neighbouring: str = "replace-one",
+        *,
+        orders: Any = None,
+        observer: str = "analyst",
+        window: tuple[int, int] | None = None,
+    ) -> None:
+        super().__init__(neighbouring, observer=observer)
+        if method not in CHECKIN_METHODS:
+            raise ParameterError(f"Argument 'method' must be one of {CHECKIN_METHODS}, not {method!r}.")
+        if window is not None and (method != "window" or len(window) != 2 or not 0 <= window[0] <= window[1]):
+            raise ParameterError(
+                f"Argument 'window' must be a pair 0 <= k_lo <= k_hi for method 'window' (or None), not {window!r}."
+            )
+        self.window = None if window is None else (int(window[0]), int(window[1]))
+        from secagg_dp.accounting.checkin.mixture import DEFAULT_ORDERS
+
+        self.method = method
+        self._rdp = RdpAccountant(neighbouring, DEFAULT_ORDERS if orders is None else orders, observer=observer)
+        if not np.array_equal(self._rdp.orders, np.round(self._rdp.orders)):
+            raise ParameterError("Argument 'orders' must be integers >= 2 for the check-in mixture.")
+        self._round: CheckinRound | None = None  # window / pld: the one round being repeated
+        self._count = 0  # window / pld: repetitions of that round
+        self._rounds = 0
+
+    @property
+    def orders(self) -> npt.NDArray[np.float64]:
+        """The Rényi orders of the rdp and window methods."""
+        return self._rdp.orders
+
+    @property
+    def rounds(self) -> int:
+        """Number of rounds composed (repetitions counted)."""
+        return self._rounds
+
+    def _view(self, ev: CheckinRound) -> CheckinRound:
+        """The round as this accountant's observer sees it (the server: participation revealed)."""
+        if self.observer == "analyst":
+            return ev
+        from secagg_dp.accounting.checkin.observers import server_view_provider
+
+        return dataclasses.replace(
+            ev, provider=server_view_provider(ev.provider.mechanism, ev.clients, ev.neighbouring)
+        )
+
+    def unsupported(self, event: Any) -> tuple[Any, str] | None:
+        r = _round_of(event)
+        if r is None:
+            inner = event.event if isinstance(event, SelfComposed) else event
+            return inner, "the check-in accountant composes CheckinRound events (or a SelfComposed of one)"
+        ev = r[0]
+        if ev.neighbouring != self.neighbouring:
+            return ev, f"it is '{ev.neighbouring}' but the accountant is '{self.neighbouring}'"
+        if self.observer == "server" and not hasattr(ev.provider, "mechanism"):
+            return ev, "the server view needs a provider with a base 'mechanism' (a SubsampledCheckin)"
+        if self.method == "rdp":
+            return None
+        if self.method == "window" and ev.gamma is None:
+            return ev, "the window method needs check-in with probability gamma (not fixed-size sampling)"
+        if self.method == "pld":
+            why = _pld_reason(ev)
+            if why is not None:
+                return ev, why
+        if self._round is not None and ev != self._round and self._count > 0:
+            return ev, f"the {self.method} method certifies repetitions of one round; a different round is composed"
+        return None
+
+    def _compose(self, event: PrivacyEvent, count: int) -> None:
+        r = _round_of(event)
+        if r is None:  # pragma: no cover - compose() checked support first
+            raise ParameterError(f"Event {type(event).__name__} is not a check-in round.")
+        ev, reps = r
+        if self.method == "rdp":
+            self._rdp.compose(self._view(ev), reps * count)
+        elif reps * count:
+            self._round, self._count = ev, self._count + reps * count
+        self._rounds += reps * count
+
+    def _epsilon(self, delta: float) -> tuple[float, float | None, float, dict[str, Any]]:
+        """(epsilon, order, slack, detail) at ``delta``."""
+        if self.method == "rdp":
+            eps, order = self._rdp.get_epsilon_and_order(delta)
+            return eps, order, 0.0, {}
+        if self._round is None or self._count == 0 or delta >= 1.0:
+            return 0.0, None, 0.0, {}
+        ev, t = self._round, self._count
+        gamma = float(ev.gamma or 0.0)  # unsupported() refused gamma=None for window and pld
+        if self.method == "window":
+            from secagg_dp.accounting.checkin.mixture import window_certificate
+
+            view = self._view(ev)
+            orders = self._rdp.orders.astype(np.int64)
+            cert = window_certificate(view.provider, ev.clients, gamma, t, delta, orders, window=self.window)
+            detail = {"window": list(cert.window or ()), "delta_rdp": cert.delta_rdp, "delta_window": cert.delta_window}
+            return cert.epsilon, float(cert.order), 0.0, detail
+        from secagg_dp.accounting.checkin.pld import checkin_pld
+
+        pld = checkin_pld(ev.clients, gamma, ev.provider.mechanism.sigma, t, delta, observer=self.observer)
+        slack = pld.epsilon - min(pld.epsilon_optimistic, pld.epsilon) if math.isfinite(pld.epsilon) else math.inf
+        detail = {
+            "epsilon_optimistic": pld.epsilon_optimistic,
+            "delta_tail": pld.delta_tail,
+            "window": list(pld.window),
+        }
+        return pld.epsilon, None, slack, detail
+
+    def get_epsilon(self, delta: float) -> float:
+        with _quiet():
+            return self._epsilon(float(delta))[0]
+
+    def get_delta(self, epsilon: float) -> float:
+        if self.method == "rdp":
+            return self._rdp.get_delta(epsilon)
+        if self._round is None or self._count == 0:
+            return 0.0
+        return delta_by_bisection(self.get_epsilon, epsilon)
+
+    def certificate(self, delta: float) -> Certificate:
+        with _quiet():
+            eps, order, slack, detail = self._epsilon(float(delta))
+        return Certificate(
+            epsilon=eps,
+            delta=float(delta),
+            observer=self.observer,
+            neighbouring=self.neighbouring,
+            method=self.method,
+            certificate=True,
+            citation=_CITATIONS[self.method],
+            slack=slack,
+            order=order,
+            detail={
+                "rounds": self.rounds,
+                # the optimum at the largest order offered: larger orders may give a smaller epsilon
+                "optimal_order_is_largest": order is not None and order == float(self._rdp.orders.max()),
+                **detail,
+            },
+        )
+
+    def fresh(self) -> Self:
+        return type(self)(
+            self.method, self.neighbouring, orders=self._rdp.orders, observer=self.observer, window=self.window
+        )
+
+
+def tightest_method(
+    event: PrivacyEvent,
+    rounds: int,
+    delta: float,
+    *,
+    orders: Any = None,
+    observer: str = "analyst",
+    methods: tuple[str, ...] = CHECKIN_METHODS,
+) -> tuple[str, dict[str, float]]:
+    """The certified method with the smallest epsilon for ``rounds`` repetitions of ``event`` at ``delta``.
+
+    Every method in ``methods`` that supports the round (and can certify it: a method that raises
+    :class:`ParameterError`, e.g. a PLD grid out of range, is skipped) is evaluated; the smallest epsilon wins,
+    ties going to the earlier method in ``methods``. The choice depends only on the mechanism's parameters,
+    never on data, so the certificate of the chosen method is valid. Returns (method, {method: epsilon}).
+    """
+    from secagg_dp._validate import check_int
+
+    t = check_int("rounds", rounds, lo=1)
+    results: dict[str, float] = {}
+    for m in methods:
+        acc = CheckinAccountant(m, getattr(event, "neighbouring", "replace-one"), orders=orders, observer=observer)
+        if not acc.supports(event):
+            continue
+        try:
+            results[m] = acc.compose(event, t).get_epsilon(delta)
+        except ParameterError:
+            continue
+    if not results:
+        raise ParameterError(f"No check-in method among {methods} certifies event {type(event).__name__}.")
+    best = min(results, key=lambda m: (results[m], methods.index(m)))
+    return best, results
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Largest-order warnings are reported through the certificate's order, not raised here."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LargestOrderWarning)
+        yield
