@@ -39,7 +39,7 @@ def check_int(name: str, value: Any, *, lo: int | None = None, hi: int | None = 
     value = int(value)
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         raise ParameterError(f"Argument '{name}' must be an integer{range_text(lo, hi)}, not {value}.")
-    return value
+    return int(value)
 
 
 def check_real(
