@@ -3,8 +3,9 @@
 A scenario is a TOML file (``simulations/configs/*.toml``) with the sections below; every key is
 optional. A file loaded by :func:`load_config` takes every key it leaves out from the bundled
 ``default.toml`` (the scenario ``secagg-dp simulate`` runs without arguments; an empty file runs exactly
-that, named after the file); :func:`build_config` alone starts from the values shown. Unknown sections or keys, wrong types and impossible combinations
-raise one :class:`~secagg_dp.errors.ConfigError` naming the key, before a single client runs.
+that, named after the file); :func:`build_config` alone starts from the values shown. Unknown sections or keys,
+wrong types and impossible combinations raise one :class:`~secagg_dp.errors.ConfigError` naming the key, before a
+single client runs.
 
 .. code-block:: toml
 
@@ -212,6 +213,7 @@ class SecAggParams:
         floor = min_threshold(max(holders, 1), neighbours=None if full else self.neighbours, security=self.security)
         if self.threshold is not None:
             return max(self.threshold, floor)
+        assert self.threshold_fraction is not None  # __post_init__: threshold or threshold_fraction is set
         return max(2, floor, math.ceil(self.threshold_fraction * holders))
 
 
@@ -331,7 +333,8 @@ class SimConfig:
             )
         if self.task.name == "mean" and self.privacy.unit != "client":
             raise ConfigError(
-                f"Config key 'privacy.unit' must be 'client' for task 'mean' (one vector per client), not {self.privacy.unit!r}."
+                "Config key 'privacy.unit' must be 'client' for task 'mean' (one vector per client), "
+                f"not {self.privacy.unit!r}."
             )
         if self.task.name == "mean" and self.task.local_steps != 1:
             raise ConfigError("Config key 'task.local_steps' applies to task 'logreg' only; task 'mean' has one step.")
@@ -527,9 +530,9 @@ def expand_study(cfg: SimConfig) -> list[tuple[str, dict[str, Any], SimConfig]]:
     variants = []
     for combo in itertools.product(*(grid[k] for k in keys)):
         doc = copy.deepcopy(base)
-        for k, v in zip(keys, combo):
+        for k, v in zip(keys, combo, strict=True):
             _set(doc, k, v)
-        label = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in zip(keys, combo))
+        label = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in zip(keys, combo, strict=True))
         doc["name"] = f"{cfg.name}[{label}]"
         try:
             variant = SimConfig(
@@ -548,5 +551,5 @@ def expand_study(cfg: SimConfig) -> list[tuple[str, dict[str, Any], SimConfig]]:
             )
         except ConfigError as exc:
             raise ConfigError(f"Study variant {label}: {exc}") from exc
-        variants.append((label, dict(zip(keys, combo)), variant))
+        variants.append((label, dict(zip(keys, combo, strict=True)), variant))
     return variants
