@@ -12,7 +12,23 @@
     for its peak RSS. Baselines from the same run: the n = 10^3 round scaled linearly, and the 2k
     X25519 key agreements per client (channel keys and pairwise masks) timed as bare library calls.
 
-Run: python benchmarks/bench_secagg.py [--quick | --scale]
+(h) --comm: bytes per client per round, counted by the transport (SecAggResult.communication), SecAgg+
+    k = 32, t = 17, active mode, 10% dropout after masking, d = 100: download and upload at n = 10^2, 3*10^2,
+    10^3 measured (--comm-ns to change, e.g. 100,1000,10000), and at n = 10^6 computed from the counted
+    sizes: per stage, the mean download is fitted exactly as a + b n + c log2 n (a + b n with two sizes),
+    the form of every message size of the protocol, and evaluated at 10^6. Target <= 16 KB, flat in n.
+(i) --upload: upload per client against the raw vector ceil(d bits / 8), d = 10^5, 20 bits, n = 50, k = 32,
+    t = 17 (target <= 1.05 raw + O(k)); the masked-input message alone against the raw vector.
+(j) --memory: peak RSS of one round in a fresh process (run_secagg_round, SecAgg+ k = 32, t = 17, 10% dropout
+    after masking), n = 10^4, d = 10^3 and n = 100, d = 10^6 (targets 300 MB and 1.5 GB); --memory-cases
+    to change, e.g. 100x1000000. Baseline: the process's RSS before the round (libraries + the inputs).
+(k) --cpu: client CPU per client in one round (sum of the clients' stage times / n; n = 10^3, d = 10^3,
+    k = 32, t = 17, active) against the floor of its cryptography timed as bare library calls in the same
+    run: 2 X25519 key pairs + 2k agreements, 2 Ed25519 signatures + k + t verifications, k AES-GCM seals +
+    k opens of a share box, and k + 1 AES-CTR mask expansions of d words plus one add each (target <= 2x).
+--wire runs (h), (i) and (k) at their default sizes (under 2 minutes on an idle 2-core machine).
+
+Run: python benchmarks/bench_secagg.py [--quick | --scale | --wire | --comm | --upload | --memory | --cpu]
 """
 
 from __future__ import annotations
@@ -204,17 +220,248 @@ def bench_scale(ns=(10**3, 10**4)):
         )
 
 
+COMM_K, COMM_T = 32, 17  # SecAgg+ degree and threshold of (h)-(k): the least t > (k + 1)/2 active mode accepts
+
+
+def comm_round(n: int, d: int, bits: int = 20, k: int = COMM_K, t: int = COMM_T):
+    """One active SecAgg+ round with 10% dropout after masking; its ``SecAggResult`` (sum checked)."""
+    rng = np.random.default_rng(1)
+    inputs = {i: rng.integers(0, 1 << bits, size=d, dtype=np.uint64) for i in range(n)}
+    res = run_secagg_round(
+        inputs,
+        modulus_bits=bits,
+        threshold=t,
+        neighbours=k,
+        dropouts={"masked_input": set(range(0, n, 10))},
+        seed=1,
+        round_id=bytes(16),
+    )
+    expect = np.zeros(d, dtype=np.uint64)
+    for c in res.survivors:
+        expect += inputs[c]
+    assert np.array_equal(res.aggregate, expect & np.uint64((1 << bits) - 1))
+    return res
+
+
+def extrapolate(ns, values, at: float) -> tuple[float, str]:
+    """A stage's mean bytes per client (one value per n in ``ns``) at ``at`` clients, and the model used.
+
+    Every message size of the protocol is a + b n (a broadcast roster or survivor list), a + c log2 n (a
+    membership proof) or a constant (keys, boxes, masked input) in n. Within a noise floor (the spread
+    over the sizes is at most 5 % of the largest value, or 256 B: the neighbourhood's dropouts and signer
+    cover vary a little with n) the stage is constant; otherwise whichever of the two one-term models fits
+    the points better (least squares; the linear one, an upper bound, with only two sizes).
+    """
+    ns, vals = np.asarray(ns, dtype=float), np.asarray(values, dtype=float)
+    if vals.max() - vals.min() <= max(0.05 * vals.max(), 256.0):
+        return float(vals[-1]), "constant"
+    fits = []
+    for name, x in (("a + b n", ns), ("a + c log2 n", np.log2(ns))):
+        coef, *_ = np.linalg.lstsq(np.stack([np.ones_like(x), x], axis=1), vals, rcond=None)
+        rss = float(np.sum((coef[0] + coef[1] * x - vals) ** 2))
+        fits.append((rss if len(ns) > 2 else (name != "a + b n"), name, coef))
+    _, name, coef = min(fits, key=lambda f: f[0])
+    x = at if name == "a + b n" else np.log2(at)
+    return max(float(coef[0] + max(coef[1], 0.0) * x), float(vals[-1])), name
+
+
+def bench_comm(ns=(100, 300, 1000), d: int = 100, at: int = 10**6) -> None:
+    """(h) bytes per client per round at k = 32 for each n; download at n = ``at`` computed from the sizes."""
+    per_stage: dict[str, list[float]] = {}
+    rows = []
+    for n in ns:
+        t0 = time.perf_counter()
+        comm = comm_round(n, d).communication
+        s = comm.summary()
+        rows.append((n, s, time.perf_counter() - t0))
+        for stage, v in s["stages"].items():
+            per_stage.setdefault(stage, []).append(v["download_bytes_mean"])
+        print(
+            f"(h) SecAgg+ k={COMM_K} active n={n:,} d={d}: download {s['download_bytes_mean'] / 1e3:.2f} kB mean, "
+            f"{s['download_bytes_max'] / 1e3:.2f} kB max; upload {s['upload_bytes_mean'] / 1e3:.2f} kB mean "
+            f"(round {rows[-1][2]:.1f} s)\n    download per stage: "
+            + ", ".join(f"{st}={v['download_bytes_mean'] / 1e3:.2f} kB" for st, v in s["stages"].items())
+        )
+    big = {st: extrapolate(ns, v, at) for st, v in per_stage.items()}
+    total = sum(v for v, _ in big.values())
+    first, last = rows[0][1]["download_bytes_mean"], rows[-1][1]["download_bytes_mean"]
+    print(
+        f"(h) download at n={at:,} computed from the counted sizes (per stage, model fitted over n = "
+        f"{', '.join(f'{n:,}' for n in ns)}): {total / 1e3:,.1f} kB (target <= 16 kB: "
+        f"{'met' if total <= 16e3 else 'NOT met'}); n={ns[-1]:,} / n={ns[0]:,}: ratio {last / first:.2f} "
+        "(flat: ~1)\n    " + ", ".join(f"{st}={v / 1e3:,.1f} kB ({model})" for st, (v, model) in big.items())
+    )
+
+
+def bench_upload(n: int = 50, d: int = 10**5, bits: int = 20) -> None:
+    """(i) upload per client against the raw vector at ``bits`` bits."""
+    comm = comm_round(n, d, bits=bits).communication
+    raw = -(-d * bits // 8)
+    survivors = comm.upload[:, comm.stages.index("masked_input")] > 0
+    up = comm.upload_bytes[survivors]
+    masked = comm.upload[survivors, comm.stages.index("masked_input")]
+    rest = up - masked
+    print(
+        f"(i) upload per client, n={n} d={d:,} {bits} bits k={COMM_K}: {up.max() / 1e3:,.1f} kB max = "
+        f"{up.max() / raw:.3f}x raw ({raw / 1e3:,.1f} kB; target <= 1.05x + O(k)); masked input alone "
+        f"{masked.max() / raw:.3f}x raw; the other messages {rest.max() / 1e3:.1f} kB = {rest.max() / COMM_K:.0f} B "
+        "per neighbour"
+    )
+
+
+def memory_one(n: int, d: int) -> dict:
+    """(j), one case, in this process: peak RSS of one round (inputs built before the round)."""
+    rng = np.random.default_rng(1)
+    inputs = {i: rng.integers(0, 1 << 20, size=d, dtype=np.uint64) for i in range(n)}
+    shamir.field()
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+    t0 = time.perf_counter()
+    res = run_secagg_round(
+        inputs,
+        modulus_bits=20,
+        threshold=COMM_T,
+        neighbours=COMM_K,
+        dropouts={"masked_input": set(range(0, n, 10))},
+        seed=1,
+        round_id=bytes(16),
+    )
+    secs = time.perf_counter() - t0
+    assert len(res.survivors) == n - len(range(0, n, 10))
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {"n": n, "d": d, "seconds": secs, "rss": rss, "rss_before": rss0, "inputs_bytes": n * d * 8}
+
+
+def bench_memory(cases=((10**4, 10**3), (100, 10**6))) -> None:
+    """(j) each case in a fresh process."""
+    for n, d in cases:
+        proc = subprocess.run(
+            [sys.executable, __file__, "--memory-one", f"{n}x{d}"], capture_output=True, text=True, check=True
+        )
+        r = json.loads(proc.stdout.strip().splitlines()[-1])
+        packed = n * -(-d * 20 // 8)
+        print(
+            f"(j) peak RSS n={n:,} d={d:,} (k={COMM_K}, 20 bits): {r['rss'] / 2**20:,.0f} MiB "
+            f"({r['rss'] / 1e6:,.0f} MB; round {r['seconds']:.1f} s) vs {r['rss_before'] / 2**20:,.0f} MiB before "
+            f"the round (libraries + uint64 inputs of {r['inputs_bytes'] / 2**20:,.0f} MiB); "
+            f"{r['rss'] / r['inputs_bytes']:.1f}x the uint64 inputs, {r['rss'] / packed:.1f}x the packed inputs"
+        )
+
+
+def crypto_floor_seconds(k: int, t: int, d: int, bits: int = 20) -> dict[str, float]:
+    """Seconds of the bare library calls one active SecAgg+ client must make (see (k) in the docstring)."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    from protocols.messages import SharePlaintext
+
+    peers = [X25519PrivateKey.generate().public_key().public_bytes_raw() for _ in range(k)]
+    ed = Ed25519PrivateKey.generate()
+    pub = ed.public_key()
+    sig = ed.sign(b"x" * 64)
+    gcm = AESGCM(os.urandom(32))
+    nonce, plain = os.urandom(12), os.urandom(SharePlaintext.LEN)
+    box = gcm.encrypt(nonce, plain, b"ad")
+    seeds = [os.urandom(32) for _ in range(k + 1)]
+    acc = np.zeros(d, dtype=np.uint32)
+
+    def x25519():
+        own = [X25519PrivateKey.generate() for _ in range(2)]
+        for p in peers:
+            for sk in own:
+                sk.exchange(X25519PublicKey.from_public_bytes(p))
+
+    def ed25519_sign():
+        for _ in range(2):
+            ed.sign(b"x" * 64)
+
+    def ed25519_verify():
+        for _ in range(k + t):
+            pub.verify(sig, b"x" * 64)
+
+    def aes_gcm():
+        for _ in range(k):
+            gcm.encrypt(nonce, plain, b"ad")
+            gcm.decrypt(nonce, box, b"ad")
+
+    def aes_ctr():
+        for s in seeds:
+            raw_keystream_add(acc, s)
+
+    return {
+        name: best(fn, repeat=5)
+        for name, fn in (
+            ("X25519", x25519),
+            ("Ed25519 sign", ed25519_sign),
+            ("Ed25519 verify", ed25519_verify),
+            ("AES-GCM", aes_gcm),
+            ("AES-CTR", aes_ctr),
+        )
+    }
+
+
+def bench_cpu(n: int = 1000, d: int = 10**3) -> None:
+    """(k) client CPU per client in one round against the floor of its cryptography, same run."""
+    res = comm_round(n, d)
+    clients = sum(v for key, v in res.timings.items() if key.endswith(":clients")) / n
+    server = sum(v for key, v in res.timings.items() if key.endswith(":server")) / n
+    floor = crypto_floor_seconds(COMM_K, COMM_T, d)
+    total = sum(floor.values())
+    local = total - floor["Ed25519 verify"]
+    print(
+        f"(k) CPU per client, n={n:,} d={d:,} k={COMM_K} t={COMM_T} active: clients {clients * 1e3:.2f} ms per client "
+        f"(server {server * 1e3:.2f} ms per client) vs the floor of its cryptography {total * 1e3:.2f} ms: ratio "
+        f"{clients / total:.2f} (target <= 2); without the k + t signature verifications, which the in-process "
+        f"clients share through one memoising KeyRegistry: floor {local * 1e3:.2f} ms, ratio {clients / local:.2f}"
+        "\n    floor: " + ", ".join(f"{name} {v * 1e3:.2f} ms" for name, v in floor.items())
+    )
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(float(x)) for x in text.split(",") if x)
+
+
+def _cases(text: str) -> tuple[tuple[int, int], ...]:
+    return tuple(tuple(int(float(v)) for v in c.split("x")) for c in text.split(",") if c)  # type: ignore[misc]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="skip (e); (f) at n = 1000 with d = 10^3")
     ap.add_argument("--scale", action="store_true", help="only (g): one round at n = 10^3 and 10^4, d = 10^3")
     ap.add_argument("--scale-one", type=int, metavar="N", help=argparse.SUPPRESS)  # child process of --scale
+    ap.add_argument("--wire", action="store_true", help="(h), (i) and (k) at their default sizes")
+    ap.add_argument("--comm", action="store_true", help="only (h): download/upload bytes per client against n")
+    ap.add_argument("--comm-ns", type=_ints, default=(100, 300, 1000), metavar="N,N,...", help="sizes of (h)")
+    ap.add_argument("--upload", action="store_true", help="only (i): upload against the raw vector, d = 10^5")
+    ap.add_argument("--memory", action="store_true", help="only (j): peak RSS of one round per case")
+    ap.add_argument(
+        "--memory-cases", type=_cases, default=((10**4, 10**3), (100, 10**6)), metavar="NxD,...", help="cases of (j)"
+    )
+    ap.add_argument("--memory-one", type=_cases, help=argparse.SUPPRESS)  # child process of --memory
+    ap.add_argument("--cpu", action="store_true", help="only (k): client CPU against its cryptography")
+    ap.add_argument("--cpu-n", type=int, default=1000, metavar="N", help="clients of (k)")
     args = ap.parse_args(argv)
     if args.scale_one:
         print(json.dumps(scale_one(args.scale_one)))
         return
+    if args.memory_one:
+        print(json.dumps(memory_one(*args.memory_one[0])))
+        return
     if args.scale:
         bench_scale()
+        return
+    picked = [args.comm or args.wire, args.upload or args.wire, args.cpu or args.wire, args.memory]
+    if any(picked):
+        shamir.field()  # one-time GF(65537) table construction, excluded from timings
+        if picked[0]:
+            bench_comm(args.comm_ns)
+        if picked[1]:
+            bench_upload()
+        if picked[2]:
+            bench_cpu(args.cpu_n)
+        if picked[3]:
+            bench_memory(args.memory_cases)
         return
     shamir.field()  # one-time GF(65537) table construction, excluded from timings
     run_secagg_round({i: np.zeros(4, np.uint64) for i in range(4)}, modulus_bits=32, threshold=3, seed=0)  # warm-up

@@ -28,7 +28,7 @@ SCENARIO = {
     "mode": "ideal",
     "rounds": 15,
     "seed": 1,
-    "population": {"clients": 200, "checkin": 0.25},
+    "population": {"clients": 200, "checkin": 0.25, "dropout": 0.0},
     "secagg": {"bits": 24},
     "privacy": {"mechanism": "skellam", "noise_multiplier": 3.0, "delta": 1e-5},  # unit "client" by default
     "task": {"name": "logreg", "local_steps": 2, "learning_rate": 1.0},

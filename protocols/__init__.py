@@ -10,6 +10,7 @@ and threat model: docs/secure-aggregation.md.
 """
 
 from protocols.client import SecAggClient
+from protocols.communication import Communication
 from protocols.graph import neighbourhoods, secaggplus_parameters
 from protocols.pki import KeyRegistry, create_identities
 from protocols.pool import ClientPool, InProcessClientPool, RoundPlan
@@ -22,6 +23,7 @@ from protocols.transport import Envelope, FaultInjector, InProcessTransport
 __all__ = [
     "run_secagg_round",
     "SecAggResult",
+    "Communication",
     "STAGES",
     "drive_round",
     "run_pooled_round",

@@ -11,6 +11,7 @@ import numpy as np
 
 from protocols import messages as m
 from protocols.client import SecAggClient
+from protocols.communication import Communication
 from protocols.pki import KeyRegistry
 from protocols.pool import ClientPool, InProcessClientPool, RoundPlan
 from protocols.security import check_security, min_threshold
@@ -33,7 +34,9 @@ class SecAggResult:
 
     ``aggregate``: sum mod 2^bits of the inputs of ``survivors`` (the clients whose masked input arrived);
     ``dropped``: clients that shared keys but whose masked input did not arrive; ``reports``: rejected
-    messages and recovered faults; ``timings``: seconds per phase (all clients + server, sequential).
+    messages and recovered faults; ``timings``: seconds per phase (all clients + server, sequential);
+    ``communication``: bytes each client sent and received per stage (:class:`~protocols.communication.Communication`,
+    counted by the transport).
     """
 
     aggregate: np.ndarray = field(repr=False)
@@ -41,6 +44,7 @@ class SecAggResult:
     dropped: frozenset[int] = frozenset()
     reports: tuple[str, ...] = ()
     timings: Mapping[str, float] = field(default_factory=dict)
+    communication: Communication | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.survivors & self.dropped:
@@ -84,7 +88,14 @@ def drive_round(
         timings[f"{stage}:clients"] = t1 - t0
         timings[f"{stage}:server"] = t2 - t1
     out = server.outcome
-    return SecAggResult(out.aggregate, out.survivors, out.dropped, tuple(reports + server.reports), timings)
+    return SecAggResult(
+        out.aggregate,
+        out.survivors,
+        out.dropped,
+        tuple(reports + server.reports),
+        timings,
+        communication=transport.communication(),
+    )
 
 
 def run_secagg_round(
@@ -126,7 +137,7 @@ def run_secagg_round(
     vecs: dict[int, np.ndarray] = {}
     dim = None
     for cid, x in inputs.items():
-        cid = check_int("inputs key", cid, lo=0, hi=m.MAX_CLIENT_ID)
+        cid = check_int("inputs key", cid, lo=0, hi=m.MAX_CLIENT_ID, strict=True)
         arr = check_residues(f"inputs[{cid}]", x, bits)
         if arr.ndim != 1 or arr.size == 0:
             raise ParameterError(f"Argument 'inputs[{cid}]' must be a non-empty 1-D vector, not shape {arr.shape}.")
@@ -170,8 +181,8 @@ def run_pooled_round(
     :class:`~protocols.pool.InProcessClientPool`.
     """
     bits = check_bits(modulus_bits, "modulus_bits")
-    dim = check_int("dim", dim, lo=1)
-    members = frozenset(check_int("ids", c, lo=0, hi=m.MAX_CLIENT_ID) for c in ids)
+    dim = check_int("dim", dim, lo=1, strict=True)
+    members = frozenset(check_int("ids", c, lo=0, hi=m.MAX_CLIENT_ID, strict=True) for c in ids)
     n = len(members)
     security = check_security(security)
     if neighbours is None and n > shamir.MAX_HOLDERS:
@@ -179,11 +190,11 @@ def run_pooled_round(
             f"Argument 'inputs' may hold at most {shamir.MAX_HOLDERS} clients on the full graph, not {n}. "
             "To fix, use SecAgg+ (neighbours=k), whose evaluation points are local to a neighbourhood."
         )
-    t = check_int("threshold", threshold, lo=2, hi=max(2, n))
+    t = check_int("threshold", threshold, lo=2, hi=max(2, n), strict=True)
     if n < 2:
         raise ParameterError("Argument 'inputs' must hold at least 2 clients.")
     if neighbours is not None:
-        neighbours = check_int("neighbours", neighbours, lo=2, hi=shamir.MAX_HOLDERS - 1)
+        neighbours = check_int("neighbours", neighbours, lo=2, hi=shamir.MAX_HOLDERS - 1, strict=True)
         if t > min(neighbours, n - 1) + 1:
             raise ParameterError(
                 f"Argument 'threshold' must be <= neighbours + 1 = {min(neighbours, n - 1) + 1}, not {t}. "
@@ -219,7 +230,7 @@ def run_pooled_round(
         round_id = os.urandom(m.ROUND_ID_LEN)
     rng = None
     if seed is not None:
-        seed = check_int("seed", seed, lo=0, hi=(1 << 256) - 1)
+        seed = check_int("seed", seed, lo=0, hi=(1 << 256) - 1, strict=True)
         rng = np.random.default_rng(seed)
     plan = RoundPlan(
         bits=bits, dim=dim, threshold=t, neighbours=neighbours, security=security, round_id=round_id, seed=seed

@@ -62,6 +62,6 @@ class ClientPolicy:
 
     def __post_init__(self) -> None:
         check_security(self.security)
-        check_int("min_threshold", self.min_threshold, lo=2)
+        check_int("min_threshold", self.min_threshold, lo=2, strict=True)
         if self.neighbours is not None:
-            check_int("neighbours", self.neighbours, lo=2)
+            check_int("neighbours", self.neighbours, lo=2, strict=True)

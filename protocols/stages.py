@@ -5,6 +5,7 @@ from __future__ import annotations
 from enum import Enum
 
 from protocols.messages import Kind
+from secagg_dp.stages import PROTOCOL_STAGES
 
 __all__ = ["ClientStage", "ServerStage", "CLIENT_TRANSITIONS", "SERVER_ACCEPTS", "SERVER_ADVANCE", "STAGE_NAMES"]
 
@@ -80,10 +81,17 @@ SERVER_ADVANCE: dict[str, dict[ServerStage, ServerStage]] = {
 }
 
 # Public stage names of run_secagg_round's `dropouts`, mapped to the server stage collecting that message.
-STAGE_NAMES: dict[str, ServerStage] = {
-    "advertise_keys": ServerStage.COLLECT_KEYS,
-    "share_keys": ServerStage.COLLECT_SHARES,
-    "masked_input": ServerStage.COLLECT_MASKED,
-    "consistency": ServerStage.COLLECT_SIGNATURES,  # skipped in semi-honest mode
-    "unmasking": ServerStage.COLLECT_UNMASK,
-}
+# The names and their order are secagg_dp.stages.PROTOCOL_STAGES (the accountant's dropout model reads them there).
+STAGE_NAMES: dict[str, ServerStage] = dict(
+    zip(
+        PROTOCOL_STAGES,
+        (
+            ServerStage.COLLECT_KEYS,
+            ServerStage.COLLECT_SHARES,
+            ServerStage.COLLECT_MASKED,
+            ServerStage.COLLECT_SIGNATURES,  # skipped in semi-honest mode
+            ServerStage.COLLECT_UNMASK,
+        ),
+        strict=True,
+    )
+)

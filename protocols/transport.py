@@ -9,7 +9,9 @@ messages total O(n k) share boxes and n survivor lists, which the log would keep
 Phases are named ``"<stage>:down"`` (server to clients) and ``"<stage>:up"`` (clients to server) for the
 stages ``advertise_keys``, ``share_keys``, ``masked_input``, ``consistency`` (active mode only), ``unmasking``.
 An envelope's ``sender`` is the channel identity the transport authenticated; the driver hands it to the
-server, which refuses a message naming another sender.
+server, which refuses a message naming another sender. The transport's :attr:`~InProcessTransport.meter`
+counts the encoded bytes of every envelope sent, per client, stage and direction
+(:mod:`protocols.communication`; O(clients) memory, kept whether or not the log is).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from protocols.communication import Communication, CommunicationMeter
 from protocols.messages import Kind, peek_kind
 from secagg_dp.errors import ProtocolError
 from secagg_dp.rng import resolve_rng
@@ -121,8 +124,17 @@ class InProcessTransport:
         self.faults = faults or FaultInjector()
         self._held: dict[str, list[Envelope]] = {"down": [], "up": []}  # per direction
         self.log: list[tuple[str, Envelope]] = []
+        self.meter = CommunicationMeter()
+
+    def communication(self) -> Communication:
+        """Bytes each client sent and received so far, per stage (what the parties sent, before faults)."""
+        return self.meter.result()
 
     def deliver(self, phase: str, sent: list[Envelope]) -> list[Envelope]:
+        """The envelopes to hand over in ``phase``: ``sent`` (counted by :attr:`meter`) after the fault
+        rules, with the held-back and injected ones, in a seeded order."""
+        sent = list(sent)
+        self.meter.count(phase, sent)
         f = self.faults
         direction = phase.rsplit(":", 1)[-1]
         batch = self._held[direction] + list(f.injections.get(phase, []))

@@ -1,7 +1,9 @@
 """Argument validation shared by the whole package.
 
 Each helper returns the validated (and normalised) value or raises :class:`ParameterError` /
-``TypeError`` with a message naming the argument, the expectation and the value received.
+``TypeError`` with a message naming the argument, the expectation and the value received. The scalar checks
+take ``what`` (the noun before the name, ``"Argument"``) and ``error`` (the exception class) so that other
+layers, such as the simulator's config (``"Config key"``, ``ConfigError``), reuse them instead of copies.
 """
 
 from __future__ import annotations
@@ -27,18 +29,29 @@ def _fmt(value: Any) -> str:
     return repr(value) if not isinstance(value, float) else f"{value!r}"
 
 
-def check_int(name: str, value: Any, *, lo: int | None = None, hi: int | None = None) -> int:
-    """Return ``value`` as ``int`` if it is an integer (bools refused) in ``[lo, hi]``."""
+def check_int(
+    name: str,
+    value: Any,
+    *,
+    lo: int | None = None,
+    hi: int | None = None,
+    strict: bool = False,
+    what: str = "Argument",
+    error: type[ParameterError] = ParameterError,
+) -> int:
+    """Return ``value`` as ``int`` if it is an integer (bools refused) in ``[lo, hi]``.
+
+    ``strict=True`` also refuses an integral float (``7.0``): a count or a threshold is an integer type."""
     if type(value) is int and (lo is None or value >= lo) and (hi is None or value <= hi):
         return value  # fast path (exact int, so not a bool): the abstract-class check below is slow in hot loops
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        if isinstance(value, float) and value.is_integer():
+        if isinstance(value, float) and value.is_integer() and not strict:
             value = int(value)
         else:
-            raise ParameterError(f"Argument '{name}' must be an integer{range_text(lo, hi)}, not {_fmt(value)}.")
+            raise error(f"{what} '{name}' must be an integer{range_text(lo, hi)}, not {_fmt(value)}.")
     value = int(value)
     if (lo is not None and value < lo) or (hi is not None and value > hi):
-        raise ParameterError(f"Argument '{name}' must be an integer{range_text(lo, hi)}, not {value}.")
+        raise error(f"{what} '{name}' must be an integer{range_text(lo, hi)}, not {value}.")
     return int(value)
 
 
@@ -50,13 +63,15 @@ def check_real(
     hi: float | None = None,
     lo_open: bool = False,
     hi_open: bool = False,
+    what: str = "Argument",
+    error: type[ParameterError] = ParameterError,
 ) -> float:
     """Return ``value`` as a finite ``float`` in the given (open or closed) interval."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ParameterError(f"Argument '{name}' must be a real number, not {_fmt(value)}.")
+        raise error(f"{what} '{name}' must be a real number, not {_fmt(value)}.")
     v = float(value)
     if not math.isfinite(v):
-        raise ParameterError(f"Argument '{name}' must be finite, not {v}.")
+        raise error(f"{what} '{name}' must be finite, not {v}.")
     bad = (lo is not None and (v < lo or (lo_open and v == lo))) or (
         hi is not None and (v > hi or (hi_open and v == hi))
     )
@@ -65,7 +80,7 @@ def check_real(
         right = ")" if hi_open else "]"
         lo_s = "-inf" if lo is None else f"{lo:g}"
         hi_s = "inf" if hi is None else f"{hi:g}"
-        raise ParameterError(f"Argument '{name}' must lie in {left}{lo_s}, {hi_s}{right}, not {v!r}.")
+        raise error(f"{what} '{name}' must lie in {left}{lo_s}, {hi_s}{right}, not {v!r}.")
     return v
 
 

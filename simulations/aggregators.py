@@ -18,6 +18,7 @@ import numpy as np
 
 from secagg_dp import zq
 from secagg_dp.errors import ParameterError
+from secagg_dp.stages import NOISE_LOST_STAGES, stages_for
 
 __all__ = [
     "STAGES",
@@ -29,12 +30,18 @@ __all__ = [
     "included_clients",
     "ideal_aborts",
     "aborts_from_counts",
+    "abort_reason",
     "crypto_aggregate",
     "crypto_aggregate_on",
+    "crypto_round",
+    "crypto_round_on",
 ]
 
-STAGES = ("advertise_keys", "share_keys", "masked_input", "unmasking")
-INCLUDED_FROM = STAGES.index("unmasking")  # dropping at this stage or later keeps the input in the sum
+# The protocol's stages (secagg_dp.stages) without the active-only consistency stage, which the dropout model does
+# not draw: a client silent there has already sent its masked input, so it is in the sum like one silent at
+# unmasking. One dropout coin per stage, so the random stream is that of these 4 stages.
+STAGES = stages_for("semi-honest")
+INCLUDED_FROM = len(NOISE_LOST_STAGES)  # dropping at this stage or later keeps the input in the sum
 NO_DROP = len(STAGES)  # stage index of a client that never drops
 _ROWS = 1 << 18  # clients per chunk of coins: bounded memory at n = 10^7
 
@@ -80,15 +87,21 @@ def ideal_aborts(ids: list[int], dropouts: Mapping[str, set[int]], threshold: in
 
 def aborts_from_counts(checked_in: int, dropped_per_stage: list[int], threshold: int) -> bool:
     """:func:`ideal_aborts` from the number checked in and the number dropped at each stage (in order)."""
+    return abort_reason(checked_in, dict(zip(STAGES, dropped_per_stage, strict=False)), threshold) is not None
+
+
+def abort_reason(checked_in: int, dropped: Mapping[str, int], threshold: int) -> str | None:
+    """Why a round with these counts aborts (``None`` if it does not): fewer than the threshold t clients
+    checked in, or left after a stage (clients dropped at each stage of :data:`STAGES`, in order)."""
     threshold = max(threshold, 2)
     alive = checked_in
     if alive < threshold:
-        return True
-    for dropped in dropped_per_stage:
-        alive -= dropped
+        return "fewer than the threshold t clients checked in"
+    for stage in STAGES:
+        alive -= dropped.get(stage, 0)
         if alive < threshold:
-            return True
-    return False
+            return f"fewer than the threshold t clients left after stage {stage}"
+    return None
 
 
 def crypto_aggregate(
@@ -103,7 +116,34 @@ def crypto_aggregate(
     security: str = "active",
 ) -> tuple[np.ndarray, frozenset[int]]:
     """Run the full protocol on the clients' vectors (one row per id) with every client in this process:
-    :func:`crypto_aggregate_on` an ``InProcessClientPool``, which is what ``protocols.run_secagg_round`` runs."""
+    :func:`crypto_aggregate_on` an ``InProcessClientPool``, which is what ``protocols.run_secagg_round`` runs.
+    Returns ``(aggregate, survivors)``; :func:`crypto_round` returns the whole round result."""
+    res = crypto_round(
+        ids,
+        vectors,
+        bits=bits,
+        threshold=threshold,
+        dropouts=dropouts,
+        neighbours=neighbours,
+        seed=seed,
+        security=security,
+    )
+    return res.aggregate, frozenset(res.survivors)
+
+
+def crypto_round(
+    ids: list[int],
+    vectors: np.ndarray,
+    *,
+    bits: int,
+    threshold: int,
+    dropouts: Mapping[str, set[int]],
+    neighbours: int | None,
+    seed: int,
+    security: str = "active",
+):  # noqa: ANN201  (a protocols.SecAggResult)
+    """:func:`crypto_aggregate`, returning the ``protocols.SecAggResult`` (survivors, reports, timings and
+    the bytes each client sent and received, ``communication``)."""
     from protocols import InProcessClientPool
 
     rows = zq.check_residues("vectors", vectors, bits)
@@ -112,7 +152,7 @@ def crypto_aggregate(
             f"Argument 'vectors' must have one non-empty row per id ({len(ids)}), not shape {rows.shape}."
         )
     inputs = {int(cid): rows[i] for i, cid in enumerate(ids)}
-    return crypto_aggregate_on(
+    return crypto_round_on(
         InProcessClientPool(inputs),
         sorted(inputs),
         rows.shape[1],
@@ -139,7 +179,40 @@ def crypto_aggregate_on(
 ) -> tuple[np.ndarray, frozenset[int]]:
     """:func:`crypto_aggregate` with the clients (and their inputs, vectors of length ``dim``) in ``pool``;
     the server runs here (``protocols.run_pooled_round``). Same seed, same result as in-process."""
+    res = crypto_round_on(
+        pool,
+        ids,
+        dim,
+        bits=bits,
+        threshold=threshold,
+        dropouts=dropouts,
+        neighbours=neighbours,
+        seed=seed,
+        security=security,
+    )
+    return res.aggregate, frozenset(res.survivors)
+
+
+def crypto_round_on(
+    pool,  # noqa: ANN001  (a started-nowhere protocols.ClientPool holding the clients' inputs)
+    ids: list[int],
+    dim: int,
+    *,
+    bits: int,
+    threshold: int,
+    dropouts: Mapping[str, set[int]],
+    neighbours: int | None,
+    seed: int,
+    security: str = "active",
+):  # noqa: ANN201  (a protocols.SecAggResult)
+    """:func:`crypto_aggregate_on`, returning the ``protocols.SecAggResult`` (aggregate checked as residues).
+
+    The round id is derived from ``seed`` (``protocols.pool.seeded_sources``), not drawn afresh, so a seed
+    reproduces every message, and with it the graph and the bytes counted, on any pool."""
+    from dataclasses import replace
+
     from protocols import run_pooled_round
+    from protocols.pool import seeded_sources
 
     drops = {s: set(v) for s, v in dropouts.items() if v}
     result = run_pooled_round(
@@ -152,5 +225,6 @@ def crypto_aggregate_on(
         neighbours=neighbours,
         seed=seed,
         security=security,
+        round_id=seeded_sources(seed)[0],
     )
-    return zq.check_residues("aggregate", result.aggregate, bits), frozenset(result.survivors)
+    return replace(result, aggregate=zq.check_residues("aggregate", result.aggregate, bits))

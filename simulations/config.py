@@ -1,31 +1,32 @@
 """Scenario configuration: TOML schema, overrides and validation before any work starts.
 
 A scenario is a TOML file (``simulations/configs/*.toml``) with the sections below; every key is
-optional. A file loaded by :func:`load_config` takes every key it leaves out from the bundled
-``default.toml`` (the scenario ``secagg-dp simulate`` runs without arguments; an empty file runs exactly
-that, named after the file); :func:`build_config` alone starts from the values shown. Unknown sections or keys,
-wrong types and impossible combinations raise one :class:`~secagg_dp.errors.ConfigError` naming the key, before a
-single client runs.
+optional. There is one set of defaults: the bundled ``default.toml``, which is also the scenario
+``secagg-dp simulate`` runs without arguments. :data:`DEFAULTS` is read from it (plus the optional keys it
+leaves out), so :func:`build_config` and :func:`load_config` start from the same values, shown here (an
+empty file runs exactly this scenario, named after the file). Unknown sections or keys, wrong types and
+impossible combinations raise one :class:`~secagg_dp.errors.ConfigError` naming the key, before a single
+client runs.
 
 .. code-block:: toml
 
     name = "default"
-    mode = "ideal"              # "ideal" (modular sum computed directly) | "crypto" (run_secagg_round)
+    mode = "crypto"             # "ideal" (modular sum computed directly) | "crypto" (run_secagg_round)
     rounds = 5
-    seed = 0                    # omit for a fresh random seed (recorded in results.json)
+    seed = 0                    # the root seed (recorded in results.json); --seed overrides it
     executor = "inprocess"      # "inprocess" | "dask"
     scheduler = ""              # dask scheduler address; "" starts a LocalCluster
     rng = "aes-counter"         # simulation generator (rounding, noise): "aes-counter" | "pcg64", keyed by the seed
 
     [population]
-    clients = 100               # n
+    clients = 60                # n
     checkin = 0.5               # p: each client's own check-in coin
-    dropout = 0.0               # p': per client and per protocol stage
+    dropout = 0.05              # p': per client and per protocol stage
     sampling = "checkin"        # "checkin" | "fixed" (round(p*n) clients without replacement)
 
     [secagg]
     bits = 20                   # q = 2^bits
-    threshold_fraction = 0.5    # t = max(2, ceil(fraction * clients each client shares with)) ...
+    threshold_fraction = 0.2    # t = max(2, ceil(fraction * clients each client shares with)) ...
     # threshold = 10            # ... or an absolute t >= 2 (not both)
     # neighbours = 10           # SecAgg+ k-regular graph; omit for the full graph
     security = "active"         # "active" (malicious server; t raised to > 2n/3, or > (k+1)/2 with SecAgg+)
@@ -34,8 +35,8 @@ single client runs.
     [privacy]
     mechanism = "ddg"           # "ddg" (distributed discrete Gaussian) | "skellam"
     clip = 1.0                  # L2 clip c (of a client's vector or update; of one sample for logreg unit "sample")
-    noise_multiplier = 1.0      # z: the noise of the expected check-ins sums to std z*c
-    k_stddevs = 4.0             # scale rule: k standard deviations fit in Z_q
+    noise_multiplier = 4.0      # z: the noise of the expected check-ins sums to std z*c
+    k_stddevs = 7.0             # scale rule: k standard deviations fit in Z_q (a wrap below 1e-6 per round here)
     beta = 0.6065306597126334   # conditional rounding parameter, exp(-1/2)
     delta = 1e-5
     method = "rdp"              # "rdp" (binomial mixture) | "window" (window certificate)
@@ -48,8 +49,8 @@ single client runs.
     dim = 256                   # mean only: dimension of the client vectors
     # logreg only: local_steps = 1, sample_rate = 0.5, learning_rate = 2.0
 
-    [study]                     # optional: a grid of variants, each a full run
-    grid = { "population.dropout" = [0.0, 0.1, 0.3, 0.5] }
+    [study]                     # optional: a grid of variants, each a full run (default: no grid)
+    # grid = { "population.dropout" = [0.0, 0.1, 0.3, 0.5] }
     x = "epsilon"               # plotted x-axis: "epsilon" | "round" (per round) | a swept key (per variant)
     seeds = 1                   # runs per variant, with root seeds seed, seed+1, ...: plots show mean ± std
 
@@ -67,6 +68,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from secagg_dp._validate import check_int, check_real
 from secagg_dp.errors import ConfigError
 
 __all__ = [
@@ -88,30 +90,30 @@ __all__ = [
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
-DEFAULTS: dict[str, Any] = {
-    "name": "default",
-    "mode": "ideal",
-    "rounds": 5,
-    "seed": None,
-    "executor": "inprocess",
-    "scheduler": "",
-    "rng": "aes-counter",
-    "population": {"clients": 100, "checkin": 0.5, "dropout": 0.0, "sampling": "checkin"},
-    "secagg": {"bits": 20, "threshold_fraction": 0.5, "threshold": None, "neighbours": None, "security": "active"},
-    "privacy": {
-        "mechanism": "ddg",
-        "clip": 1.0,
-        "noise_multiplier": 1.0,
-        "k_stddevs": 4.0,
-        "beta": math.exp(-0.5),
-        "delta": 1e-5,
-        "method": "rdp",
-        "epsilon_budget": None,
-        "unit": "client",
-    },
-    "task": {"name": "mean", "dim": 256, "local_steps": 1, "sample_rate": 0.5, "learning_rate": 2.0},
+#: Keys ``default.toml`` leaves out, with their defaults: the optional ones (``None``: unset), the keys of the
+#: other task (logreg) and the study (no grid).
+_OPTIONAL: dict[str, Any] = {
+    "secagg": {"threshold": None, "neighbours": None},
+    "privacy": {"epsilon_budget": None},
+    "task": {"local_steps": 1, "sample_rate": 0.5, "learning_rate": 2.0},
     "study": {"grid": {}, "x": "epsilon", "seeds": 1},
 }
+
+
+def _load_defaults() -> dict[str, Any]:
+    """The one set of defaults: ``default.toml`` over :data:`_OPTIONAL`."""
+    doc = tomllib.loads((CONFIG_DIR / "default.toml").read_text(encoding="utf-8"))
+    out = copy.deepcopy(_OPTIONAL)
+    for key, val in doc.items():
+        if isinstance(val, dict):
+            out.setdefault(key, {}).update(val)
+        else:
+            out[key] = val
+    return out
+
+
+#: Every key with its default: ``default.toml`` (the scenario ``secagg-dp simulate`` runs) plus the optional keys.
+DEFAULTS: dict[str, Any] = _load_defaults()
 
 _TASK_KEYS = {"mean": {"name", "dim"}, "logreg": {"name", "local_steps", "sample_rate", "learning_rate"}}
 _LOGREG_DIM = 65 * 10  # 64 pixel features + bias, 10 classes (sklearn digits)
@@ -122,22 +124,23 @@ def _err(key: str, expected: str, value: Any) -> ConfigError:
 
 
 def _int(key: str, v: Any, lo: int | None = None, hi: int | None = None) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise _err(key, "an integer", v)
-    if (lo is not None and v < lo) or (hi is not None and v > hi):
-        rng = f" in [{lo}, {hi}]" if hi is not None else f" >= {lo}"
-        raise _err(key, f"an integer{rng}", v)
-    return v
+    """The library's integer check (:func:`secagg_dp._validate.check_int`, strict: TOML 7.0 is not 7) as a
+    ConfigError naming the config key."""
+    return check_int(key, v, lo=lo, hi=hi, strict=True, what="Config key", error=ConfigError)
 
 
 def _real(key: str, v: Any, lo: float, hi: float = math.inf, *, lo_open: bool = False, hi_open: bool = False) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise _err(key, "a finite number", v)
-    v = float(v)
-    if v < lo or v > hi or (lo_open and v == lo) or (hi_open and v == hi):
-        left, right = ("(" if lo_open else "["), (")" if hi_open else "]")
-        raise _err(key, f"a number in {left}{lo:g}, {hi:g}{right}", v)
-    return v
+    """The library's real-number check (:func:`secagg_dp._validate.check_real`) as a ConfigError."""
+    return check_real(
+        key,
+        v,
+        lo=lo,
+        hi=None if hi == math.inf else hi,
+        lo_open=lo_open,
+        hi_open=hi_open,
+        what="Config key",
+        error=ConfigError,
+    )
 
 
 def _choice(key: str, v: Any, options: tuple[str, ...]) -> str:

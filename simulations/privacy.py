@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from secagg_dp._validate import check_int, check_probability
+from secagg_dp.accounting.checkin.mixture import checkin_orders
 from secagg_dp.accounting.core.events import PrivacyEvent, check_neighbouring
 from secagg_dp.accounting.core.ledger import PrivacyLedger, register_event_type
 from secagg_dp.accounting.core.rdp import check_orders
@@ -61,8 +62,8 @@ from secagg_dp.errors import ConfigError, ParameterError
 
 __all__ = ["CheckinRound", "SimAccountant", "make_accountant", "effective_gamma", "ORDERS"]
 
-#: Orders of the simulator's ledger: the check-in accountant's integer orders 2..256.
-ORDERS = np.arange(2, 257, dtype=np.int64)
+#: Orders of the simulator's ledger: the check-in accountant's grid up to 256 (the integers 2..256).
+ORDERS = checkin_orders(256)
 
 
 def effective_gamma(checkin: float, dropout: float) -> float:
@@ -322,20 +323,32 @@ def _int_order(order: float) -> int | None:
     return int(order) if math.isfinite(order) else None
 
 
+def checkin_provider_for(cfg, plan):  # noqa: ANN001, ANN201
+    """The check-in accountant's provider for a scenario: :func:`secagg_dp.accounting.checkin.checkin_provider`
+    with the codec's sensitivities of one client's vector (client level) or one sample's encoded gradient
+    (``task.name = "logreg"`` with ``privacy.unit = "sample"``: S local steps, rate q inside each client)."""
+    from secagg_dp.accounting.checkin.providers import checkin_provider
+
+    sample_level = cfg.task.name == "logreg" and cfg.privacy.unit == "sample"
+    return checkin_provider(
+        cfg.privacy.mechanism,
+        cfg.population.clients,
+        sigma=plan.sigma_int,
+        l2_sensitivity=plan.l2_sensitivity,
+        l1_sensitivity=plan.l1_sensitivity,
+        dim=plan.padded_dim,
+        local_steps=cfg.task.local_steps if sample_level else None,
+        sample_rate=cfg.task.sample_rate if sample_level else 1.0,
+    )
+
+
 def _provider(cfg, plan):  # noqa: ANN001, ANN202
     """The per-k provider of the check-in mixture for this config, and a one-line label."""
-    from secagg_dp.accounting.checkin import bases as cm
-    from secagg_dp.accounting.checkin import mixture as ck
-
     if cfg.task.name == "logreg" and cfg.privacy.unit == "sample":
         return _logreg_provider(cfg, plan)
-    priv, n = cfg.privacy, cfg.population.clients
-    d2, d1 = 2.0 * plan.l2_sensitivity, 2.0 * plan.l1_sensitivity  # replace-one: twice the codec's bound
-    if priv.mechanism == "ddg":
-        mech = cm.DDGSum(sigma=plan.sigma_int, dim=plan.padded_dim, l2_sensitivity=d2, l1_sensitivity=d1)
-    else:
-        mech = cm.SkellamSum(variance=plan.sigma_int**2, l2_sensitivity=d2, l1_sensitivity=d1)
-    provider = ck.SubsampledCheckin(mechanism=mech, n=n)
+    n = cfg.population.clients
+    provider = checkin_provider_for(cfg, plan)  # replace-one: twice the codec's bounds
+    mech = provider.mechanism
     unit = "" if cfg.task.name == "mean" else f", one clipped update of {cfg.task.local_steps} local step(s) per client"
     return provider, f"{type(mech).__name__}({mech}) subsampled w/o replacement at k/n, n={n}{unit}"
 
@@ -347,17 +360,10 @@ def _logreg_provider(cfg, plan):  # noqa: ANN001, ANN202
     (S = 1: joint noise of the k clients; S >= 2: S-fold adaptive composition of the client's own per-step
     noise, Mironov 2017 Prop. 1; Poisson rate q inside each client, Zhu & Wang 2019 Thm 5) with Delta_2,
     Delta_1 of one encoded sample on the grid. Check-in: joint convexity at rate k/n (any unit of privacy)."""
-    from secagg_dp.accounting.checkin import local_steps as ls
-    from secagg_dp.accounting.checkin import mixture as ck
-
-    priv, task, n = cfg.privacy, cfg.task, cfg.population.clients
-    d2, d1 = plan.l2_sensitivity, plan.l1_sensitivity  # add-remove of one sample: one encoded gradient
-    common = {"l2_sensitivity": d2, "l1_sensitivity": d1, "steps": task.local_steps, "sample_rate": task.sample_rate}
-    if priv.mechanism == "ddg":
-        base = ls.LocalStepsDDG(sigma=plan.sigma_int, dim=plan.padded_dim, **common)
-    else:
-        base = ls.LocalStepsSkellam(variance=plan.sigma_int**2, **common)
-    provider = ck.SubsampledCheckin(mechanism=base, n=n, amplification="joint-convexity", neighbouring="add-remove")
+    task, n = cfg.task, cfg.population.clients
+    d2 = plan.l2_sensitivity  # add-remove of one sample: one encoded gradient
+    provider = checkin_provider_for(cfg, plan)
+    base = provider.mechanism
     noise = "joint noise" if task.local_steps == 1 else "own noise per step"
     label = (
         f"{type(base).__name__}(S={task.local_steps}, q={task.sample_rate:g}, sigma_int={plan.sigma_int:.6g}, "

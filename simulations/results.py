@@ -23,6 +23,8 @@ STUDY_SCHEMA = "secagg-dp/simulate-study/1"
 _STATUSES = {"running", "complete", "interrupted", "failed", "budget_exhausted"}
 _RUN_KEYS = {"schema", "status", "config", "seeds", "derived", "privacy", "rounds", "summary", "software"}
 _ROUND_KEYS = {"round", "checked_in", "included", "aborted", "epsilon", "order", "metrics", "seconds"}
+#: Keys of a ``communication`` object (crypto mode; ``null`` in ideal mode and for an aborted round).
+COMMUNICATION_KEYS = {"upload_bytes_mean", "upload_bytes_max", "download_bytes_mean", "download_bytes_max", "raw_bytes"}
 
 
 #: Reason attached to an infinite ε written as ``null`` (docs/cli-output.md, "Infinite values").
@@ -113,6 +115,10 @@ def check_results(doc: dict[str, Any]) -> None:
             raise ValueError(f"round {i} lacks keys {sorted(_ROUND_KEYS - set(rnd))}")
         if rnd["round"] != i:
             raise ValueError(f"round {i} is numbered {rnd['round']}")
+    for where, obj in [*((f"round {r['round']}", r) for r in doc["rounds"]), ("summary", doc["summary"])]:
+        comm = obj.get("communication")
+        if comm is not None and COMMUNICATION_KEYS - set(comm):
+            raise ValueError(f"{where}: communication lacks keys {sorted(COMMUNICATION_KEYS - set(comm))}")
 
 
 def read_results(path: str | Path) -> dict[str, Any]:

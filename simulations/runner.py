@@ -203,6 +203,47 @@ class RoundRecord:
     order: float | None
     metrics: dict[str, float]
     seconds: dict[str, float]
+    communication: dict[str, Any] | None = None  # crypto mode: bytes per client (see communication_record)
+
+
+def communication_record(comm: Any, dim: int, bits: int) -> dict[str, Any]:
+    """A round's ``communication`` object for results.json: bytes per participating client, all stages
+    (``upload_bytes_mean``/``_max``, ``download_bytes_mean``/``_max``), ``raw_bytes`` = ceil(d bits / 8) of
+    the unmasked vector, the ``clients`` counted and the per-stage breakdown ``stages``.
+
+    ``comm`` is the round's :class:`protocols.communication.Communication`."""
+    out = comm.summary()
+    stages = out.pop("stages")
+    return {**out, "raw_bytes": -(-dim * bits // 8), "stages": stages}
+
+
+def summarise_communication(records: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The run's ``communication`` summary over its measured rounds: means weighted by each round's
+    participating clients (bytes per client per round), maxima over rounds; ``None`` if no round was measured."""
+    recs = [r for r in records if r]
+    if not recs:
+        return None
+    weights = np.asarray([r["clients"] for r in recs], dtype=float)
+
+    def combine(parts: list[dict[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key in parts[0]:
+            vals = [p[key] for p in parts]
+            if key.endswith("_mean"):
+                out[key] = float(np.dot(weights, vals) / weights.sum()) if weights.sum() else 0.0
+            elif key.endswith("_max"):
+                out[key] = int(max(vals))
+        return out
+
+    stages = list(dict.fromkeys(s for r in recs for s in r["stages"]))
+    zero = dict.fromkeys(("upload_bytes_mean", "upload_bytes_max", "download_bytes_mean", "download_bytes_max"), 0)
+    return {
+        **combine(recs),
+        "raw_bytes": recs[-1]["raw_bytes"],
+        "rounds": len(recs),
+        "clients_mean": float(weights.mean()),
+        "stages": {s: combine([r["stages"].get(s, zero) for r in recs]) for s in stages},
+    }
 
 
 def _round_rng(root: int, r: int, purpose: int) -> np.random.Generator:
@@ -339,10 +380,31 @@ def _summary(doc: dict[str, Any], seconds: float) -> dict[str, Any]:
         "epsilon": last["epsilon"] if last else 0.0,
         "delta": doc["privacy"].get("delta"),
         "method": doc["privacy"].get("method"),
-        "aborted_rounds": sum(r["aborted"] for r in rounds),
+        **_aborts(rounds),
         "mean_included": float(np.mean([r["included"] for r in rounds])) if rounds else 0.0,
         "final_metrics": scored[-1]["metrics"] if scored else {},
+        "communication": summarise_communication([r.get("communication") for r in rounds]),
         "seconds": seconds,
+    }
+
+
+def _aborts(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Summary of the aborted rounds: how many, why (reason -> rounds), and what they were charged.
+
+    Every round is charged, aborted ones too (conservative), and every round is the same privacy event, so the
+    certificate of the completed rounds alone is the one after that many rounds (``epsilon_completed_rounds``);
+    the summary's ``epsilon`` includes the aborted rounds' charge."""
+    aborted = [r for r in rounds if r["aborted"]]
+    reasons: dict[str, int] = {}
+    for r in aborted:
+        why = aggregators.abort_reason(r["checked_in"], r.get("dropped", {}), r["threshold"])
+        why = why or "the protocol aborted (a neighbourhood below the threshold, or a refused message)"
+        reasons[why] = reasons.get(why, 0) + 1
+    done = len(rounds) - len(aborted)
+    return {
+        "aborted_rounds": len(aborted),
+        "abort_reasons": reasons,
+        "epsilon_completed_rounds": rounds[done - 1]["epsilon"] if done else 0.0,
     }
 
 
@@ -356,6 +418,7 @@ class RoundAggregate:
     aggregate: np.ndarray | None  # None when the round aborted
     truth: np.ndarray | None
     seconds: dict[str, float]
+    communication: Any = None  # crypto mode, completed round: protocols.communication.Communication
 
     def dropped_counts(self) -> dict[str, int]:
         counts = np.bincount(self.drop_stages, minlength=len(aggregators.STAGES) + 1)
@@ -393,7 +456,7 @@ def aggregate_round(cfg: SimConfig, p: Plan, root: int, r: int, model: Any, exec
         unit=cfg.privacy.unit,
         generator=cfg.rng,
     )
-    aggregate = truth = None
+    aggregate = truth = comm = None
     t1 = time.perf_counter()
     if mode == "ideal":
         if not aggregators.aborts_from_counts(len(ids), [int(c) for c in counts], t):
@@ -423,7 +486,8 @@ def aggregate_round(cfg: SimConfig, p: Plan, root: int, r: int, model: Any, exec
                 secs["clients"] = time.perf_counter() - t1
                 t2 = time.perf_counter()
                 try:
-                    aggregate, survivors = aggregators.crypto_aggregate_on(pool, pool.ids, p.padded_dim, **crypto)
+                    res = aggregators.crypto_round_on(pool, pool.ids, p.padded_dim, **crypto)
+                    aggregate, survivors, comm = res.aggregate, frozenset(res.survivors), res.communication
                 except ProtocolError:
                     aggregate = None
         else:
@@ -434,7 +498,8 @@ def aggregate_round(cfg: SimConfig, p: Plan, root: int, r: int, model: Any, exec
                 all_ids = [int(c) for pt in parts for c in pt[0]]
                 vectors = np.concatenate([pt[1] for pt in parts])
                 try:
-                    aggregate, survivors = aggregators.crypto_aggregate(all_ids, vectors, **crypto)
+                    res = aggregators.crypto_round(all_ids, vectors, **crypto)
+                    aggregate, survivors, comm = res.aggregate, frozenset(res.survivors), res.communication
                 except ProtocolError:
                     aggregate = None
         if aggregate is not None:
@@ -446,7 +511,7 @@ def aggregate_round(cfg: SimConfig, p: Plan, root: int, r: int, model: Any, exec
                 )
             truth = client_truth(spec, included)
         secs["secagg"] = time.perf_counter() - t2
-    return RoundAggregate(ids, stages, included, t, spec, aggregate, truth, secs)
+    return RoundAggregate(ids, stages, included, t, spec, aggregate, truth, secs, comm)
 
 
 def _one_round(cfg, p: Plan, task, model, root: int, r: int, executor, acct) -> tuple[RoundRecord, Any]:
@@ -480,6 +545,9 @@ def _one_round(cfg, p: Plan, task, model, root: int, r: int, executor, acct) -> 
         order=None if order is None else float(order),
         metrics=metrics,
         seconds=secs,
+        communication=None
+        if ra.communication is None
+        else communication_record(ra.communication, p.padded_dim, ra.spec.bits),
     )
     return rec, model
 

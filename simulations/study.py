@@ -94,7 +94,8 @@ def _with_seed(cfg: SimConfig, root: int) -> SimConfig:
 
 
 def summary_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per run: label, rounds, mean participants, certified epsilon, final utility."""
+    """One row per run: label, rounds, mean participants, certified epsilon, final utility and, in crypto
+    mode, the mean kB each participating client uploaded and downloaded per round."""
     runs = doc["runs"] if "runs" in doc else [{"label": doc["config"]["name"], "results": doc}]
     rows = []
     for run in runs:
@@ -111,6 +112,10 @@ def summary_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
             "method": s.get("method"),
         }
         row.update(s.get("final_metrics", {}))
+        comm = s.get("communication")
+        if comm:  # crypto mode: mean bytes per participating client per round, in kB (10^3 bytes)
+            row["up kB/client"] = comm["upload_bytes_mean"] / 1e3
+            row["down kB/client"] = comm["download_bytes_mean"] / 1e3
         row["seconds"] = s.get("seconds", 0.0)
         rows.append(row)
     return rows

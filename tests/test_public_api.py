@@ -22,6 +22,7 @@ PACKAGES = [
     "secagg_dp.accounting",
     "secagg_dp.errors",
     "secagg_dp.rng",
+    "secagg_dp.stages",
 ]
 
 

@@ -10,7 +10,7 @@
 
 Imports point one way (checkin -> core, shuffle -> core and the check-in binomial kernels). Every formula
 has one implementation, in the core. This package re-exports the public names of all three; names that
-differ only by module (``checkin.DEFAULT_ORDERS`` = integers 2..256 then every 16th to 1024, each shuffle module's
+differ only by module (``checkin.DEFAULT_ORDERS``, the former name of ``CHECKIN_ORDERS``, each shuffle module's
 ``NEIGHBOURING``, the check-in adapter ``checkin.rdp_to_epsilon``) stay in their modules.
 """
 
@@ -46,6 +46,7 @@ from secagg_dp.accounting.checkin.local_steps import (
     table1_comparison,
 )
 from secagg_dp.accounting.checkin.mixture import (
+    CHECKIN_ORDERS,
     OBSERVERS,
     BaseMechanism,
     CheckinCertificate,
@@ -73,6 +74,7 @@ from secagg_dp.accounting.checkin.pld import (
     epsilon_for_delta,
     wor_gaussian_delta,
 )
+from secagg_dp.accounting.checkin.providers import CHECKIN_MECHANISMS, checkin_provider
 from secagg_dp.accounting.checkin.tails import log_binom_pmf, log_binom_tail_ub
 from secagg_dp.accounting.core.calibration import (
     calibrate_gaussian_noise_multiplier,
@@ -187,6 +189,9 @@ __all__ = [
     "wor_gaussian_pair_log_am1",
     "wor_gaussian_pair_rdp",
     "checkin_orders",
+    "CHECKIN_ORDERS",
+    "checkin_provider",
+    "CHECKIN_MECHANISMS",
     "poisson_subsampled_gaussian_log_am1",
     "poisson_subsampled_gaussian_rdp",
     "poisson_subsampled_rdp",

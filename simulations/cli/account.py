@@ -281,7 +281,7 @@ def _server_view(args: argparse.Namespace, ev: Any, rounds: int, rdp: Any, order
     return {
         "observer": "server",
         "epsilon": eps if math.isfinite(eps) else "inf",
-        "order": _order_value(order),
+        "order": _order_value(order) if math.isfinite(eps) else None,
         "sees": sees,
     }
 
@@ -314,9 +314,12 @@ def _emit(args: argparse.Namespace, out: dict[str, Any], *, with_rdp: bool) -> i
         f"{out['neighbouring']}, {out['rounds']} round(s))\nmethod: {out['method']}"
     )
     srv = out["server"]
+    srv_eps = srv["epsilon"]  # "inf" (a string, for JSON) when no finite bound exists
+    srv_text = f"{srv_eps:.10g}" if isinstance(srv_eps, float) and math.isfinite(srv_eps) else "inf"
+    srv_order = "-" if srv["order"] is None else srv["order"]
     print(
-        f"observer analyst (sees the released aggregate): epsilon = {out['epsilon']:.10g}\n"
-        f"observer server (sees {srv['sees']}): epsilon = {srv['epsilon']:.10g} (order {srv['order']})"
+        f"observer analyst (sees the released aggregate): epsilon = {eps_text}\n"
+        f"observer server (sees {srv['sees']}): epsilon = {srv_text} (order {srv_order})"
     )
     if with_rdp:
         for a, v in zip(rdp["orders"], rdp["values"], strict=True):

@@ -133,23 +133,11 @@ def _handle(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from secagg_dp.accounting.checkin.bases import DDGSum, GaussianSum, SkellamSum
     from secagg_dp.accounting.checkin.dropout import effective_checkin_rate
-    from secagg_dp.accounting.checkin.local_steps import (
-        SEED004_LABEL,
-        LocalStepsDDG,
-        LocalStepsGaussian,
-        LocalStepsSkellam,
-        seed004_joint_noise_rdp,
-    )
-    from secagg_dp.accounting.checkin.mixture import (
-        BaseMechanism,
-        SubsampledCheckin,
-        checkin_epsilon,
-        checkin_orders,
-        rdp_to_epsilon,
-    )
+    from secagg_dp.accounting.checkin.local_steps import SEED004_LABEL, seed004_joint_noise_rdp
+    from secagg_dp.accounting.checkin.mixture import checkin_epsilon, checkin_orders, rdp_to_epsilon
     from secagg_dp.accounting.checkin.observers import server_certificate, server_ex_post_certificate
+    from secagg_dp.accounting.checkin.providers import checkin_provider
     from secagg_dp.accounting.core.conversion import LargestOrderWarning
     from secagg_dp.errors import ParameterError
     from simulations.cli._output import dumps, rdp_curve
@@ -163,30 +151,23 @@ def _handle(args: argparse.Namespace) -> int:
             raise ParameterError("Argument '--p' needs '--dropout' (use --dropout 0 for none).")
         gamma = effective_checkin_rate(args.p, args.dropout, args.dropout_stages)
     orders = checkin_orders(args.max_order)
-    s, d = args.scale, args.dim
     local = args.local_steps is not None
-    if local:
-        sens = s  # one sample, add-remove, in grid units for the discrete mechanisms
-        d2, d1 = sens, sens * min(math.sqrt(d), sens)
-        if args.mechanism == "gaussian":
-            mech: BaseMechanism = LocalStepsGaussian(args.sigma, args.local_steps, args.sample_rate)
-        elif args.mechanism == "skellam":
-            mech = LocalStepsSkellam(max((args.sigma * s) ** 2, 5e-324), d2, d1, args.local_steps, args.sample_rate)
-        else:
-            mech = LocalStepsDDG(args.sigma * s, d, d2, d1, args.local_steps, args.sample_rate)
-        prov = SubsampledCheckin(mech, args.n, amplification="joint-convexity", neighbouring="add-remove")
-    else:
-        if args.sample_rate != 1.0:
-            raise ParameterError("Argument '--sample-rate' needs '--local-steps'.")
-        d2 = 2.0 * s
-        d1 = d2 * min(math.sqrt(d), d2)
-        if args.mechanism == "gaussian":
-            mech = GaussianSum(args.sigma)
-        elif args.mechanism == "skellam":
-            mech = SkellamSum(max((args.sigma * s) ** 2, 5e-324), d2, d1)  # underflow: a smaller variance, larger ε
-        else:
-            mech = DDGSum(args.sigma * s, d, d2, d1)
-        prov = SubsampledCheckin(mech, args.n, amplification=args.amplification)
+    if not local and args.sample_rate != 1.0:
+        raise ParameterError("Argument '--sample-rate' needs '--local-steps'.")
+    # one client's (or, with local steps, one sample's) vector has L2 norm <= C = 1: `scale` grid points for the
+    # discrete mechanisms; the Gaussian is scale-free (only sigma / C matters)
+    s = 1.0 if args.mechanism == "gaussian" else args.scale
+    prov = checkin_provider(
+        args.mechanism,
+        args.n,
+        sigma=args.sigma * s,
+        l2_sensitivity=s,
+        dim=args.dim,
+        local_steps=args.local_steps,
+        sample_rate=args.sample_rate,
+        amplification=args.amplification,
+    )
+    mech = prov.mechanism
     pld_ok = not local and args.mechanism == "gaussian"
     method = args.method or ("pld" if pld_ok and not args.rdp else "rdp")
     if method == "pld" and not pld_ok:
@@ -229,7 +210,7 @@ def _handle(args: argparse.Namespace) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             old_rdp = args.rounds * checkin_rdp(_JointConvexityTable(old_prov, args.n), args.n, gamma, orders)
-            old_eps = rdp_to_epsilon(old_rdp, orders, args.delta)[0]
+            old_eps = rdp_to_epsilon(orders=orders, rdp=old_rdp, delta=args.delta)[0]
         comparison = {
             "bound": SEED004_LABEL,
             "certificate": False,

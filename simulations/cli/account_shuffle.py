@@ -1,8 +1,8 @@
 """``secagg-dp account shuffle-gaussian`` and ``secagg-dp account shuffled-checkin``.
 
-JSON keys: ``epsilon``, ``delta``, ``order``, ``method``, ``neighbouring``, ``bound`` ("lower" or
-"upper"), ``certificate`` (true only for upper bounds), ``caveats``; ``rdp`` (orders and values) with
-``--rdp``. A "lower" result is never a privacy certificate.
+JSON keys: ``epsilon``, ``delta``, ``order``, ``method``, ``neighbouring``, ``bound`` ("lower", "upper" or
+"estimate"), ``certificate`` (true only for proven upper bounds), ``caveats``; ``rdp`` (orders and values) with
+``--rdp``. A "lower" or "estimate" result is never a privacy certificate.
 """
 
 from __future__ import annotations
@@ -18,6 +18,11 @@ __all__ = ["register_account"]
 _GAUSS_METHODS = ("windowed", "chernoff", "pair-lower", "gaussian-upper")
 _LDP_METHODS = ("approach1", "approach2", "first-cut", "seed000-upper", "seed000-lower")
 
+_CAVEAT_LDP_DELTA = (
+    "ESTIMATE, not a certificate: the per-round delta (delta0 through shuffling, sampling and the check-in "
+    "mixture) is carried beside the RDP of the epsilon part, a step no cited result proves for this chain "
+    "(LHT22 Lemma 1, which it replaces, is false for delta > 0)"
+)
 _CAVEAT_LOWER = "LOWER bound (LHT22 Thm 3: one neighbouring pair); not a privacy certificate"
 
 
@@ -273,9 +278,9 @@ def _handle_checkin(args) -> int:
         "order": res.order if math.isfinite(res.order) else None,
         "method": res.method,
         "neighbouring": "replace-one",
-        "bound": "upper",
-        "certificate": math.isfinite(res.epsilon),
-        "caveats": ["delta carried as delta-approximate RDP instead of LHT22 Lemma 1 (unsound for delta > 0)"],
+        "bound": "estimate",
+        "certificate": False,
+        "caveats": [_CAVEAT_LDP_DELTA],
     }
     args.rdp = False  # the LDP approaches report (epsilon, delta) only
     return _emit(args, out, orders, [])

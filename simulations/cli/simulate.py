@@ -95,11 +95,13 @@ def handle(args: argparse.Namespace) -> int:
     _check_extras(cfg, plots=not args.no_plots, progress=progress)
     if cfg.executor == "dask" and cfg.scheduler:
         _check_scheduler(cfg.scheduler)
+    _check_out(out)
     try:
         doc = run(cfg, out, progress=progress, plots=not args.no_plots)
     except KeyboardInterrupt:
         print(f"secagg-dp: interrupted; partial results in {out / 'results.json'}", file=sys.stderr)
         return 130
+    _warn_aborts(doc)
     if args.json:
         from simulations.results import jsonable
 
@@ -110,6 +112,43 @@ def handle(args: argparse.Namespace) -> int:
         print()
         print(summary_text(doc, out))
     return 0
+
+
+def _warn_aborts(doc: dict) -> None:
+    """One warning line on stderr per run with aborted rounds: how many, why, and what they were charged."""
+    runs = doc["runs"] if "runs" in doc else [{"label": doc["config"]["name"], "results": doc}]
+    for r in runs:
+        s = r["results"].get("summary", {})
+        if not s.get("aborted_rounds"):
+            continue
+        why = "; ".join(f"{k}: {v}" for k, v in s.get("abort_reasons", {}).items())
+        print(
+            f"secagg-dp: warning: {r['label']}: {s['aborted_rounds']} of {len(r['results']['rounds'])} rounds aborted "
+            f"({why}); nothing was released for them, yet each is charged as a full round: epsilon = "
+            f"{s['epsilon']:.4g} at delta = {s['delta']:g}, of which the completed rounds alone account for "
+            f"{s['epsilon_completed_rounds']:.4g}. To fix, lower population.dropout or secagg.threshold, or raise "
+            "population.clients or population.checkin.",
+            file=sys.stderr,
+        )
+
+
+def _check_out(out: Path) -> None:
+    """Prove the output folder can be created and written before any round runs (one ConfigError, not a
+    traceback); folders created for the probe are removed again."""
+    import tempfile
+
+    created = [p for p in (out, *out.parents) if not p.exists()]  # removed again: the run creates them
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+        for p in created:  # innermost first; rmdir removes empty folders only
+            p.rmdir()
+    except OSError as exc:
+        raise ConfigError(
+            f"Argument '--out' must be a folder that can be created and written, not {str(out)!r} "
+            f"({exc.strerror or exc})."
+        ) from None
 
 
 def summary_text(doc: dict, out: Path) -> str:
@@ -134,6 +173,9 @@ def summary_text(doc: dict, out: Path) -> str:
                 f"{tag}stopped: budget exhausted after {done} rounds "
                 f"(epsilon_budget = {priv.get('ledger', {}).get('epsilon_budget')})"
             )
+        comm = res["summary"].get("communication")
+        if comm:
+            lines.append(f"{tag}{communication_line(comm)}")
         wrap = res.get("derived", {}).get("wrap_probability_bound")
         if wrap is not None and wrap > _WRAP_NOTE:
             lines.append(
@@ -149,6 +191,17 @@ def summary_text(doc: dict, out: Path) -> str:
     ledgers = [out / r["out"] / "ledger.sqlite" if r["out"] else out / "ledger.sqlite" for r in runs]
     lines.append("ledger: " + ", ".join(str(p) for p in ledgers if p.exists()))
     return "\n".join(lines)
+
+
+def communication_line(comm: dict) -> str:
+    """The ``summary.communication`` of a crypto-mode run in one line (kB = 10^3 bytes)."""
+    raw = comm["raw_bytes"]
+    ratio = f" = {comm['upload_bytes_mean'] / raw:.3g}x the {raw / 1e3:.4g} kB unmasked vector" if raw else ""
+    return (
+        f"communication per client per round: upload {comm['upload_bytes_mean'] / 1e3:.4g} kB mean{ratio}, "
+        f"{comm['upload_bytes_max'] / 1e3:.4g} kB max; download {comm['download_bytes_mean'] / 1e3:.4g} kB mean, "
+        f"{comm['download_bytes_max'] / 1e3:.4g} kB max"
+    )
 
 
 def _check_extras(cfg, *, plots: bool, progress: bool) -> None:  # noqa: ANN001

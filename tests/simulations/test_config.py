@@ -37,8 +37,31 @@ def test_bad_config_raises_config_error(raw, overrides, needle):
 
 
 def test_threshold_greater_than_clients_via_override():
-    with pytest.raises(ConfigError, match="must be <= population.clients = 100, not 101"):
-        build_config({}, ["secagg.threshold=101"])
+    with pytest.raises(ConfigError, match="must be <= population.clients = 60, not 61"):  # default.toml: n = 60
+        build_config({}, ["secagg.threshold=61"])
+
+
+def test_one_set_of_defaults_shown_in_the_docstring():
+    import copy
+    import re
+    import tomllib
+
+    import simulations.config as config
+
+    # build_config and load_config start from the same scenario: default.toml
+    assert build_config({}) == load_config(None)
+    assert build_config({}).as_dict() == load_config("default").as_dict()
+    # the docstring's TOML block (commented keys are comments) has exactly default.toml's keys and values
+    block = config.__doc__.split(".. code-block:: toml", 1)[1].split("\n\nOverrides", 1)[0]
+    shown = tomllib.loads("\n".join(ln[4:] for ln in block.splitlines()))
+    toml = tomllib.loads((config.CONFIG_DIR / "default.toml").read_text())
+    study = shown.pop("study")
+    assert shown == toml
+    want = copy.deepcopy(config.DEFAULTS)
+    assert study == {k: v for k, v in want["study"].items() if k != "grid"} and want["study"]["grid"] == {}
+    # the commented optional keys of the docstring are the ones default.toml leaves out
+    commented = set(re.findall(r"^\s*# (\w+) = ", block, flags=re.M))
+    assert {"threshold", "neighbours", "epsilon_budget", "grid"} <= commented
 
 
 def test_bits_too_small_for_clients_is_a_config_error_before_work(tmp_path):

@@ -129,7 +129,7 @@ def chernoff_shortcut_epsilon(
     r = rounds * chernoff_shortcut_rdp(GaussianSum(sigma), n, gamma, orders)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        eps, order = rdp_to_epsilon(r, orders, delta)
+        eps, order = rdp_to_epsilon(orders=orders, rdp=r, delta=delta)
     return {
         "epsilon": eps,
         "order": order,

@@ -31,6 +31,7 @@ from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.accounting.core.conversion import rdp_to_dp
 from secagg_dp.accounting.core.rdp import DEFAULT_ORDERS, gaussian_rdp
 from secagg_dp.errors import ParameterError
+from secagg_dp.stages import NOISE_LOST_STAGES
 
 __all__ = [
     "PROTOCOL_DROPOUT_STAGES",
@@ -45,8 +46,8 @@ __all__ = [
 
 
 #: Stages of our secure-aggregation protocol at which a client can drop before its masked input is received
-#: (advertise_keys, share_keys, masked_input).
-PROTOCOL_DROPOUT_STAGES = 3
+#: (advertise_keys, share_keys, masked_input): derived from the protocol's stage definition.
+PROTOCOL_DROPOUT_STAGES = len(NOISE_LOST_STAGES)
 
 
 def effective_checkin_rate(p: float, dropout: float, dropout_stages: int = PROTOCOL_DROPOUT_STAGES) -> float:
@@ -148,8 +149,7 @@ def p_versus_gamma(
     Returns both; ``conservative`` is True iff eps(p) >= eps(gamma). Not a theorem: a numerical check, and
     its answer depends on the subsampling bound (``amplification`` as in ``SubsampledCheckin``)."""
     from secagg_dp.accounting.checkin.bases import GaussianSum
-    from secagg_dp.accounting.checkin.mixture import DEFAULT_ORDERS as CHECKIN_ORDERS
-    from secagg_dp.accounting.checkin.mixture import SubsampledCheckin, checkin_epsilon
+    from secagg_dp.accounting.checkin.mixture import CHECKIN_ORDERS, SubsampledCheckin, checkin_epsilon
 
     orders = CHECKIN_ORDERS if orders is None else np.asarray(orders)
     gamma = effective_checkin_rate(p, dropout, dropout_stages)

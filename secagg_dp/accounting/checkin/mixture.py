@@ -45,6 +45,7 @@ from secagg_dp.accounting.core.subsampling import wor_subsampled_gaussian_log_am
 from secagg_dp.errors import ParameterError
 
 __all__ = [
+    "CHECKIN_ORDERS",
     "DEFAULT_ORDERS",
     "checkin_orders",
     "BaseMechanism",
@@ -74,7 +75,14 @@ def checkin_orders(max_order: int = 1024) -> np.ndarray:
 
 # Orders up to 1024: at small delta the optimum sits above 256 (n = 6e5, gamma = 1e-3, delta = 1e-8, T = 10:
 # the window certificate falls from 0.047 at 256 to 0.010 at 1024 with the dominating-pair bound).
-DEFAULT_ORDERS = checkin_orders(1024)
+CHECKIN_ORDERS = checkin_orders(1024)
+"""The check-in accountant's default orders: integers only (its subsampling bounds need them), 2..256 then every
+16th to 1024. Differs on purpose from the core's ``DEFAULT_ORDERS`` (which has fractional orders)."""
+CHECKIN_ORDERS.setflags(write=False)
+DEFAULT_ORDERS = CHECKIN_ORDERS  # the former name, kept importable: checkin.DEFAULT_ORDERS is CHECKIN_ORDERS
+#: Largest exact core (client counts k evaluated one by one): bounds the work at about a minute and 2.5 GB
+#: (n = 1e9 at gamma = 0.1 has 113 843); larger cores are refused, naming the limit.
+MAX_EXACT_CORE = 2**17
 _ROUNDING_GUARD = 1e-12  # relative inflation of sum P(k) expm1(.) covering float64 rounding of the sum
 
 
@@ -327,6 +335,13 @@ def checkin_mixture(
         c_hi = int(min(hi, math.ceil(mu + half)))
         if c_lo > c_hi:  # core outside range: start from the nearest end
             c_lo = c_hi = lo1 if mu < lo1 else hi
+    if c_hi - c_lo + 1 > MAX_EXACT_CORE:
+        raise ParameterError(
+            f"Arguments 'n' = {n} and 'gamma' = {gamma!r} put {c_hi - c_lo + 1} client counts in the exact core of "
+            f"the check-in mixture ({core_sd:g} standard deviations of Bin(n, gamma) each side); supported up to "
+            f"{MAX_EXACT_CORE} (n * gamma * (1 - gamma) up to about {(MAX_EXACT_CORE / (2 * core_sd)) ** 2:.3g}). "
+            "To fix, use a smaller n or gamma."
+        )
     ks = np.arange(c_lo, c_hi + 1, dtype=np.float64)
     exact = _add_log(log_binom_pmf(n, ks, gamma)[:, None], provider.log_expm1_upper(ks, ks, orders))
     log_exact = _lse_rows(exact)
@@ -381,11 +396,30 @@ def checkin_rdp(
     return checkin_mixture(provider, n, gamma, orders, **kwargs).rdp
 
 
-def rdp_to_epsilon(rdp: np.ndarray, orders: np.ndarray, delta: float) -> tuple[float, int]:
+def rdp_to_epsilon(*args: Any, orders: Any = None, rdp: Any = None, delta: float | None = None) -> tuple[float, int]:
     """(eps, best integer order) from RDP by the core conversion :func:`~secagg_dp.accounting.core.conversion.rdp_to_dp`
-    (CKS20 Prop. 12 = LHT22 Lemma 3); this wrapper only keeps the check-in argument order (rdp first)
-    and returns the order as an int. Warns :class:`LargestOrderWarning` when the optimum is the largest order.
+    (CKS20 Prop. 12 = LHT22 Lemma 3), returning the order as an int. Warns :class:`LargestOrderWarning` when the
+    optimum is the largest order.
+
+    Keyword-only (``orders=``, ``rdp=``, ``delta=``, the names of ``rdp_to_dp(orders, rdp, delta)``): the two
+    arrays are easy to swap. The old positional order ``rdp_to_epsilon(rdp, orders, delta)`` still works but
+    warns (:class:`DeprecationWarning`).
     """
+    if args:
+        if len(args) != 3 or orders is not None or rdp is not None or delta is not None:
+            raise ParameterError(
+                "rdp_to_epsilon takes keyword arguments orders=, rdp=, delta= (or, deprecated, the three "
+                f"positional arguments rdp, orders, delta), not {len(args)} positional argument(s)."
+            )
+        warnings.warn(
+            "rdp_to_epsilon(rdp, orders, delta) is deprecated: call rdp_to_epsilon(orders=..., rdp=..., delta=...) "
+            "(the order of rdp_to_dp(orders, rdp, delta)).",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        rdp, orders, delta = args
+    if orders is None or rdp is None or delta is None:
+        raise ParameterError("rdp_to_epsilon needs all of orders=, rdp= and delta=.")
     delta = check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True)
     eps, order = rdp_to_dp(orders, rdp, delta)
     return eps, int(order)
@@ -459,7 +493,7 @@ def checkin_epsilon(
     if method != "rdp":
         raise ParameterError(f"Argument 'method' must be 'rdp' or 'window', not {method!r}.")
     total = rounds * checkin_rdp(provider, n, gamma, orders)
-    eps, order = rdp_to_epsilon(total, orders, delta)
+    eps, order = rdp_to_epsilon(orders=orders, rdp=total, delta=delta)
     return CheckinCertificate(
         eps,
         delta,
@@ -557,7 +591,7 @@ def window_certificate(
                 return math.inf, int(orders[0]), d_rdp
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                e, o = rdp_to_epsilon(total, orders, d_rdp)
+                e, o = rdp_to_epsilon(orders=orders, rdp=total, delta=d_rdp)
             return e, o, d_rdp
 
         eps, order, d_rdp = conv(0.0)
@@ -578,7 +612,7 @@ def window_certificate(
             continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            e_chk, order = rdp_to_epsilon(total, orders, d_rdp)
+            e_chk, order = rdp_to_epsilon(orders=orders, rdp=total, delta=d_rdp)
         if e_chk > eps:
             continue
         cert = CheckinCertificate(

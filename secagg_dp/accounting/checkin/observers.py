@@ -119,7 +119,7 @@ def server_ex_post_certificate(
     else:
         log_sm1 = head
     total = rounds * np.logaddexp(0.0, log_sm1) / (orders - 1.0)
-    eps, order = rdp_to_epsilon(total, orders, delta)
+    eps, order = rdp_to_epsilon(orders=orders, rdp=total, delta=delta)
     return CheckinCertificate(
         eps,
         delta,

@@ -53,6 +53,7 @@ PLD_OBSERVERS = ("analyst", "server")
 _DELTA_SENS = 2.0  # replace-one L2 sensitivity of the sum at clip C = 1
 _GRID_POINTS = 10000  # default grid: top / h; the pessimistic-optimistic gap reports the slack
 _MAX_POINTS = 10_000_001
+_MAX_WINDOW = 2**20  # client counts in the window (its binomial pmf is evaluated at each)
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,11 @@ def _components(n: int, gamma: float, sigma: float, observer: str, tail_budget: 
             parts.append(float(log_binom_tail_ub(m, np.array([b + 1.0]), np.array([float(m)]), gamma)[0]))
         p_out = lead * sum(math.exp(x) for x in parts)
     w_null = 1.0 - lead
+    if b - a + 1 > _MAX_WINDOW:
+        raise ParameterError(
+            f"Arguments 'n' = {n} and 'gamma' = {gamma!r} put {b - a + 1} client counts in the PLD accountant's "
+            f"window of Bin(n, gamma); supported up to {_MAX_WINDOW}. To fix, use a smaller n or gamma."
+        )
     k_lo, k_hi = _blocks(a, b, block_rel)
     if m == 0 or gamma == 1.0:
         pmf = np.ones(1)

@@ -30,13 +30,12 @@ __all__ = [
     "skellam_rdp",
 ]
 
-#: Default Rényi orders: the integers 2..256 plus 512 and 1024 (all integer, so every subsampling
-#: theorem applies exactly).
 DEFAULT_ORDERS: np.ndarray = np.concatenate(
     [np.arange(11, 20) / 10.0, np.arange(2, 257), np.arange(2.5, 11.0), [512, 1024]]
 ).astype(np.float64)
-"""Default Rényi orders: 1.1..1.9 (small-noise regimes need orders near 1), 2..256, half-integers
-2.5..10.5, 512 and 1024. Not sorted by value; nothing here relies on order."""
+"""Default Rényi orders of the core accountant: 1.1..1.9 (small-noise regimes need orders near 1), 2..256,
+half-integers 2.5..10.5, 512 and 1024. Not sorted by value; nothing here relies on order. The check-in accountant,
+whose subsampling bounds need integer orders, has its own grid (``checkin.CHECKIN_ORDERS``)."""
 DEFAULT_ORDERS.setflags(write=False)
 
 _TAU_EXACT_TERMS = 1 << 20

@@ -15,8 +15,9 @@ Replace-one neighbours. Building blocks:
 Departure from LHT22, on purpose: its Lemma 1 turns (ε, δ)-DP with δ > 0 into a finite RDP, which is
 false in general (:func:`secagg_dp.accounting.core.conversion.dp_to_rdp`). We carry δ instead: each per-round guarantee
 is ε-RR outside an event of probability δ ("δ-approximate RDP"), RDP composes on the ε part, and the final
-δ is δ_conv + T·δ_round. Results are upper bounds under that accounting (certificate), with the FMT and
-first-cut formulas taken from the cited papers.
+δ is δ_conv + T·δ_round. No cited result proves this accounting through shuffling, subsampling and the
+check-in mixture, so the results are estimates, not certificates (the command line says
+``bound: "estimate"``, ``certificate: false``); the FMT and first-cut formulas are taken from the cited papers.
 
 SCI22 Thm 2 (upper) and Thm 3 (lower) for ε0-LDP randomizers are implemented as printed, with the
 garbled constants read as in Girgis et al. (2021) (see :func:`seed000_upper_log_moment`).

@@ -277,7 +277,9 @@ def test_window_certificate_valid_and_example():
     assert abs(win.delta_rdp + win.delta_window - 1e-8) < 1e-20
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the optimum is at the largest order here (expected)
-        eps_chk, _ = rdp_to_epsilon(np.array(list(win.rdp.values())), np.array(list(win.rdp.keys())), win.delta_rdp)
+        eps_chk, _ = rdp_to_epsilon(
+            orders=np.array(list(win.rdp.keys())), rdp=np.array(list(win.rdp.values())), delta=win.delta_rdp
+        )
     assert eps_chk <= win.epsilon * (1 + 1e-12)
 
 
@@ -353,7 +355,7 @@ def test_known_answer_issue5_brute_force():
     n, orders = 10**4, np.arange(2, 65)
     table = brute_per_k(n, 1.0, orders)  # Theorem 9 capped by base, as the issue defines it
     rdp = 100 * brute_mixture(n, 0.1, table, orders)
-    eps, order = rdp_to_epsilon(rdp, orders, 1e-4)
+    eps, order = rdp_to_epsilon(orders=orders, rdp=rdp, delta=1e-4)
     assert order == 6 and abs(eps - 2.204708) < 5e-7
 
 
@@ -390,3 +392,18 @@ def test_pair_provider_coarsening_is_an_upper_bound_within_1e3():
         exact = np.minimum(np.minimum(exact, cap), np.log(ks / n)[:, None] + cap)
         assert np.all(got >= exact - 1e-12)
         assert np.all(got <= exact + (1e-3 if ks[0] > 1e4 else 1e-12))
+
+
+def test_rdp_to_epsilon_takes_the_arguments_of_rdp_to_dp():
+    from secagg_dp.accounting.core.conversion import rdp_to_dp
+
+    orders, rdp = np.arange(2, 33), np.arange(2, 33) / 8.0  # Gaussian, sigma = 2: lambda / (2 sigma^2)
+    eps, order = rdp_to_dp(orders, rdp, 1e-5)
+    assert rdp_to_dp(orders=orders, rdp=rdp, delta=1e-5) == (eps, order)
+    assert rdp_to_epsilon(orders=orders, rdp=rdp, delta=1e-5) == (eps, int(order))
+    with pytest.warns(DeprecationWarning, match="orders="):  # the old positional order still gives the same answer
+        assert rdp_to_epsilon(rdp, orders, 1e-5) == (eps, int(order))
+    with pytest.raises(ParameterError, match="keyword"):
+        rdp_to_epsilon(orders, rdp)
+    with pytest.raises(ParameterError, match="delta="):
+        rdp_to_epsilon(orders=orders, rdp=rdp)

@@ -1,0 +1,77 @@
+"""One builder of the check-in accountant's per-k provider, shared by the simulator and ``secagg-dp account checkin``.
+
+:func:`checkin_provider` owns the sensitivity arithmetic. Inputs are one unit's bounds under add-remove, in the
+noise's units (grid points for ``ddg``/``skellam``; any unit for ``gaussian``, where only sigma / Delta_2 matters):
+
+* client level (``local_steps=None``; replace-one, the check-in accountant's relation for a client): the sum's
+  sensitivities are twice one client's (the difference of two vectors, triangle inequality); the mixture
+  amplifies at rate k/n with the tightest bound for the mechanism (``amplification="auto"``).
+* sample level (``local_steps=S``; add-remove of one sample): one sample's bounds as given; S local steps with
+  Poisson rate q inside each client; check-in by joint convexity at rate k/n.
+
+The L1 bound defaults to Delta_2 * min(sqrt(d), Delta_2): an integer vector of L2 norm <= Delta_2 has L1 norm
+<= sqrt(d) Delta_2 (Cauchy-Schwarz) and <= Delta_2^2 (|v| <= v^2 for an integer v).
+"""
+
+from __future__ import annotations
+
+import math
+
+from secagg_dp._validate import check_int, check_real
+from secagg_dp.accounting.checkin.bases import DDGSum, GaussianSum, SkellamSum
+from secagg_dp.accounting.checkin.local_steps import LocalStepsDDG, LocalStepsGaussian, LocalStepsSkellam
+from secagg_dp.accounting.checkin.mixture import BaseMechanism, SubsampledCheckin
+from secagg_dp.errors import ParameterError
+
+__all__ = ["CHECKIN_MECHANISMS", "checkin_provider"]
+
+CHECKIN_MECHANISMS = ("gaussian", "ddg", "skellam")
+_TINY = 5e-324  # a variance that underflows to 0 becomes the smallest positive double: less noise, larger epsilon
+
+
+def checkin_provider(
+    mechanism: str,
+    n: int,
+    *,
+    sigma: float,
+    l2_sensitivity: float,
+    l1_sensitivity: float | None = None,
+    dim: int = 1,
+    local_steps: int | None = None,
+    sample_rate: float = 1.0,
+    amplification: str = "auto",
+) -> SubsampledCheckin:
+    """The per-k provider of distributed check-in over ``n`` clients, each adding noise of std ``sigma``.
+
+    ``l2_sensitivity`` / ``l1_sensitivity`` bound one client's (client level) or one sample's (``local_steps``)
+    encoded contribution under add-remove, in the units of ``sigma``; ``dim`` is the vector dimension (the
+    padded one for the codec). ``amplification`` applies at client level only (sample level is joint convexity).
+    """
+    if mechanism not in CHECKIN_MECHANISMS:
+        raise ParameterError(f"Argument 'mechanism' must be one of {CHECKIN_MECHANISMS}, not {mechanism!r}.")
+    n = check_int("n", n, lo=1)
+    sigma = check_real("sigma", sigma, lo=0.0, lo_open=True)
+    l2 = check_real("l2_sensitivity", l2_sensitivity, lo=0.0, lo_open=True)
+    dim = check_int("dim", dim, lo=1)
+    l1 = l2 * min(math.sqrt(dim), l2) if l1_sensitivity is None else check_real("l1_sensitivity", l1_sensitivity)
+    variance = max(sigma * sigma, _TINY)
+    mech: BaseMechanism
+    if local_steps is not None:
+        steps = check_int("local_steps", local_steps, lo=1)
+        if mechanism == "gaussian":
+            mech = LocalStepsGaussian(sigma / l2, steps, sample_rate)
+        elif mechanism == "skellam":
+            mech = LocalStepsSkellam(variance, l2, l1, steps, sample_rate)
+        else:
+            mech = LocalStepsDDG(sigma, dim, l2, l1, steps, sample_rate)
+        return SubsampledCheckin(mech, n, amplification="joint-convexity", neighbouring="add-remove")
+    if sample_rate != 1.0:
+        raise ParameterError("Argument 'sample_rate' needs 'local_steps' (sampling inside each client).")
+    d2, d1 = 2.0 * l2, 2.0 * l1  # replace-one: twice one client's bounds
+    if mechanism == "gaussian":
+        mech = GaussianSum(sigma / l2)  # GaussianSum takes C = 1 and doubles it itself
+    elif mechanism == "skellam":
+        mech = SkellamSum(variance, d2, d1)
+    else:
+        mech = DDGSum(sigma, dim, d2, d1)
+    return SubsampledCheckin(mech, n, amplification=amplification)

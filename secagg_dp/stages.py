@@ -1,0 +1,43 @@
+"""The stages of one secure-aggregation round, and which of them lose a dropped client's noise.
+
+The one definition of the stage model: the protocol (``protocols``) runs these stages in this order, the
+simulator draws its dropouts over them, and the check-in accountant's dropout model counts the stages at which
+a dropped client takes its noise with it.
+
+Bonawitz et al. 2017 (Sec. 4 and 6): a client that stops responding before its masked input reaches the server
+contributes neither data nor noise, exactly as if it had not checked in; from the masked input on, its mask is
+removed with the survivors' shares and its input (and noise) stay in the sum. So a per-stage dropout rate p'
+thins the check-in rate only over :data:`NOISE_LOST_STAGES` (see
+:func:`secagg_dp.accounting.checkin.dropout.effective_checkin_rate`).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "PROTOCOL_STAGES",
+    "ACTIVE_ONLY_STAGES",
+    "NOISE_LOST_STAGES",
+    "INPUT_STAGE",
+    "stages_for",
+]
+
+#: Every stage of a round, in order; ``"consistency"`` (the signed survivor list) runs in active mode only.
+PROTOCOL_STAGES: tuple[str, ...] = ("advertise_keys", "share_keys", "masked_input", "consistency", "unmasking")
+
+#: Stages run only against an active (malicious) server.
+ACTIVE_ONLY_STAGES: frozenset[str] = frozenset({"consistency"})
+
+#: The stage whose message carries the client's masked input (data plus its share of the noise).
+INPUT_STAGE = "masked_input"
+
+#: Stages at which a client that stops responding is left out of the sum with its noise: every stage up to and
+#: including the one that would deliver its masked input.
+NOISE_LOST_STAGES: tuple[str, ...] = PROTOCOL_STAGES[: PROTOCOL_STAGES.index(INPUT_STAGE) + 1]
+
+
+def stages_for(security: str) -> tuple[str, ...]:
+    """The stages a round runs in ``security`` mode: all of them when ``"active"``, else without the
+    active-only ones."""
+    if security == "active":
+        return PROTOCOL_STAGES
+    return tuple(s for s in PROTOCOL_STAGES if s not in ACTIVE_ONLY_STAGES)
