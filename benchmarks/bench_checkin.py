@@ -53,12 +53,12 @@ def main() -> None:
     for n in (10**4, 6 * 10**5, 10**7, 10**9):
         for amp in ("auto", "thm27", "thm9"):
             prov = SubsampledCheckin(GaussianSum(1.0), n, amplification=amp)
-            t, mix = best_of(lambda: checkin_mixture(prov, n, gamma, ORDERS))
+            t, mix = best_of(lambda prov=prov, n=n: checkin_mixture(prov, n, gamma, ORDERS))
             print(f"{n:>12} {amp:>14} {t:>9.3f} {mix.n_exact:>8} {mix.n_blocks:>7}")
     for n, amp in ((10**4, "auto"), (6 * 10**5, "thm27"), (6 * 10**5, "thm9")):
         prov = SubsampledCheckin(GaussianSum(1.0), n, amplification=amp)
-        t_fast, mix = best_of(lambda: checkin_mixture(prov, n, gamma, ORDERS))
-        t_brute, b = best_of(lambda: brute(n, gamma, amp), reps=1)
+        t_fast, mix = best_of(lambda prov=prov, n=n: checkin_mixture(prov, n, gamma, ORDERS))
+        t_brute, b = best_of(lambda n=n, amp=amp: brute(n, gamma, amp), reps=1)
         rel = np.max(np.abs(mix.rdp - b) / b)
         print(
             f"n={n:.0e} ({amp}): fast {t_fast:.3f} s, brute force over all {n + 1} k {t_brute:.2f} s, "

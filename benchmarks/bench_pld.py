@@ -58,7 +58,7 @@ def main() -> None:
     for n, gamma, delta, t, tight, lower in ROWS:
         rdp0, win0, _ = rdp_paths(n, gamma, t, delta, old=True)
         rdp, win, t_win = rdp_paths(n, gamma, t, delta)
-        t_pld, cert = timed(lambda: checkin_pld(n, gamma, 1.0, t, delta))
+        t_pld, cert = timed(lambda n=n, gamma=gamma, t=t, delta=delta: checkin_pld(n, gamma, 1.0, t, delta))
         print(
             f"{n:>7.0e} {gamma:>6g} {delta:>6g} {t:>6} {rdp0:>8.4f} {win0:>8.4f} {rdp:>8.4f} {win:>8.4f} "
             f"{cert.epsilon:>9.5g} {cert.epsilon_optimistic:>9.5g} {tight:>8.5g} {lower:>8.5g} "
@@ -69,7 +69,7 @@ def main() -> None:
     print(f"{'n':>7} {'gamma':>6} {'pld':>10} {'window':>9} {'t_pld s':>8} {'t_win s':>8} {'ratio':>6} {'blocks':>7}")
     for n, gamma in ((6 * 10**5, 1e-3), (10**9, 1e-3), (10**9, 1e-6)):
         _, win, t_win = rdp_paths(n, gamma, 10**4, 1e-8)
-        t_pld, cert = timed(lambda: checkin_pld(n, gamma, 1.0, 10**4, 1e-8))
+        t_pld, cert = timed(lambda n=n, gamma=gamma: checkin_pld(n, gamma, 1.0, 10**4, 1e-8))
         print(
             f"{n:>7.0e} {gamma:>6g} {cert.epsilon:>10.4g} {win:>9.4g} {t_pld:>8.2f} {t_win:>8.2f} "
             f"{t_pld / t_win:>6.2f} {cert.blocks:>7}"

@@ -81,9 +81,12 @@ def bench_b(d=10**5, ks=(2, 5, 10, 25, 50, 100)):
     for k in ks:
         seeds = [os.urandom(32) for _ in range(k + 1)]
         acc = np.zeros(d, dtype=np.uint32)
-        base = best(lambda: [raw_keystream_add(acc, s) for s in seeds], repeat=3)
+        base = best(lambda acc=acc, seeds=seeds: [raw_keystream_add(acc, s) for s in seeds], repeat=3)
         pairs = [(s, 1 if i % 2 else -1) for i, s in enumerate(seeds[1:])]
-        ours = best(lambda: masking.mask_input(x, bits=32, self_seed=seeds[0], pairwise=pairs), repeat=3)
+        ours = best(
+            lambda seeds=seeds, pairs=pairs: masking.mask_input(x, bits=32, self_seed=seeds[0], pairwise=pairs),
+            repeat=3,
+        )
         print(
             f"(b) k={k:3d} d={d:,}: mask_input {ours * 1e3:7.2f} ms vs (k+1)(keystream+add) {base * 1e3:7.2f} ms; "
             f"ratio {ours / base:.2f} (target <= 1.5)"
@@ -211,7 +214,8 @@ def bench_scale(ns=(10**3, 10**4)):
             f"peak RSS {r['rss'] / 2**20:,.0f} MiB ({r['rss_before'] / 2**20:,.0f} MiB before the round: libraries + "
             f"inputs of {r['inputs_bytes'] / 2**20:,.0f} MiB)\n"
             f"    vs n={base['n']:,} scaled linearly {lin:.1f} s: ratio {r['seconds'] / lin:.2f}; "
-            f"vs 2kn bare X25519 exchanges {floor:.1f} s ({per_x * 1e6:.0f} us each): ratio {r['seconds'] / floor:.2f}\n"
+            f"vs 2kn bare X25519 exchanges {floor:.1f} s ({per_x * 1e6:.0f} us each): "
+            f"ratio {r['seconds'] / floor:.2f}\n"
             "    " + ", ".join(f"{s}={v:.1f}s" for s, v in r["timings"].items())
         )
 

@@ -25,13 +25,16 @@ def _best(fn, repeat=3):
 def main() -> None:
     sigma = 9.48
     for n in (60_000, 600_000, 10**9, 1024, 100):
-        t = _best(lambda: shuffle_gaussian_rdp(np.arange(2, 1025), n=n, sigma=sigma))
+        t = _best(lambda n=n: shuffle_gaussian_rdp(np.arange(2, 1025), n=n, sigma=sigma))
         print(f"fast, orders 2..1024, n={n:>10}: {t * 1e3:8.1f} ms")
     for L in (20, 30, 40):
         orders = np.arange(2, L + 1)
         n = 60_000
-        t_fast = _best(lambda: shuffle_gaussian_rdp(orders, n=n, sigma=sigma))
-        t_part = _best(lambda: [shuffle_gaussian_rdp_partition(int(o), n=n, sigma=sigma) for o in orders], repeat=1)
+        t_fast = _best(lambda orders=orders, n=n: shuffle_gaussian_rdp(orders, n=n, sigma=sigma))
+        t_part = _best(
+            lambda orders=orders, n=n: [shuffle_gaussian_rdp_partition(int(o), n=n, sigma=sigma) for o in orders],
+            repeat=1,
+        )
         print(f"orders 2..{L}: partition {t_part:8.3f} s, fast {t_fast * 1e3:6.2f} ms, ratio {t_part / t_fast:9.0f}x")
 
 

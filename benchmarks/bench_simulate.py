@@ -188,7 +188,7 @@ def client_split(dim: int, n: int) -> dict[str, float]:
         t3 = time.perf_counter()
         zq.sum_mod(v, 32)
         t4 = time.perf_counter()
-        for key, dt in zip(split, (t1 - t, t2 - t1, t3 - t2, t4 - t3)):
+        for key, dt in zip(split, (t1 - t, t2 - t1, t3 - t2, t4 - t3), strict=True):
             split[key] = min(split[key], dt / BLOCK)
     return split
 
@@ -272,7 +272,7 @@ def pool_split(n: int, dim: int, k: int) -> None:
     halves = [ids[: n // 2], ids[n // 2 :]]
     inputs = {}
     for part in halves:
-        inputs.update(zip(part, random_rows(part, dim, 7)[1]))
+        inputs.update(zip(part, random_rows(part, dim, 7)[1], strict=True))
     kw = dict(modulus_bits=32, threshold=k // 2 + 1, neighbours=k, seed=3, round_id=b"bench-pool-split")
     field()
     pool = Timed(inputs)

@@ -11,6 +11,6 @@ from secagg_dp.errors import (
     SecAggDPError,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = ["SecAggDPError", "ParameterError", "ProtocolError", "PrivacyBudgetExceeded", "__version__"]

@@ -52,7 +52,7 @@ def check_int(
     value = int(value)
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         raise error(f"{what} '{name}' must be an integer{range_text(lo, hi)}, not {value}.")
-    return value
+    return int(value)
 
 
 def check_real(

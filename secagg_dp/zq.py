@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
+import numpy.typing as npt
 
 from secagg_dp._validate import check_int
 from secagg_dp.errors import ParameterError
@@ -44,7 +45,7 @@ def _mask(bits: int) -> np.uint64:
     return np.uint64((1 << bits) - 1)
 
 
-def check_residues(name: str, a: object, bits: int) -> np.ndarray:
+def check_residues(name: str, a: object, bits: int) -> npt.NDArray[np.uint64]:
     """Return ``a`` as a uint64 array after checking every entry lies in [0, 2^bits).
 
     Signed or float arrays are refused (a float64 cannot carry 62 exact bits), as are values >= q:
@@ -63,28 +64,29 @@ def check_residues(name: str, a: object, bits: int) -> np.ndarray:
     return arr
 
 
-def add_mod(a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
+def add_mod(a: npt.NDArray[np.uint64], b: npt.NDArray[np.uint64], bits: int) -> npt.NDArray[np.uint64]:
     """(a + b) mod 2^bits for uint64 residues."""
     return (a + b) & _mask(bits)
 
 
-def sub_mod(a: np.ndarray, b: np.ndarray, bits: int) -> np.ndarray:
+def sub_mod(a: npt.NDArray[np.uint64], b: npt.NDArray[np.uint64], bits: int) -> npt.NDArray[np.uint64]:
     """(a - b) mod 2^bits for uint64 residues."""
     return (a - b) & _mask(bits)
 
 
-def neg_mod(a: np.ndarray, bits: int) -> np.ndarray:
+def neg_mod(a: npt.NDArray[np.uint64], bits: int) -> npt.NDArray[np.uint64]:
     """(-a) mod 2^bits for uint64 residues."""
     return (np.uint64(0) - a) & _mask(bits)
 
 
-def sum_mod(arrays: Iterable[np.ndarray] | np.ndarray, bits: int) -> np.ndarray:
+def sum_mod(arrays: Iterable[npt.NDArray[np.uint64]] | npt.NDArray[np.uint64], bits: int) -> npt.NDArray[np.uint64]:
     """Exact sum mod 2^bits of uint64 residue vectors (a 2-D array sums over axis 0)."""
     if isinstance(arrays, np.ndarray):
         if arrays.dtype != np.uint64:
             raise ParameterError(f"Argument 'arrays' must have dtype uint64, not {arrays.dtype}.")
-        return np.bitwise_and(arrays.sum(axis=0, dtype=np.uint64), _mask(bits))
-    total: np.ndarray | None = None
+        column_sums: npt.NDArray[np.uint64] = arrays.sum(axis=0, dtype=np.uint64)  # numpy types .sum(dtype=) as Any
+        return np.bitwise_and(column_sums, _mask(bits))
+    total: npt.NDArray[np.uint64] | None = None
     for a in arrays:
         total = a.astype(np.uint64, copy=True) if total is None else total + a  # wraps mod 2^64
     if total is None:
@@ -92,7 +94,7 @@ def sum_mod(arrays: Iterable[np.ndarray] | np.ndarray, bits: int) -> np.ndarray:
     return total & _mask(bits)
 
 
-def wrap_int64(x: np.ndarray, bits: int) -> np.ndarray:
+def wrap_int64(x: npt.NDArray[np.int64], bits: int) -> npt.NDArray[np.uint64]:
     """Map signed integers (int64) to their residues mod 2^bits as uint64 (two's complement, exact)."""
     x = np.asarray(x)
     if x.dtype != np.int64:

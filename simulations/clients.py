@@ -133,6 +133,7 @@ def _encode_logreg_client(spec: RoundSpec, codec, cid: int, rng: np.random.Gener
     xs, ys, _, _ = load_digits_partition(spec.root_seed, spec.n_clients)
     x, y = xs[cid], ys[cid]
     m = len(y)
+    assert spec.model is not None, "a logreg round carries the current model"
     w = np.array(spec.model, dtype=np.float64, copy=True)
     if spec.unit == "client":
         # DP-FedAvg: S plain local steps, then the whole update is clipped to C (by the codec) and noised once.
@@ -184,6 +185,7 @@ def run_blocks(spec: RoundSpec, blocks: list[Block]) -> tuple[np.ndarray | None,
             ids_out.append(ids)
             rows.append(vecs)
             continue
+        assert keep is not None  # summing: every block carries a keep mask (ideal aggregator)
         if not keep.all():  # (a boolean-mask copy costs as much as the sum: skip it when nobody dropped)
             vecs, x = vecs[keep], None if x is None else x[keep]
         acc += vecs.sum(axis=0, dtype=np.uint64)  # wraps mod 2^64; q divides 2^64, reduced below

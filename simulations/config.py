@@ -216,6 +216,7 @@ class SecAggParams:
         floor = min_threshold(max(holders, 1), neighbours=None if full else self.neighbours, security=self.security)
         if self.threshold is not None:
             return max(self.threshold, floor)
+        assert self.threshold_fraction is not None  # __post_init__: threshold or threshold_fraction is set
         return max(2, floor, math.ceil(self.threshold_fraction * holders))
 
 
@@ -335,7 +336,8 @@ class SimConfig:
             )
         if self.task.name == "mean" and self.privacy.unit != "client":
             raise ConfigError(
-                f"Config key 'privacy.unit' must be 'client' for task 'mean' (one vector per client), not {self.privacy.unit!r}."
+                "Config key 'privacy.unit' must be 'client' for task 'mean' (one vector per client), "
+                f"not {self.privacy.unit!r}."
             )
         if self.task.name == "mean" and self.task.local_steps != 1:
             raise ConfigError("Config key 'task.local_steps' applies to task 'logreg' only; task 'mean' has one step.")
@@ -531,9 +533,9 @@ def expand_study(cfg: SimConfig) -> list[tuple[str, dict[str, Any], SimConfig]]:
     variants = []
     for combo in itertools.product(*(grid[k] for k in keys)):
         doc = copy.deepcopy(base)
-        for k, v in zip(keys, combo):
+        for k, v in zip(keys, combo, strict=True):
             _set(doc, k, v)
-        label = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in zip(keys, combo))
+        label = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in zip(keys, combo, strict=True))
         doc["name"] = f"{cfg.name}[{label}]"
         try:
             variant = SimConfig(
@@ -552,5 +554,5 @@ def expand_study(cfg: SimConfig) -> list[tuple[str, dict[str, Any], SimConfig]]:
             )
         except ConfigError as exc:
             raise ConfigError(f"Study variant {label}: {exc}") from exc
-        variants.append((label, dict(zip(keys, combo)), variant))
+        variants.append((label, dict(zip(keys, combo, strict=True)), variant))
     return variants

@@ -48,7 +48,7 @@ class ClientShard:
                 f"Argument 'load' must return as many input rows as ids (>= 1), not {len(rows)} for {len(ids)}."
             )
         self._ids = ids
-        self._pool = InProcessClientPool(dict(zip(ids, rows)))
+        self._pool = InProcessClientPool(dict(zip(ids, rows, strict=True)))
         self._cpu: dict[str, float] = {}
 
     def ids(self) -> list[int]:
@@ -117,7 +117,7 @@ class DaskClientPool:
     def _call(self, method: str, per_shard: Sequence[tuple[Any, ...]] | None = None) -> list[Any]:
         """Call ``method`` on every shard at once (with its own arguments), results in shard order."""
         args = per_shard or [()] * len(self._shards)
-        futures = [getattr(shard, method)(*a) for shard, a in zip(self._shards, args)]
+        futures = [getattr(shard, method)(*a) for shard, a in zip(self._shards, args, strict=True)]
         return [f.result() for f in futures]
 
     def identities(self, plan: RoundPlan) -> dict[int, bytes]:

@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from secagg_dp.errors import ConfigError
+
+T = TypeVar("T")
 
 __all__ = ["InProcessExecutor", "DaskExecutor", "make_executor", "chunked"]
 
 
-def chunked(ids: Sequence[int], n_chunks: int) -> list[list[int]]:
+def chunked(ids: Sequence[T], n_chunks: int) -> list[list[T]]:
     """Split ids into at most ``n_chunks`` contiguous, non-empty chunks."""
     ids = list(ids)
     n_chunks = max(1, min(n_chunks, len(ids)))

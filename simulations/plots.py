@@ -169,7 +169,7 @@ def _swept(axes, runs: list[dict[str, Any]], metric: str, x_key: str) -> None:  
         means, _ = groups.setdefault(rest, {}).setdefault(values[x_key], ([], final))
         means.append(mean)
     xs_all = sorted({x for pts in groups.values() for x in pts})
-    gap = min((b - a for a, b in zip(xs_all, xs_all[1:])), default=1.0)
+    gap = min((b - a for a, b in zip(xs_all, xs_all[1:], strict=False)), default=1.0)
     for i, (label, pts) in enumerate(groups.items()):
         xs = sorted(pts)
         # a small horizontal offset per series keeps coinciding series apart; the tick labels stay exact

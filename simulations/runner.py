@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -66,6 +66,17 @@ SEED_DERIVATION = (
     "(1, r, 3), participant block b (1, r, 4, b) [config 'rng': AES-CTR (randomgen AESCounter) or PCG64]"
 )
 _DRAW_CHUNK = 1 << 20  # check-in coins drawn per call: bounded memory at n = 10^7 (same stream as one call)
+
+
+class _CryptoArgs(TypedDict):
+    """Keyword arguments of :func:`aggregators.crypto_aggregate` (and ``crypto_aggregate_on``) for one round."""
+
+    bits: int
+    threshold: int
+    dropouts: dict[str, set[int]]
+    neighbours: int | None
+    seed: int
+    security: str
 
 
 @dataclass(frozen=True)
@@ -458,7 +469,7 @@ def aggregate_round(cfg: SimConfig, p: Plan, root: int, r: int, model: Any, exec
         secs["clients"] = time.perf_counter() - t1
     else:
         survivors = None
-        crypto = dict(
+        crypto = _CryptoArgs(
             bits=cfg.secagg.bits,
             threshold=t,
             dropouts=aggregators.dropout_sets(ids, stages),
@@ -492,6 +503,7 @@ def aggregate_round(cfg: SimConfig, p: Plan, root: int, r: int, model: Any, exec
                 except ProtocolError:
                     aggregate = None
         if aggregate is not None:
+            assert survivors is not None  # both come from the same successful protocol call
             if survivors != frozenset(included.tolist()):
                 raise ProtocolError(
                     f"Round {r}: the protocol's survivors ({len(survivors)}) differ from the clients whose "

@@ -154,7 +154,10 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
     cells = [[fmt(r.get(c)) for c in cols] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
-    line = "  ".join(c.ljust(w) for c, w in zip(cols, widths))
+    line = "  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True))
     sep = "  ".join("-" * w for w in widths)
-    body = ["  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(row, widths))) for row in cells]
+    body = [
+        "  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(row, widths, strict=True)))
+        for row in cells
+    ]
     return "\n".join([line, sep, *body])

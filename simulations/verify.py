@@ -104,7 +104,7 @@ def check_modular_sum_exact(*, seed: int, trials: int) -> list[Row]:
             a = rng.integers(0, q, size=(n, dim), dtype=np.uint64)
             a[::3] = q - 1  # force many wraps of the uint64 accumulator and of Z_q
             a[1::7] = q // 2
-            want = [sum(col) % q for col in zip(*a.tolist())]
+            want = [sum(col) % q for col in zip(*a.tolist(), strict=True)]
             got_stack = sum_mod(a, bits).tolist()
             got_iter = sum_mod(list(a), bits).tolist()
             ok = got_stack == want and got_iter == want
@@ -139,9 +139,9 @@ def check_encode_exact(*, seed: int, trials: int) -> list[Row]:
             z = rng.integers(-(2**63), 2**63 - 1, size=(n, codec.padded_dim), dtype=np.int64, endpoint=True)
             xq = codec.quantize(x, rng=np.random.default_rng(t))
             enc = codec.encode(x, noise=z, rng=np.random.default_rng(t))
-            pairs = zip(xq.ravel().tolist(), z.ravel().tolist())
+            pairs = zip(xq.ravel().tolist(), z.ravel().tolist(), strict=True)
             per_ok = enc.ravel().tolist() == [(a + b) % q for a, b in pairs]
-            want = [sum(c) % q for c in zip(*(xq.astype(object) + z.astype(object)).tolist())]
+            want = [sum(c) % q for c in zip(*(xq.astype(object) + z.astype(object)).tolist(), strict=True)]
             sum_ok = sum_mod(enc, bits).tolist() == want
             rows.append(
                 (
@@ -288,7 +288,7 @@ def format_table(rows: Sequence[Row]) -> str:
     header = ("check", "params", "result", "detail")
     body = [(name, _params_text(p), "PASS" if ok else "FAIL", detail) for name, p, ok, detail in rows]
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(3)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r[:3], widths)) + "  " + r[3] for r in [header, *body]]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r[:3], widths, strict=True)) + "  " + r[3] for r in [header, *body]]
     lines.insert(1, "-" * min(160, len(lines[0])))
     failed = sum(1 for r in rows if not r[2])
     lines.append("")

@@ -132,7 +132,7 @@ def protocol_checks(*, cases: int = 24, seed: int = 0) -> list[Row]:
         # even cases run the active protocol, odd ones the semi-honest one (whose lower t survives dropouts)
         security = "semi-honest" if i % 2 else "active"
         full = neighbours is None or neighbours >= n - 1
-        holders = n if full else neighbours + 1
+        holders = n if full or neighbours is None else neighbours + 1
         t = pyrng.randint(
             min_threshold(holders, neighbours=None if full else neighbours, security=security),
             max(2, holders - 2 if security == "semi-honest" else holders),
@@ -145,8 +145,8 @@ def protocol_checks(*, cases: int = 24, seed: int = 0) -> list[Row]:
         rows.append(_one_case(bits, n, t, dim, drops, neighbours, kinds[i % 4], seed * 1000 + i, pyrng, security))
     # q = 2^62 through a round that must succeed: no dropout, then one dropout at each stage in turn
     # (6 clients, t = 5, alternating all-(q-1) and random inputs, so the sum wraps many times)
-    for j, stage in enumerate((None, *STAGES)):
-        drops = {} if stage is None else {stage: {1 + j % 5}}
+    for j, dropped in enumerate((None, *STAGES)):
+        drops = {} if dropped is None else {dropped: {1 + j % 5}}
         rows.append(_one_case(62, 6, 5, 8, drops, None, "max", seed * 1000 + cases + 1 + j, pyrng))
     # a forced abort: everyone but t-1 drops before the masked input
     n, t = 6, 5

@@ -5,8 +5,6 @@ from __future__ import annotations
 import importlib.metadata
 from pathlib import Path
 
-import pytest
-
 import secagg_dp
 from simulations.cli import main
 

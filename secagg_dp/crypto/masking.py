@@ -92,7 +92,8 @@ def mask_input(x: np.ndarray, *, bits: int, self_seed: bytes, pairwise: Iterable
     """y = x + PRG(self_seed) + sum sign * PRG(seed) over ``pairwise`` (seed, sign) pairs, mod 2^bits."""
     bits = check_bits(bits)
     acc = new_accumulator(check_residues("x", x, bits), bits)
-    plus, minus = [self_seed], []
+    plus: list[bytes] = [self_seed]
+    minus: list[bytes] = []
     for seed, sign in pairwise:
         (plus if sign == 1 else minus).append(seed)
     return apply_masks(acc, bits, add=plus, subtract=minus)

@@ -4,7 +4,8 @@ For q = 2^b the keystream is read as little-endian words of w bits (w = 32 for b
 low b bits are kept: q divides 2^w, so each residue is exactly uniform (given a uniform keystream). Since q
 also divides 2^w, sums of *unreduced* words taken modulo 2^w (native uint32/uint64 wrap-around) and reduced
 once at the end equal the sum of the reduced masks; :func:`accumulate_mask` uses this to add a mask at the
-cost of one keystream and one same-dtype numpy add, in cache-sized chunks. Other moduli use rejection sampling (:func:`uniform_mod`).
+cost of one keystream and one same-dtype numpy add, in cache-sized chunks. Other moduli use rejection sampling
+(:func:`uniform_mod`).
 
 Each seed keys exactly one stream (fixed all-zero initial counter block); callers derive a fresh seed per
 purpose and round (HKDF, see :mod:`secagg_dp.crypto.kdf`) so no (key, counter) pair is ever reused.
@@ -15,7 +16,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from cryptography.hazmat.primitives.ciphers import Cipher, CipherContext, algorithms, modes
 
 from secagg_dp._validate import check_int
 from secagg_dp.errors import ParameterError
@@ -27,7 +28,7 @@ SEED_LEN = 32
 _CHUNK_ELEMS = 1 << 15  # 128-256 KiB of keystream per chunk: stays in L2 between AES and the add
 
 
-def _encryptor(seed: bytes):
+def _encryptor(seed: bytes) -> CipherContext:
     if not isinstance(seed, (bytes, bytearray)):
         raise TypeError(f"Argument 'seed' must be bytes, not {type(seed).__name__}.")
     if len(seed) != SEED_LEN:

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
+import numpy.typing as npt
 
 from secagg_dp._validate import check_int
 from secagg_dp.crypto.randomness import RandomSource, resolve_source, uniform_below
@@ -121,19 +122,19 @@ def share(
 
 
 @lru_cache(maxsize=4096)
-def lagrange_at_zero(points: tuple[int, ...]) -> np.ndarray:
+def lagrange_at_zero(points: tuple[int, ...]) -> npt.NDArray[np.int64]:
     """lambda_i = prod_{j != i} x_j / (x_j - x_i) over GF(p), so f(0) = sum_i lambda_i f(x_i). Cached."""
     exp, log = field()
     x = _check_points(points)
     diff = (x[None, :] - x[:, None]) % PRIME  # diff[i, j] = x_j - x_i, nonzero off the diagonal
     np.fill_diagonal(diff, 1)  # log 1 = 0: the diagonal drops out of the sums below
     # log lambda_i = sum_{j != i} log x_j - sum_{j != i} log (x_j - x_i)  (mod the group order)
-    lam = exp[(log[x].sum() - log[x] - log[diff].sum(axis=1)) % _ORDER]
+    lam: npt.NDArray[np.int64] = exp[(log[x].sum() - log[x] - log[diff].sum(axis=1)) % _ORDER]
     lam.flags.writeable = False
     return lam
 
 
-def reconstruct(points: Sequence[int] | np.ndarray, shares: np.ndarray, *, threshold: int) -> np.ndarray:
+def reconstruct(points: Sequence[int] | np.ndarray, shares: np.ndarray, *, threshold: int) -> npt.NDArray[np.int64]:
     """Interpolate f(0) from the first ``threshold`` (point, share-row) pairs; returns the pieces (int64).
 
     ``shares`` has one row per point. Fewer than ``threshold`` rows raise ProtocolError: below the
@@ -149,4 +150,5 @@ def reconstruct(points: Sequence[int] | np.ndarray, shares: np.ndarray, *, thres
     if rows.size and int(rows.max()) >= PRIME:
         raise ProtocolError("share value outside GF(65537)")
     lam = lagrange_at_zero(tuple(int(p) for p in pts[:t]))
-    return _matmul_mod(lam[None, :], rows[:t].astype(np.int64))[0]
+    result: npt.NDArray[np.int64] = _matmul_mod(lam[None, :], rows[:t].astype(np.int64))[0]
+    return result

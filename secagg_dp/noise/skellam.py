@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from scipy import special
 
 from secagg_dp.noise._checks import check_integer_points, check_size, check_variance
@@ -63,7 +64,7 @@ def skellam_pmf(x: Any, variance: float) -> np.ndarray | np.float64:
     return out[()] if out.ndim == 0 else out
 
 
-def skellam_logpmf(x: Any, variance: float) -> np.ndarray | np.float64:
+def skellam_logpmf(x: Any, variance: float) -> npt.NDArray[np.float64] | np.float64:
     """log P(k) of Sk(v) at integer-valued ``x`` (vectorised), finite even where the pmf underflows.
 
     ``log(ive(|k|, v))`` where that is a normal double and v < 1e4; elsewhere (far tail, P < 2.2e-308, or
@@ -83,7 +84,8 @@ def skellam_logpmf(x: Any, variance: float) -> np.ndarray | np.float64:
     tail = ~(out > math.log(np.finfo(np.float64).tiny))
     if np.any(tail):
         out[tail] = _log_ive_debye(k[tail], variance)
-    return out[()] if out.ndim == 0 else out
+    result: npt.NDArray[np.float64] | np.float64 = out[()] if out.ndim == 0 else out
+    return result
 
 
 # From this variance on, the Debye expansion is more accurate than scipy.special.ive (AMOS zbesi), which
@@ -91,7 +93,7 @@ def skellam_logpmf(x: Any, variance: float) -> np.ndarray | np.float64:
 _DEBYE_MIN_VARIANCE = 1e4
 
 
-def _log_ive_debye(nu: np.ndarray, v: float) -> np.ndarray:
+def _log_ive_debye(nu: np.ndarray, v: float) -> npt.NDArray[np.float64]:
     """log(e^{−v} I_ν(v)) by the Debye expansion (DLMF 10.41.3, 10.41.10) up to u₄, for ν ≥ 0, v > 0.
 
     With r = √(ν² + v²) and p = ν/r: νη − v = ν²/(r + v) − ν·asinh(ν/v) (no cancellation), and
@@ -107,4 +109,5 @@ def _log_ive_debye(nu: np.ndarray, v: float) -> np.ndarray:
         39813120.0 * r**4
     )
     expo = nu * nu / (r + v) - nu * np.arcsinh(nu / v)
-    return expo - 0.5 * np.log(2.0 * math.pi * r) + np.log1p(t1 + t2 + t3 + t4)
+    result: npt.NDArray[np.float64] = expo - 0.5 * np.log(2.0 * math.pi * r) + np.log1p(t1 + t2 + t3 + t4)
+    return result

@@ -34,7 +34,7 @@ def next_pow2(dim: int) -> int:
 def _check_pow2_last_axis(x: np.ndarray) -> int:
     if x.ndim == 0:
         raise ParameterError("Argument 'x' must have at least one dimension, not a scalar.")
-    d = x.shape[-1]
+    d: int = x.shape[-1]
     if d < 1 or d & (d - 1):
         raise ParameterError(f"Argument 'x' must have a power-of-two last axis, not length {d}.")
     return d

@@ -11,6 +11,7 @@ import math
 from fractions import Fraction
 
 import numpy as np
+import numpy.typing as npt
 
 from secagg_dp._validate import check_int, check_real
 from secagg_dp.errors import ParameterError, RoundingError
@@ -77,7 +78,7 @@ def shrink_to_norm(y: np.ndarray, norm_bound: float) -> np.ndarray:
     return y * factor
 
 
-def stochastic_round(y: np.ndarray, *, rng: np.random.Generator | None = None) -> np.ndarray:
+def stochastic_round(y: npt.ArrayLike, *, rng: np.random.Generator | None = None) -> npt.NDArray[np.int64]:
     """Unbiased randomized rounding: ⌊y⌋ + Bernoulli(y − ⌊y⌋), coordinatewise, returned as int64.
 
     E[x̃] = y up to the 2^-53 granularity of ``rng.random`` ([KLS21] Sec. 4.1). The fractional part
@@ -90,12 +91,12 @@ def stochastic_round(y: np.ndarray, *, rng: np.random.Generator | None = None) -
     floor = np.floor(y)
     frac = y - floor
     up = rng.random(y.shape) < frac
-    out = floor.astype(np.int64)
+    out: npt.NDArray[np.int64] = floor.astype(np.int64)
     out += up
     return out
 
 
-def _within(rows: np.ndarray, bound: float) -> np.ndarray:
+def _within(rows: npt.NDArray[np.int64], bound: float) -> npt.NDArray[np.bool_]:
     """Exact test ‖row‖₂ ≤ bound for int64 rows (2-D), float fast path with an exact fallback.
 
     The float64 inner product of a row with itself has relative error ≤ γ_d ≈ d·2^-53 (Higham, Accuracy
@@ -108,7 +109,7 @@ def _within(rows: np.ndarray, bound: float) -> np.ndarray:
     sq = np.einsum("ij,ij->i", f, f)
     b2 = bound * bound
     band = 4.0 * (d + 2) * _EPS
-    ok = sq <= b2 * (1.0 - band)
+    ok: npt.NDArray[np.bool_] = sq <= b2 * (1.0 - band)
     undecided = np.nonzero(~ok & (sq <= b2 * (1.0 + band)))[0]
     if undecided.size:
         exact_b2 = Fraction(bound) ** 2

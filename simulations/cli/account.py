@@ -138,7 +138,9 @@ def register_calibrate(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "gaussian",
         help="smallest noise multiplier z meeting --epsilon for the Gaussian sum",
-        description="Smallest z (sigma = z*C) with epsilon <= --epsilon; bracketed bisection, clear error if unreachable.",
+        description=(
+            "Smallest z (sigma = z*C) with epsilon <= --epsilon; bracketed bisection, clear error if unreachable."
+        ),
     )
     _common(p, calibrate=True)
     p.set_defaults(handler=_calibrate_gaussian)
@@ -168,7 +170,9 @@ def _events_for(args: argparse.Namespace, z: float, mech: str) -> tuple[Any, dic
 
     nb = args.neighbouring
     if mech == "gaussian":
-        base = Gaussian(sigma=z, l2_sensitivity=sum_l2_sensitivity(1.0, nb), neighbouring=nb)
+        base: Gaussian | DistributedDiscreteGaussian | Skellam = Gaussian(
+            sigma=z, l2_sensitivity=sum_l2_sensitivity(1.0, nb), neighbouring=nb
+        )
         extra: dict[str, Any] = {"noise_multiplier": z, "l2_sensitivity": base.l2_sensitivity}
         method = "gaussian (Mironov 2017)"
     else:
@@ -305,7 +309,8 @@ def _emit(args: argparse.Namespace, out: dict[str, Any], *, with_rdp: bool) -> i
     eps = out["epsilon"]
     eps_text = f"{eps:.10g}" if math.isfinite(eps) else f"inf ({INFINITE_EPSILON})"
     print(
-        f"{lead}epsilon = {eps_text} at delta = {out['delta']:g} (order {'-' if out['order'] is None else out['order']}, "
+        f"{lead}epsilon = {eps_text} at delta = {out['delta']:g} "
+        f"(order {'-' if out['order'] is None else out['order']}, "
         f"{out['neighbouring']}, {out['rounds']} round(s))\nmethod: {out['method']}"
     )
     srv = out["server"]
@@ -317,7 +322,7 @@ def _emit(args: argparse.Namespace, out: dict[str, Any], *, with_rdp: bool) -> i
         f"observer server (sees {srv['sees']}): epsilon = {srv_text} (order {srv_order})"
     )
     if with_rdp:
-        for a, v in zip(rdp["orders"], rdp["values"]):
+        for a, v in zip(rdp["orders"], rdp["values"], strict=True):
             print(f"  rdp[{a}] = {math.inf if v is None else v:.10g}")
     return 0
 

@@ -295,15 +295,16 @@ def _handle(args: argparse.Namespace) -> int:
     if window:
         print(
             f"  {'window certificate (window)':<34}{window.epsilon:>12.6g}{window.order:>7}  "
-            f"K in [{window.window[0]}, {window.window[1]}], delta_window={window.delta_window:.3g}"
+            f"K in [{window.window[0]}, {window.window[1]}], "  # type: ignore[index]  # set by method="window"
+            f"delta_window={window.delta_window:.3g}"
         )
     else:
         print(f"  {'window certificate (window)':<34}{'n/a':>12}")
     for name, v in base.items():
         print(f"  {'baseline: ' + name:<34}{v['epsilon']:>12.6g}{'':>7}  {v['method']}")
     a_cert, s_cert = pld or chosen, pld_server or server
-    a_order = "" if pld else a_cert.order
-    s_order = "" if pld_server else s_cert.order
+    a_order = "" if pld else a_cert.order  # type: ignore[union-attr]  # a PLD certificate (no order) only when pld
+    s_order = "" if pld_server else s_cert.order  # type: ignore[union-attr]  # likewise for pld_server
     print(
         f"  {'observer analyst (' + a_cert.method + ')':<34}{a_cert.epsilon:>12.6g}{a_order:>7}  "
         "sees K and the aggregate"

@@ -28,7 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Simulate rounds of the protocol (check-in, dropouts, encode, noise, mask, unmask, decode, "
             "account) for a scenario and print a summary table. Without arguments runs a small default "
-            "scenario (mean estimation, 60 clients checking in with p = 0.5, 5 rounds through the full secure-aggregation protocol)."
+            "scenario (mean estimation, 60 clients checking in with p = 0.5, 5 rounds through the full "
+            "secure-aggregation protocol)."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=(
@@ -37,8 +38,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "(and back); setting task.name drops the other task's keys.\n"
             "examples:\n"
             "  secagg-dp simulate --no-plots rounds=1\n"
-            "  secagg-dp simulate --no-plots mode=ideal population.clients=200 population.checkin=0.3 population.dropout=0.1\n"
-            "  secagg-dp simulate --no-plots mode=ideal secagg.bits=24 privacy.mechanism=skellam privacy.noise_multiplier=2 rounds=2\n"
+            "  secagg-dp simulate --no-plots mode=ideal population.clients=200 population.checkin=0.3 "
+            "population.dropout=0.1\n"
+            "  secagg-dp simulate --no-plots mode=ideal secagg.bits=24 privacy.mechanism=skellam "
+            "privacy.noise_multiplier=2 rounds=2\n"
             "  secagg-dp simulate --no-plots mode=ideal task.name=logreg task.local_steps=4 rounds=2 seed=7\n"
             "  secagg-dp simulate --no-plots mode=ideal secagg.threshold=5 privacy.epsilon_budget=4\n"
             "bundled configs: default, dropouts, sampling, local_steps, bits (simulations/configs/)."

@@ -5,16 +5,20 @@ g_i ~ N(0, I/d), both drawn from the root seed: ||x_i|| = c, so clipping never c
 target is known exactly. Data stream: one PCG64 keyed by ``SeedSequence(root, spawn_key=(0, 1))``;
 client i reads ``standard_normal(d)`` from that stream advanced by i * 2^70 draws (disjoint windows for
 any d < 2^69), so a batch of clients costs one state reset per client instead of one seeding. The data
-set is public synthetic input (no secrecy needed), hence PCG64 here whatever the simulation generator. The server estimates the mean of the survivors' vectors as decode(sum) / K and
-reports MSE = ||estimate - true mean||^2 / d.
+set is public synthetic input (no secrecy needed), hence PCG64 here whatever the simulation generator. The server
+estimates the mean of the survivors' vectors as decode(sum) / K and reports MSE = ||estimate - true mean||^2 / d.
 """
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # the state dict's type lives in numpy's stubs only
+    from numpy.random._pcg64 import _PCG64State
 
 __all__ = ["MeanTask", "client_vector", "client_vectors", "DATA_STRIDE"]
 
@@ -30,7 +34,7 @@ def _direction(root_seed: int, dim: int) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=8)
-def _data_state(root_seed: int) -> dict:
+def _data_state(root_seed: int) -> _PCG64State:
     return np.random.PCG64(np.random.SeedSequence(root_seed, spawn_key=(0, 1))).state
 
 
@@ -42,7 +46,7 @@ def client_vectors(root_seed: int, client_ids, dim: int, clip: float) -> np.ndar
     bg = np.random.PCG64()
     gen = np.random.Generator(bg)
     v = np.empty((len(ids), dim))
-    for row, cid in zip(v, ids.tolist()):
+    for row, cid in zip(v, ids.tolist(), strict=True):
         bg.state = base
         bg.advance(cid * DATA_STRIDE)
         gen.standard_normal(out=row)
@@ -77,6 +81,7 @@ class MeanTask:
         self, model, decoded_sum: np.ndarray, survivors: int, truth_sum: np.ndarray | None, root_seed: int
     ):
         """Return (model, metrics) for one round from the decoded sum of ``survivors`` clients."""
+        assert truth_sum is not None, "the mean task always sums the survivors' true data"
         k = max(survivors, 1)
         estimate = decoded_sum / k
         metrics = {"mse": float(np.mean((estimate - truth_sum / k) ** 2))}

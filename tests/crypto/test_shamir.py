@@ -26,7 +26,7 @@ def test_shares_equal_python_int_polynomial_evaluation():
     # Recreate the coefficient stream from an identical source and evaluate with Python ints.
     pieces = [int.from_bytes(secret[i : i + 2], "big") for i in range(0, 32, 2)]
     coeffs = uniform_below(SeededRandom(b"\x02" * 32), (t - 1) * 16, P).reshape(t - 1, 16)
-    for row, x in zip(shares, pts):
+    for row, x in zip(shares, pts, strict=True):
         expect = [(pieces[j] + sum(int(coeffs[k - 1, j]) * pow(x, k, P) for k in range(1, t))) % P for j in range(16)]
         assert row.tolist() == expect
 

@@ -34,6 +34,7 @@ def _id(path: Path) -> str:
     return str(path.relative_to(ROOT))
 
 
+@pytest.mark.slow  # over 5 s: runs in CI, not in the quick loop
 def test_mkdocs_build_is_strict_and_offline(tmp_path):
     pytest.importorskip("mkdocs", reason="the docs extra (pulled in by the test extra) is not installed")
     proc = subprocess.run(

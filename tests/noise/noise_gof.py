@@ -57,7 +57,7 @@ def chi2_gof(
     exp_groups: list[float] = []
     obs_groups: list[int] = []
     e_acc, o_acc = 0.0, 0
-    for e, o in zip(probs * n, counts):
+    for e, o in zip(probs * n, counts, strict=True):
         e_acc += e
         o_acc += int(o)
         if e_acc >= min_expected:

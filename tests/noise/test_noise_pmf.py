@@ -50,7 +50,7 @@ def test_discrete_gaussian_pmf_vs_mpmath(sigma, xs):
     ref = [_mp_dg_logpmf(x, sigma) for x in xs]
     got_log = discrete_gaussian_logpmf(np.array(xs), sigma)
     got = discrete_gaussian_pmf(np.array(xs), sigma)
-    for r, gl, g in zip(ref, got_log, got):
+    for r, gl, g in zip(ref, got_log, got, strict=True):
         # log-pmf to 1e-14 relative (the exponent -x^2/(2 s^2) is itself rounded to ~2e-16 relative).
         assert abs(gl - float(r)) <= 1e-14 * max(1.0, abs(float(r)))
         exact = mp.exp(r)
@@ -122,7 +122,7 @@ def _mp_sk_logpmf(k: int, v: float) -> mp.mpf:
 def test_skellam_pmf_vs_mpmath(variance, ks):
     got = skellam_pmf(np.array(ks), variance)
     got_log = skellam_logpmf(np.array(ks), variance)
-    for k, g, gl in zip(ks, got, got_log):
+    for k, g, gl in zip(ks, got, got_log, strict=True):
         r = _mp_sk_logpmf(k, variance)
         assert abs(gl - float(r)) <= 2e-14 * max(1.0, abs(float(r)))
         assert g == pytest.approx(float(mp.exp(r)), rel=5e-14)

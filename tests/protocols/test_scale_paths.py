@@ -44,7 +44,7 @@ def test_roster_graph_rows_match_brute_force_ring(n, k):
     expect = _brute_neighbours(ids, k, seed)
     graph = RosterGraph(ids, k, seed)
     rows = graph.rows(ids)
-    for u, row in zip(ids, rows.tolist()):
+    for u, row in zip(ids, rows.tolist(), strict=True):
         assert len(row) == len(set(row)) and set(row) == expect[u]  # no repeats, even where the chord meets itself
     assert neighbourhoods(ids, k, seed) == expect
     with pytest.raises(ParameterError, match="clients"):
@@ -91,7 +91,7 @@ def test_share_plaintext_rows_equal_one_message_each():
     shares = rng.integers(0, PRIME, size=(5, 32), dtype=np.uint32)
     holders = [2, 4, 8, 16, 32]
     packed = m.SharePlaintext.pack_rows(7, holders, shares)
-    for v, row, blob in zip(holders, shares, packed):
+    for v, row, blob in zip(holders, shares, packed, strict=True):
         assert blob == m.SharePlaintext(7, v, row[:16].copy(), row[16:].copy()).to_bytes()
     bad = bytearray(packed[2])
     bad[-4:] = PRIME.to_bytes(4, "big")  # not an element of GF(p)
@@ -100,7 +100,7 @@ def test_share_plaintext_rows_equal_one_message_each():
     # holder 4 is named only by packed[1]; packed[0] is for holder 2, packed[4] names owner 7, not 6
     assert ok.tolist() == [False, True, False, False, False]
     assert rows[1].tolist() == shares[1].tolist()
-    for blob, owner, good in zip(blobs, [7, 7, 7, 7, 6], ok.tolist()):  # the one-message parser agrees
+    for blob, owner, good in zip(blobs, [7, 7, 7, 7, 6], ok.tolist(), strict=True):  # the one-message parser agrees
         try:
             pt = m.SharePlaintext.from_bytes(blob)
         except ProtocolError:
@@ -141,7 +141,8 @@ def _oracle(inputs, survivors, bits):
 
 
 @pytest.mark.parametrize("security", ["active", "semi-honest"])
-@pytest.mark.parametrize("k,t", [(None, 81), (12, 8), (13, 8)])  # full graph (t > 2n/3), SecAgg+ even and odd k
+# full graph (t > 2n/3: 4-8 s per case, CI only), SecAgg+ even and odd k
+@pytest.mark.parametrize("k,t", [pytest.param(None, 81, marks=pytest.mark.slow), (12, 8), (13, 8)])
 @pytest.mark.parametrize("stage", ["share_keys", "masked_input", "consistency", "unmasking"])
 def test_round_sum_equals_brute_force_after_dropouts(security, k, t, stage):
     from protocols import run_secagg_round

@@ -182,7 +182,7 @@ def test_secaggplus_client_refuses_a_valid_signature_from_a_survivor_holding_non
     w = far[0]
     sig = identities[w].sign(signing.LABEL_SURVIVOR_SET, server._statement)  # a valid signature on the set
     signers = tuple(sorted(req.signers + (w,)))
-    rows = {v: s.tobytes() for v, s in zip(req.signers, req.signatures)} | {w: sig}
+    rows = {v: s.tobytes() for v, s in zip(req.signers, req.signatures, strict=True)} | {w: sig}
     forged = m.UnmaskRequest(
         req.round_id,
         m.SERVER,

@@ -37,7 +37,7 @@ def unmask(y: np.ndarray, b_seed: bytes, sk_mask: bytes, peers: dict[int, bytes]
         for w, pk in peers.items()
     ]
     mask = masking.mask_input(np.zeros(y.size, np.uint64), bits=BITS, self_seed=b_seed, pairwise=pairwise)
-    return [(int(a) - int(b)) % (1 << BITS) for a, b in zip(y, mask)]
+    return [(int(a) - int(b)) % (1 << BITS) for a, b in zip(y, mask, strict=True)]
 
 
 def reconstruct(shares: dict[int, np.ndarray], points: dict[int, int], t: int) -> bytes:
@@ -86,7 +86,7 @@ def test_key_substitution_unmasks_the_victim_in_semi_honest_mode():
 
     for r, b in server.advance():
         bundle = m.decode(b)
-        boxes = tuple(rebox(s, r, box) for s, box in zip(bundle.senders, bundle.boxes))
+        boxes = tuple(rebox(s, r, box) for s, box in zip(bundle.senders, bundle.boxes, strict=True))
         reply = clients[r].receive(m.ShareBundle(rid, m.SERVER, r, bundle.senders, boxes).to_bytes())
         server.receive(reply, sender=r)
         if r == V:
@@ -167,8 +167,8 @@ def split_attack(security: str, t: int, group_a: set[int], group_b: set[int], co
         except ProtocolError as e:
             refused.append((c, str(e)))
             continue
-        b_shares.update({c: row for o, row in zip(resp.self_owners, resp.self_shares) if o == V})
-        k_shares.update({c: row for o, row in zip(resp.key_owners, resp.key_shares) if o == V})
+        b_shares.update({c: row for o, row in zip(resp.self_owners, resp.self_shares, strict=True) if o == V})  # noqa: B035 (one owner is V)
+        k_shares.update({c: row for o, row in zip(resp.key_owners, resp.key_shares, strict=True) if o == V})  # noqa: B035 (one owner is V)
     for c in colluders:  # a colluder opens its box from V
         ck = clients[c]._peers[V][0]
         pt = m.SharePlaintext.from_bytes(aead.open_sealed(ck, clients[c]._boxes[V], aead.associated_data(rid, V, c)))

@@ -226,13 +226,13 @@ def test_property_exact_sum_or_abort(scenario):
     inp = _inputs(n, dim, bits, seed=seed % 1000)
     ids = sorted(inp)
     drops: dict[str, set[int]] = {}
-    for cid, s in zip(ids, stage_of):
+    for cid, s in zip(ids, stage_of, strict=True):
         if s is not None:
             drops.setdefault(s, set()).add(cid)
     order = {s: i for i, s in enumerate(STAGES)}
 
     def alive_at(stage):
-        return {c for c, s in zip(ids, stage_of) if s is None or order[s] > order[stage]}
+        return {c for c, s in zip(ids, stage_of, strict=True) if s is None or order[s] > order[stage]}
 
     counted = alive_at("masked_input")
     try:

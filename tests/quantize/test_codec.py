@@ -73,7 +73,7 @@ def test_modular_sum_is_bit_exact_against_python_ints(bits: int, n: int, dim: in
     enc = codec.encode(x, noise=noise, rng=np.random.default_rng(seed + 2))  # same rounding draws
     xq_l, z_l, enc_l = xq.tolist(), noise.tolist(), enc.tolist()
     for i in range(n):
-        assert enc_l[i] == [(a + b) % q for a, b in zip(xq_l[i], z_l[i])]
+        assert enc_l[i] == [(a + b) % q for a, b in zip(xq_l[i], z_l[i], strict=True)]
     expected = [sum(xq_l[i][j] + z_l[i][j] for i in range(n)) % q for j in range(codec.padded_dim)]
     assert sum_mod(enc, bits).tolist() == expected
     # The centred lift used by decode matches Python's: v ↦ ((v + q/2) mod q) − q/2.

@@ -51,7 +51,7 @@ def test_stochastic_rounding_is_unbiased() -> None:
     ups = (draws - np.floor(y).astype(np.int64)).sum(axis=0)
     assert set(np.unique(draws - np.floor(y).astype(np.int64))) <= {0, 1}
     assert ups[0] == 0  # integer input is never moved
-    for f, k in zip(fracs[1:], ups[1:]):
+    for f, k in zip(fracs[1:], ups[1:], strict=True):
         p = scipy.stats.binomtest(int(k), n_draws, float(f)).pvalue
         assert p >= 1e-6 / 8, (f, k)
 

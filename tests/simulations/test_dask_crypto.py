@@ -43,7 +43,7 @@ def _loads(inputs: dict[int, np.ndarray], cut: int) -> list:
 def _brute_force(inputs: dict[int, np.ndarray], survivors) -> list[int]:
     total = [0] * DIM
     for c in survivors:
-        total = [(a + int(b)) % (1 << BITS) for a, b in zip(total, inputs[c])]
+        total = [(a + int(b)) % (1 << BITS) for a, b in zip(total, inputs[c], strict=True)]
     return total
 
 
@@ -60,12 +60,8 @@ def test_dask_pool_round_equals_inprocess_and_brute_force(cluster, security):
         drops["consistency"] = {IDS[25]}
     # one tampered unmask request to a client of each shard: both refuse, and their reports must come back
     # in the in-process order
-    faults = lambda: (
-        FaultInjector()
-        .tamper(Kind.UNMASK_REQUEST, recipient=IDS[3])
-        .tamper(  # noqa: E731
-            Kind.UNMASK_REQUEST, recipient=IDS[33]
-        )
+    faults = lambda: (  # noqa: E731
+        FaultInjector().tamper(Kind.UNMASK_REQUEST, recipient=IDS[3]).tamper(Kind.UNMASK_REQUEST, recipient=IDS[33])
     )
     kw = dict(
         modulus_bits=BITS, threshold=6, neighbours=10, dropouts=drops, seed=3, round_id=b"d" * 16, security=security

@@ -84,7 +84,7 @@ def test_ideal_round_equals_per_block_reference(generator):
         x = np.stack([_reference_client_vector(root, c, p.dim, cfg.privacy.clip) for c in ids])
         noise = sample_discrete_gaussian(p.sigma_int, len(ids) * p.padded_dim, rng=rng).reshape(len(ids), -1)
         rows = codec.encode(x, noise=noise, rng=rng)
-        for c, row, xi in zip(ids, rows, x):
+        for c, row, xi in zip(ids, rows, x, strict=True):
             if c in included:
                 total = total + np.array([int(v) for v in row], dtype=object)  # Python ints: no wrap
                 truth += xi

@@ -117,7 +117,7 @@ def main() -> int:
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base_tree)], check=False)
     bad = 0
-    for b, a in zip(before, after):  # each side's temp folder is already "<tmp>" (run_all scrubs it)
+    for b, a in zip(before, after, strict=True):  # each side's temp folder is already "<tmp>" (run_all scrubs it)
         if a != b:
             bad += 1
             sys.stdout.writelines(difflib.unified_diff(b.splitlines(True), a.splitlines(True), "base", "tree"))

@@ -101,11 +101,11 @@ WILDCARD = "..."
 def line_matches(expected: str, actual: str) -> bool:
     """Token-wise equality; a ``...`` token in ``expected`` matches any one token."""
     e, a = expected.split(), actual.split()
-    return len(e) == len(a) and all(x == WILDCARD or x == y for x, y in zip(e, a))
+    return len(e) == len(a) and all(x == WILDCARD or x == y for x, y in zip(e, a, strict=True))
 
 
 def output_matches(expected: list[str], actual: list[str]) -> bool:
-    return len(expected) == len(actual) and all(line_matches(e, a) for e, a in zip(expected, actual))
+    return len(expected) == len(actual) and all(line_matches(e, a) for e, a in zip(expected, actual, strict=True))
 
 
 def render(pairs: list[tuple[str, list[str]]]) -> str:

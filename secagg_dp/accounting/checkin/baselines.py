@@ -18,13 +18,21 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from scipy.special import ndtr
 
 from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.accounting.checkin.bases import GaussianSum
-from secagg_dp.accounting.checkin.mixture import DEFAULT_ORDERS, SubsampledCheckin, _edge, rdp_to_epsilon
+from secagg_dp.accounting.checkin.mixture import (
+    DEFAULT_ORDERS,
+    BaseMechanism,
+    SubsampledCheckin,
+    _edge,
+    rdp_to_epsilon,
+)
 
 __all__ = [
     "analytic_gaussian_epsilon",
@@ -53,14 +61,14 @@ def analytic_gaussian_epsilon(sensitivity: float, std: float, delta: float) -> f
     return hi
 
 
-def strong_composition_baseline(n: int, gamma: float, sigma: float, rounds: int, delta: float) -> dict:
+def strong_composition_baseline(n: int, gamma: float, sigma: float, rounds: int, delta: float) -> dict[str, Any]:
     """SCI22 Sec. 5.1 baseline (replace-one, C = 1, per-client std sigma). Returns eps and the split."""
     n = check_int("n", n, lo=1)
     gamma = check_probability("gamma", gamma, allow_zero=False)
     sigma = check_real("sigma", sigma, lo=0.0, lo_open=True)
     rounds = check_int("rounds", rounds, lo=1)
     delta = check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
-    best = {"epsilon": math.inf}
+    best: dict[str, Any] = {"epsilon": math.inf}
     for f_tail in (0.05, 0.2, 0.4):
         tl = math.log(f_tail * delta / (2.0 * rounds))
         l1 = max(_edge(n, gamma, tl, True), 1)
@@ -89,8 +97,12 @@ def strong_composition_baseline(n: int, gamma: float, sigma: float, rounds: int,
 
 
 def chernoff_shortcut_rdp(
-    mechanism, n: int, gamma: float, orders: np.ndarray = DEFAULT_ORDERS, deltas: np.ndarray | None = None
-) -> np.ndarray:
+    mechanism: BaseMechanism,
+    n: int,
+    gamma: float,
+    orders: np.ndarray = DEFAULT_ORDERS,
+    deltas: np.ndarray | None = None,
+) -> npt.NDArray[np.float64]:
     """SCI22 Eq. 11 / LT22 Thm 3 with the draft's rate gamma, minimised over D in ``deltas``."""
     orders = np.asarray(orders, dtype=np.int64)
     deltas = np.linspace(0.01, 0.99, 99) if deltas is None else np.asarray(deltas)
@@ -106,12 +118,13 @@ def chernoff_shortcut_rdp(
     first = x[0][None, :] - (dd**2 * mu / 2.0)[:, None]
     second = x[1:]
     val = np.logaddexp(first, second) / a1
-    return np.min(val, axis=0)
+    result: npt.NDArray[np.float64] = np.min(val, axis=0)
+    return result
 
 
 def chernoff_shortcut_epsilon(
     n: int, gamma: float, sigma: float, rounds: int, delta: float, orders: np.ndarray = DEFAULT_ORDERS
-) -> dict:
+) -> dict[str, Any]:
     """(eps, order) of the Chernoff shortcut for the distributed Gaussian; labelled baseline (rate gamma)."""
     r = rounds * chernoff_shortcut_rdp(GaussianSum(sigma), n, gamma, orders)
     with warnings.catch_warnings():

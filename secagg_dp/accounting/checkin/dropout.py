@@ -23,6 +23,7 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -123,7 +124,8 @@ def underdelivered_epsilon(
     """(z_calibrated, eps_actual): noise calibrated to ``target_epsilon`` with n0 shares, only n1 arrive.
 
     Total std scales by sqrt(n1/n0) (variances add), so z_actual = z sqrt(n1/n0); eps recomputed with the
-    same accountant. Example: eps 6, n0 = 100, n1 = 50, T = 1500, delta = 1e-5 -> 9.04 (9.08 with integer orders only)."""
+    same accountant. Example: eps 6, n0 = 100, n1 = 50, T = 1500, delta = 1e-5 -> 9.04 (9.08 with integer orders
+    only)."""
     n0 = check_int("n_calibrated", n_calibrated, lo=1)
     n1 = check_int("n_arrived", n_arrived, lo=1, hi=n0)
     z = calibrate_gaussian_multiplier(target_epsilon, rounds, delta)
@@ -141,7 +143,7 @@ def p_versus_gamma(
     *,
     amplification: str = "auto",
     dropout_stages: int = PROTOCOL_DROPOUT_STAGES,
-) -> dict:
+) -> dict[str, Any]:
     """Distributed check-in Gaussian (replace-one): eps with the true rate gamma = p(1-p')^N and with p.
 
     Returns both; ``conservative`` is True iff eps(p) >= eps(gamma). Not a theorem: a numerical check, and

@@ -38,8 +38,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.accounting.checkin.bases import DDGSum, SkellamSum
@@ -124,7 +126,9 @@ def _check_neighbouring(neighbouring: str, sample_rate: float) -> None:
         raise ParameterError("Poisson sampling inside the client (sample_rate < 1) is supported for 'add-remove' only.")
 
 
-def _poisson_discrete(step_rdp: Callable[[np.ndarray], np.ndarray], q: float, orders: np.ndarray) -> np.ndarray:
+def _poisson_discrete(
+    step_rdp: Callable[[np.ndarray], np.ndarray], q: float, orders: np.ndarray
+) -> npt.NDArray[np.float64]:
     """One Poisson(q)-subsampled step of a discrete base, rows = blocks: min of Zhu & Wang 2019 Thm 5
     (core ``poisson_subsampled_rdp``, add/remove, any base) and joint convexity."""
     orders = np.asarray(orders, dtype=np.int64)
@@ -134,7 +138,8 @@ def _poisson_discrete(step_rdp: Callable[[np.ndarray], np.ndarray], q: float, or
     table = np.zeros((step_rdp(orders[:1]).shape[0], jmax + 1))
     table[:, 2:] = step_rdp(np.arange(2, jmax + 1))
     zw = poisson_subsampled_rdp(table, q, orders)
-    return np.minimum(zw, _joint_convexity(q, table[:, orders], orders))
+    result: npt.NDArray[np.float64] = np.minimum(zw, _joint_convexity(q, table[:, orders], orders))
+    return result
 
 
 @dataclass(frozen=True)
@@ -307,7 +312,7 @@ def table1_comparison(
     sample_rate: float = 0.1,
     epsilon: float = 5.0,
     delta: float = 1e-5,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Heikkilä 2024 Table 1 with our RDP arithmetic: calibrate sigma_LDP for one party (eps = 5,
     delta = 1e-5, add/remove, Poisson 0.1; 1 step, 1 epoch = 10 steps, 5 epochs = 50 steps), then average N
     models: joint noise sigma_total = sqrt(N) sigma_LDP (Thm 4.7 / Lemma 4.3), same S steps.

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.accounting.checkin.tails import log_binom_pmf, log_binom_tail_ub
@@ -97,7 +98,8 @@ class PerKProvider(Protocol):
     """Per-k RDP of the mixture terms: ``log_expm1_upper(k_lo, k_hi, orders)`` >= max over the block of
     log(expm1((lam-1) eps'_k(lam))), exact when k_lo == k_hi. ``neighbouring`` names the relation."""
 
-    neighbouring: str
+    @property
+    def neighbouring(self) -> str: ...
 
     def log_expm1_upper(self, k_lo: np.ndarray, k_hi: np.ndarray, orders: np.ndarray) -> np.ndarray: ...
 
@@ -158,7 +160,7 @@ class SubsampledCheckin:
                 raise ParameterError("Argument 'gamma' is required when rate='gamma'.")
             check_probability("gamma", self.gamma, allow_zero=False)
 
-    def log_expm1_upper(self, k_lo: np.ndarray, k_hi: np.ndarray, orders: np.ndarray) -> np.ndarray:
+    def log_expm1_upper(self, k_lo: np.ndarray, k_hi: np.ndarray, orders: np.ndarray) -> npt.NDArray[np.float64]:
         k_lo = np.asarray(k_lo, dtype=np.float64)
         k_hi = np.asarray(k_hi, dtype=np.float64)
         orders = np.asarray(orders, dtype=np.int64)
@@ -171,7 +173,7 @@ class SubsampledCheckin:
             cap = log_expm1((orders[None, :] - 1.0) * base)
         if self.amplification == "none":
             return cap
-        q = k_hi / self.n if self.rate == "k/n" else np.full(k_lo.shape, float(self.gamma))
+        q = k_hi / self.n if self.rate == "k/n" else np.full(k_lo.shape, float(self.gamma))  # type: ignore[arg-type]  # rate='gamma' requires gamma (__post_init__)
         method = self.amplification
         if method == "auto":
             method = "pair" if hasattr(self.mechanism, "noise_multiplier") else "thm9"
@@ -180,14 +182,16 @@ class SubsampledCheckin:
         if method == "pair":
             sub = self._pair(k_lo, k_hi, q, orders)
         elif method == "thm27":
-            sub = wor_subsampled_gaussian_log_am1(self.mechanism.noise_multiplier(k_lo), q, orders)
+            # __post_init__ admits 'thm27' only for a mechanism with noise_multiplier (a Gaussian sum)
+            sub = wor_subsampled_gaussian_log_am1(self.mechanism.noise_multiplier(k_lo), q, orders)  # type: ignore[attr-defined]
         elif method == "thm9":
             sub = wor_subsampled_log_am1(base_all, q, orders)
         else:
             sub = joint
         if self.amplification == "auto":  # the analyst sees a function of the server's view: never above it
             sub = np.minimum(sub, joint)
-        return np.minimum(sub, cap)
+        result: npt.NDArray[np.float64] = np.minimum(sub, cap)
+        return result
 
     def _pair(self, k_lo: np.ndarray, k_hi: np.ndarray, q: np.ndarray, orders: np.ndarray) -> np.ndarray:
         """The dominating-pair bound at (z at k_lo, rate q), with client counts coarsened to a geometric grid
@@ -204,7 +208,9 @@ class SubsampledCheckin:
             q = np.minimum(float(self.n), np.maximum(k_hi, up)) / self.n
         keys = np.stack([lo, q], axis=1)
         uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-        vals = wor_gaussian_pair_log_am1(self.mechanism.noise_multiplier(uniq[:, 0]), uniq[:, 1], orders)
+        # 'pair' is admitted (or chosen by 'auto') only for a mechanism with noise_multiplier (a Gaussian sum)
+        z = self.mechanism.noise_multiplier(uniq[:, 0])  # type: ignore[attr-defined]
+        vals = wor_gaussian_pair_log_am1(z, uniq[:, 1], orders)
         return vals[inv.ravel()]
 
 
@@ -225,7 +231,9 @@ class PerKTable:
         idx = np.searchsorted(np.asarray(self.orders), orders)
         tab = np.asarray(self.table)[:, idx]
         out = np.empty((np.size(k_lo), np.size(orders)))
-        for r, (a, b) in enumerate(zip(np.asarray(k_lo, dtype=np.int64), np.asarray(k_hi, dtype=np.int64))):
+        for r, (a, b) in enumerate(
+            zip(np.asarray(k_lo, dtype=np.int64), np.asarray(k_hi, dtype=np.int64), strict=True)
+        ):
             out[r] = np.max(tab[a : b + 1], axis=0)
         return log_expm1((np.asarray(orders)[None, :] - 1.0) * out)
 
@@ -242,19 +250,23 @@ class MixtureResult:
     n_blocks: int
 
     @property
-    def rdp(self) -> np.ndarray:
+    def rdp(self) -> npt.NDArray[np.float64]:
         """Per-round RDP eps(lam) = log1p(exp(log_sm1)) / (lam - 1)."""
-        return np.logaddexp(0.0, self.log_sm1) / (self.orders - 1.0)
+        result: npt.NDArray[np.float64] = np.logaddexp(0.0, self.log_sm1) / (self.orders - 1.0)
+        return result
 
 
-def _lse_rows(x: np.ndarray) -> np.ndarray:
+def _lse_rows(x: np.ndarray) -> npt.NDArray[np.float64]:
     if x.shape[0] == 0:
         return np.full(x.shape[1:], -np.inf)
     m = np.max(x, axis=0)
     ms = np.where(np.isfinite(m), m, 0.0)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # only where m = +inf (masked below)
         out = ms + np.log(np.sum(np.exp(x - ms[None, :]), axis=0))
-    return np.where(np.isfinite(m), out, m)  # +inf (an infinite moment) stays +inf, never -inf
+    result: npt.NDArray[np.float64] = np.where(
+        np.isfinite(m), out, m
+    )  # +inf (an infinite moment) stays +inf, never -inf
+    return result
 
 
 def _add_log(log_w: np.ndarray, log_v: np.ndarray) -> np.ndarray:
@@ -337,7 +349,6 @@ def checkin_mixture(
     log_exact = _lse_rows(exact)
     blocks = _geometric_blocks(lo1, c_lo - 1, toward_hi=True) + _geometric_blocks(c_hi + 1, hi, toward_hi=False)
     done_vals: list[np.ndarray] = []  # final block rows
-    single_vals: list[np.ndarray] = [exact]
     pending = blocks
     pending_vals = None
     n_blocks_total = 0
@@ -359,7 +370,7 @@ def checkin_mixture(
             break
         done_vals.append(vals[~big])
         nxt = []
-        for (pa, pb), flag in zip(pending, big):
+        for (pa, pb), flag in zip(pending, big, strict=True):
             if flag:
                 mid = (pa + pb) // 2
                 nxt.append((pa, mid))
@@ -381,7 +392,7 @@ def checkin_rdp(
     n: int,
     gamma: float,
     orders: np.ndarray = DEFAULT_ORDERS,
-    **kwargs,
+    **kwargs: Any,  # forwarded to checkin_mixture's keyword-only options
 ) -> np.ndarray:
     """Per-round RDP upper bound of the check-in mixture at each order (see :func:`checkin_mixture`)."""
     return checkin_mixture(provider, n, gamma, orders, **kwargs).rdp
@@ -446,7 +457,7 @@ class CheckinCertificate:
         if self.observer not in OBSERVERS:
             raise ParameterError(f"Argument 'observer' must be one of {OBSERVERS}, not {self.observer!r}.")
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "observer": self.observer,
             "certificate": self.certificate,
@@ -492,7 +503,7 @@ def checkin_epsilon(
         "rdp",
         provider.neighbouring,
         rounds,
-        {int(o): float(v) for o, v in zip(orders, total)},
+        {int(o): float(v) for o, v in zip(orders, total, strict=True)},
         None,
         delta,
         0.0,
@@ -595,7 +606,7 @@ def window_certificate(
         total = rounds * np.logaddexp(0.0, log_sm1) / (orders - 1.0)
         tp = rounds * p_out
 
-        def conv(eps_prev: float) -> tuple[float, int, float]:
+        def conv(eps_prev: float, tp: float = tp, total: np.ndarray = total) -> tuple[float, int, float]:
             d_rdp = delta - split_factor(eps_prev) * tp
             if d_rdp <= 0:
                 return math.inf, int(orders[0]), d_rdp
@@ -632,7 +643,7 @@ def window_certificate(
             "window",
             provider.neighbouring,
             rounds,
-            {int(o): float(v) for o, v in zip(orders, total)},
+            {int(o): float(v) for o, v in zip(orders, total, strict=True)},
             (k_lo, k_hi),
             d_rdp,
             delta - d_rdp,

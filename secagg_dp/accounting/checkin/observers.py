@@ -71,10 +71,10 @@ def server_certificate(
     return _relabel(cert, observer="server")
 
 
-def _relabel(cert: CheckinCertificate, **changes: object) -> CheckinCertificate:
+def _relabel(cert: CheckinCertificate, *, observer: str) -> CheckinCertificate:
     from dataclasses import replace
 
-    return replace(cert, **changes)
+    return replace(cert, observer=observer)
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def server_ex_post_certificate(
         "rdp",
         neighbouring,
         rounds,
-        {int(o): float(v) for o, v in zip(orders, total)},
+        {int(o): float(v) for o, v in zip(orders, total, strict=True)},
         None,
         delta,
         0.0,

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy import special
@@ -34,6 +35,9 @@ from scipy import special
 from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.accounting.checkin.tails import log_binom_pmf, log_binom_tail_ub
 from secagg_dp.errors import ParameterError
+
+if TYPE_CHECKING:  # dp-accounting is imported lazily at run time (and ships no type information)
+    from dp_accounting.pld.pld_pmf import PLDPmf
 
 __all__ = [
     "PLD_OBSERVERS",
@@ -84,7 +88,7 @@ class PLDCertificate:
         if self.observer not in PLD_OBSERVERS:
             raise ParameterError(f"Argument 'observer' must be one of {PLD_OBSERVERS}, not {self.observer!r}.")
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """JSON-ready record; ``method`` says which accountant produced ``epsilon``."""
         return {
             "observer": self.observer,
@@ -373,12 +377,12 @@ def _discretised(c: _Components, top: float, h: float, rounds: int, delta: float
     )
     surv = np.minimum.accumulate(np.clip(surv, 0.0, 1.0))
     probs = np.maximum(surv - np.append(surv[1:], c.p_out), 0.0)  # [eps_i, eps_{i+1}) -> eps_i; top: [eps_m, inf)
-    opt = pld_pmf.create_pmf(dict(zip(idx.tolist(), probs.tolist())), h, c.p_out, False)
+    opt = pld_pmf.create_pmf(dict(zip(idx.tolist(), probs.tolist(), strict=True)), h, c.p_out, False)
     eps_hi = _epsilon(pess, rounds, delta, trunc)
     return eps_hi, min(_epsilon(opt, rounds, delta, trunc), eps_hi)
 
 
-def _epsilon(pmf: object, rounds: int, delta: float, trunc: float) -> float:
+def _epsilon(pmf: PLDPmf, rounds: int, delta: float, trunc: float) -> float:
     """T-fold composition (dp-accounting, FFT) and the smallest eps >= 0 with delta(eps) <= ``delta``."""
     dense = pmf.to_dense_pmf()
     if rounds > 1:

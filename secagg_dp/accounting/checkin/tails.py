@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.typing as npt
 from scipy.special import gammaln
 
 __all__ = ["log_binom_pmf", "log_binom_tail_ub"]
@@ -35,7 +36,7 @@ def _stirlerr(n: np.ndarray) -> np.ndarray:
     return out
 
 
-def _bd0(x: np.ndarray, m: np.ndarray) -> np.ndarray:
+def _bd0(x: npt.ArrayLike, m: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """Deviance x log(x/m) + m - x >= 0, accurate when x ~ m (Loader 2000); x, m > 0."""
     x = np.asarray(x, dtype=np.float64)
     m = np.broadcast_to(np.asarray(m, dtype=np.float64), x.shape)
@@ -52,7 +53,8 @@ def _bd0(x: np.ndarray, m: np.ndarray) -> np.ndarray:
             term = term * e2
             acc = acc + term / (2 * j + 1)
         out[close] = s + acc
-    return np.maximum(out, 0.0)
+    result: npt.NDArray[np.float64] = np.maximum(out, 0.0)
+    return result
 
 
 def log_binom_pmf(n: int, k: np.ndarray, p: float) -> np.ndarray:
@@ -83,7 +85,7 @@ def log_binom_pmf(n: int, k: np.ndarray, p: float) -> np.ndarray:
     return out
 
 
-def log_binom_tail_ub(n: int, a: np.ndarray, b: np.ndarray, p: float) -> np.ndarray:
+def log_binom_tail_ub(n: int, a: np.ndarray, b: np.ndarray, p: float) -> npt.NDArray[np.float64]:
     """Rigorous upper bound on log P(a <= K <= b), K ~ Binomial(n, p), for integer blocks a <= b.
 
     Minimum of three valid bounds: (i) (b - a + 1) * max pmf on the block (unimodality: the max is at the
@@ -120,4 +122,5 @@ def log_binom_tail_ub(n: int, a: np.ndarray, b: np.ndarray, p: float) -> np.ndar
         ac = aa[cmask]
         ch[cmask] = -(_bd0(ac, nf * p) + _bd0(nf - ac, nf * (1.0 - p)))
         bound[above] = np.minimum(bound[above], np.minimum(geo, ch))
-    return np.minimum(bound, 0.0)
+    result: npt.NDArray[np.float64] = np.minimum(bound, 0.0)
+    return result

@@ -15,6 +15,7 @@ import warnings
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from scipy.optimize import minimize_scalar
 
 from secagg_dp._validate import check_real
@@ -124,7 +125,7 @@ def dp_delta(orders: Any, rdp: Any, epsilon: float) -> tuple[float, float]:
     return min(1.0, math.exp(float(logd[i]))), float(a[i])
 
 
-def pure_dp_to_rdp(epsilon: Any, orders: Any) -> np.ndarray:
+def pure_dp_to_rdp(epsilon: Any, orders: Any) -> npt.NDArray[np.float64]:
     """RDP curve implied by ε-DP (δ = 0): the randomized-response pair is the worst case.
 
     Every ε-DP pair is a post-processing of randomized response (Kairouz, Oh & Viswanath 2015, Thm 2.5),
@@ -143,7 +144,8 @@ def pure_dp_to_rdp(epsilon: Any, orders: Any) -> np.ndarray:
     num = np.logaddexp(a * e, (1.0 - a) * e)
     val = (num - np.logaddexp(0.0, e)) / (a - 1.0)
     out = np.minimum(np.maximum(val, 0.0), e)
-    return out if out.ndim > 1 else out.reshape(a.shape)
+    result: npt.NDArray[np.float64] = out if out.ndim > 1 else out.reshape(a.shape)
+    return result
 
 
 def dp_to_rdp(epsilon: float, delta: float, orders: Any) -> np.ndarray:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+import numpy.typing as npt
 
 from secagg_dp._validate import check_int, check_real
 from secagg_dp.accounting.core import rdp as _rdp
@@ -44,7 +45,8 @@ def check_neighbouring(value: Any) -> str:
     """Return ``value`` if it is ``'replace-one'`` or ``'add-remove'``."""
     if value not in NEIGHBOURING_RELATIONS:
         raise ParameterError(f"Argument 'neighbouring' must be one of {NEIGHBOURING_RELATIONS}, not {value!r}.")
-    return value
+    relation: str = value  # one of NEIGHBOURING_RELATIONS (checked above)
+    return relation
 
 
 def sum_l2_sensitivity(clip: float, neighbouring: str) -> float:
@@ -277,9 +279,10 @@ class Composed(PrivacyEvent):
     def children(self) -> tuple[PrivacyEvent, ...]:
         return self.events
 
-    def rdp(self, orders: Any) -> np.ndarray:
+    def rdp(self, orders: Any) -> npt.NDArray[np.float64]:
         a = _rdp.check_orders(orders)
-        return np.sum([e.rdp(a) for e in self.events], axis=0)
+        result: npt.NDArray[np.float64] = np.sum([e.rdp(a) for e in self.events], axis=0)
+        return result
 
 
 @dataclass(frozen=True)

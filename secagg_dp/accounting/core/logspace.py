@@ -13,30 +13,36 @@ import math
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from scipy.special import gammaln
 
 __all__ = ["log_expm1", "log1p_exp", "log_comb", "log_binomial_sum"]
 
 
-def log_expm1(x: Any) -> np.ndarray:
+def log_expm1(x: Any) -> npt.NDArray[np.float64]:
     """log(e^x − 1) for x ≥ 0 without overflow or cancellation (−inf at x = 0, x at x = inf)."""
     x = np.asarray(x, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(np.isposinf(x), x, x + np.log(-np.expm1(-x)))
+        result: npt.NDArray[np.float64] = np.where(np.isposinf(x), x, x + np.log(-np.expm1(-x)))
+        return result
 
 
-def log1p_exp(x: Any) -> np.ndarray:
+def log1p_exp(x: Any) -> npt.NDArray[np.float64]:
     """log(1 + e^x) without overflow and with full relative precision for very negative x."""
     x = np.asarray(x, dtype=np.float64)
     with np.errstate(over="ignore"):
-        return np.where(x < 0.0, np.log1p(np.exp(np.minimum(x, 0.0))), x + np.log1p(np.exp(-np.abs(x))))
+        result: npt.NDArray[np.float64] = np.where(
+            x < 0.0, np.log1p(np.exp(np.minimum(x, 0.0))), x + np.log1p(np.exp(-np.abs(x)))
+        )
+        return result
 
 
-def log_comb(n: Any, k: Any) -> np.ndarray:
+def log_comb(n: Any, k: Any) -> npt.NDArray[np.float64]:
     """log C(n, k) via log-gamma (broadcasting, exact to float rounding for n up to ~1e15)."""
     n = np.asarray(n, dtype=np.float64)
     k = np.asarray(k, dtype=np.float64)
-    return gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0)
+    result: npt.NDArray[np.float64] = gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0)
+    return result
 
 
 _CHUNK = 32

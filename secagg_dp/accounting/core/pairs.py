@@ -33,6 +33,7 @@ import math
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from scipy import special
 
 from secagg_dp.accounting.core.logspace import log_expm1
@@ -56,13 +57,14 @@ _CACHE: dict[tuple[float, float, bytes], np.ndarray] = {}  # (z, q, orders) -> r
 _CACHE_ROWS = 8192  # re-evaluates the same client counts for every window candidate (oldest evicted first)
 
 
-def _ndtr_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _ndtr_diff(a: np.ndarray, b: np.ndarray) -> npt.NDArray[np.float64]:
     """Φ(a) − Φ(b) for a >= b without cancellation against 1/2 (each branch a sum or difference of tails)."""
     with np.errstate(invalid="ignore"):
         pos = special.ndtr(-b) - special.ndtr(-a)  # b >= 0: upper tails
         neg = special.ndtr(a) - special.ndtr(b)  # a <= 0: lower tails
         mid = 0.5 * (special.erf(a / math.sqrt(2.0)) + special.erf(-b / math.sqrt(2.0)))
-    return np.where(b >= 0, pos, np.where(a <= 0, neg, mid))
+    result: npt.NDArray[np.float64] = np.where(b >= 0, pos, np.where(a <= 0, neg, mid))
+    return result
 
 
 def _forward_delta(z: np.ndarray, q: np.ndarray, eps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -175,7 +177,7 @@ def wor_gaussian_pair_log_am1(noise_multiplier: Any, rate: Any, orders: Any) -> 
     key = a.tobytes()
     out = np.empty((zr.size, a.size))
     todo = []
-    for i, (zi, qi) in enumerate(zip(zr.tolist(), qr.tolist())):
+    for i, (zi, qi) in enumerate(zip(zr.tolist(), qr.tolist(), strict=True)):
         hit = _CACHE.get((zi, qi, key))
         if hit is None:
             todo.append(i)
@@ -214,7 +216,7 @@ def _pair_rows(zr: np.ndarray, qr: np.ndarray, a: np.ndarray) -> np.ndarray:
     return out
 
 
-def wor_gaussian_pair_rdp(noise_multiplier: Any, rate: Any, orders: Any) -> np.ndarray:
+def wor_gaussian_pair_rdp(noise_multiplier: Any, rate: Any, orders: Any) -> npt.NDArray[np.float64]:
     """RDP ε(λ) = log1p(E_λ − 1)/(λ − 1) from :func:`wor_gaussian_pair_log_am1`, capped by the Gaussian's
     λ/(2z²) (subsampling never hurts); integer orders."""
     a = _check_int_orders(orders)
@@ -223,4 +225,5 @@ def wor_gaussian_pair_rdp(noise_multiplier: Any, rate: Any, orders: Any) -> np.n
     rdp = np.logaddexp(0.0, la) / (a - 1.0)
     with np.errstate(divide="ignore"):
         cap = a / (2.0 * np.asarray(z, dtype=np.float64)[..., None] ** 2)
-    return np.minimum(rdp, cap)
+    result: npt.NDArray[np.float64] = np.minimum(rdp, cap)
+    return result

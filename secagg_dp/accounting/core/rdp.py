@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from secagg_dp._validate import check_int, check_real
 from secagg_dp.accounting.core.logspace import log_comb
@@ -159,7 +160,7 @@ def ddg_rdp(
     l1_sensitivity: float,
     *,
     tau: Any = None,
-) -> np.ndarray:
+) -> npt.NDArray[np.float64]:
     """Distributed discrete Gaussian: n clients each add N_Z(0, σ²)^d; integer shift with norms Δ₂, Δ₁.
 
     ε(α) = min{ αΔ₂²/(2nσ²) + τd,  (α/2)(Δ₂²/(nσ²) + 2τΔ₁/(√n σ) + τ²d),  (α/2)(Δ₂/(√n σ) + τ√d)² }
@@ -192,7 +193,8 @@ def ddg_rdp(
         t2 = a / 2.0 * (l2s * l2s + 2.0 * l1s * t + t * t * d)
         t3 = a / 2.0 * (l2s + math.sqrt(d) * t) ** 2
     out = np.minimum(np.minimum(t1, t2), t3)
-    return out if n.ndim else out.reshape(a.shape)
+    result: npt.NDArray[np.float64] = out if n.ndim else out.reshape(a.shape)
+    return result
 
 
 def skellam_rdp(orders: Any, variance: Any, l2_sensitivity: float, l1_sensitivity: float) -> np.ndarray:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from scipy.special import gammaln, log_ndtr, logsumexp
 
 from secagg_dp.accounting.core.logspace import log1p_exp, log_binomial_sum, log_comb, log_expm1
@@ -63,11 +64,11 @@ def _check_rates(name: str, rate: Any) -> np.ndarray:
     return r
 
 
-def _check_noise(name: str, z: Any) -> np.ndarray:
-    z = np.asarray(z, dtype=np.float64)
-    if not np.all(np.isfinite(z)) or np.any(z <= 0.0):
-        raise ParameterError(f"Argument '{name}' must contain finite values > 0, not {z!r}.")
-    return z
+def _check_noise(name: str, z: Any) -> npt.NDArray[np.float64]:
+    arr = np.asarray(z, dtype=np.float64)
+    if not np.all(np.isfinite(arr)) or np.any(arr <= 0.0):
+        raise ParameterError(f"Argument '{name}' must contain finite values > 0, not {arr!r}.")
+    return arr
 
 
 def _check_table(base_rdp_int: Any, orders: np.ndarray) -> np.ndarray:
@@ -86,7 +87,7 @@ def _check_table(base_rdp_int: Any, orders: np.ndarray) -> np.ndarray:
     return t
 
 
-def _xlogy(k: np.ndarray, logy: np.ndarray) -> np.ndarray:
+def _xlogy(k: npt.NDArray[np.float64] | np.float64, logy: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """k·log y with 0·(−inf) = 0."""
     with np.errstate(invalid="ignore"):
         return np.where(k == 0, 0.0, k * logy)
@@ -140,10 +141,11 @@ def _half_inv_square(z: np.ndarray) -> np.ndarray:
         return (1.0 / z) ** 2 / 2.0
 
 
-def _gaussian_cap(a: np.ndarray, z: np.ndarray) -> np.ndarray:
+def _gaussian_cap(a: np.ndarray, z: np.ndarray) -> npt.NDArray[np.float64]:
     """α/(2z²), the unsubsampled Gaussian RDP (Mironov 2017, Prop. 7); +inf when it exceeds 1.8e308."""
     with np.errstate(over="ignore"):
-        return a * _half_inv_square(z)[..., None]
+        result: npt.NDArray[np.float64] = a * _half_inv_square(z)[..., None]
+        return result
 
 
 def _thm9_second(e2: np.ndarray) -> np.ndarray:
@@ -176,7 +178,7 @@ def wor_subsampled_log_am1(base_rdp_int: Any, rate: Any, orders: Any) -> np.ndar
     return log_binomial_sum(terms, a, 2).reshape(lead + (a.size,))
 
 
-def wor_subsampled_rdp(base_rdp_int: Any, rate: Any, orders: Any) -> np.ndarray:
+def wor_subsampled_rdp(base_rdp_int: Any, rate: Any, orders: Any) -> npt.NDArray[np.float64]:
     """Sampling a fixed-size subset without replacement (rate γ = m/N), **replace-one** neighbours.
 
     WBK19 Theorem 9 (:func:`wor_subsampled_log_am1`), ε'(α) = log A(α)/(α−1), then min with ε(α).
@@ -185,7 +187,8 @@ def wor_subsampled_rdp(base_rdp_int: Any, rate: Any, orders: Any) -> np.ndarray:
     t = _check_table(base_rdp_int, a)
     sub = _from_log_am1(a, lambda ints: wor_subsampled_log_am1(t, rate, ints))
     lead = sub.shape[:-1]
-    return np.minimum(sub, _base_at(np.broadcast_to(t, lead + t.shape[-1:]), a))
+    result: npt.NDArray[np.float64] = np.minimum(sub, _base_at(np.broadcast_to(t, lead + t.shape[-1:]), a))
+    return result
 
 
 def _base_at(t: np.ndarray, orders: np.ndarray) -> np.ndarray:
@@ -211,18 +214,20 @@ def poisson_subsampled_rdp(base_rdp_int: Any, rate: Any, orders: Any) -> np.ndar
         lg = np.log(gb)
         l1g = np.log1p(-gb)
 
-    def log_a(alpha: int) -> np.ndarray:
+    def log_a(alpha: int) -> npt.NDArray[np.float64]:
         head = _xlogy(np.float64(alpha - 1), l1g) + np.log1p((alpha - 1) * gb)
         j = np.arange(2, alpha + 1, dtype=np.float64)
         coef = np.where(j == 2, 0.0, _LOG3)
         terms = coef + log_comb(alpha, j) + _xlogy(j, lg) + _xlogy(alpha - j, l1g)
         with np.errstate(invalid="ignore", over="ignore"):  # weight 0 (γ = 1) times e^{+inf} counts as 0
             terms = np.where(np.isneginf(terms), -np.inf, terms + (j - 1.0) * t[..., 2 : alpha + 1])
-        return logsumexp(np.concatenate([head, terms], axis=-1), axis=-1)
+        result: npt.NDArray[np.float64] = logsumexp(np.concatenate([head, terms], axis=-1), axis=-1)
+        return result
 
     # A ≥ 1, so log A ≥ 0: a value a rounding error below 0 (seen at sigma ~ 1e8) is reported as 0
     sub = np.maximum(_assemble(a, lead, log_a), 0.0)
-    return np.minimum(sub, _base_at(t, a))
+    result: npt.NDArray[np.float64] = np.minimum(sub, _base_at(t, a))
+    return result
 
 
 def poisson_subsampled_gaussian_log_am1(noise_multiplier: Any, rate: Any, orders: Any) -> np.ndarray:
@@ -253,7 +258,7 @@ def poisson_subsampled_gaussian_log_am1(noise_multiplier: Any, rate: Any, orders
     return out.reshape(lead + (a.size,))
 
 
-def poisson_subsampled_gaussian_rdp(noise_multiplier: Any, rate: Any, orders: Any) -> np.ndarray:
+def poisson_subsampled_gaussian_rdp(noise_multiplier: Any, rate: Any, orders: Any) -> npt.NDArray[np.float64]:
     """Poisson-subsampled Gaussian, **add/remove** neighbours, noise multiplier z = σ/Δ₂ (exact).
 
     Mironov, Talwar & Zhang 2019, Section 3.3: integer α via :func:`poisson_subsampled_gaussian_log_am1`,
@@ -271,7 +276,7 @@ def poisson_subsampled_gaussian_rdp(noise_multiplier: Any, rate: Any, orders: An
         out[..., ~frac] = log1p_exp(poisson_subsampled_gaussian_log_am1(z, q, ints)) / (ints - 1.0)
     if np.any(frac):
         zr, qr = _rows(lead, z, q)
-        rows = [_poisson_gaussian_log_a_frac(float(zi), float(qi), a[frac]) for zi, qi in zip(zr, qr)]
+        rows = [_poisson_gaussian_log_a_frac(float(zi), float(qi), a[frac]) for zi, qi in zip(zr, qr, strict=True)]
         log_a = np.asarray(rows).reshape(lead + (int(frac.sum()),))
         # log A below 1e-8 carries float64 rounding of the sum (~1e-16 absolute) that may exceed its size;
         # there the cumulant interpolation between integer orders (exact log(A - 1), an upper bound) is used
@@ -279,7 +284,8 @@ def poisson_subsampled_gaussian_rdp(noise_multiplier: Any, rate: Any, orders: An
         if np.any(log_a < 1e-8):
             interp = _from_log_am1(a[frac], lambda ints: poisson_subsampled_gaussian_log_am1(z, q, ints))
             out[..., frac] = np.where(log_a < 1e-8, interp, out[..., frac])
-    return np.minimum(out, _gaussian_cap(a, z))
+    result: npt.NDArray[np.float64] = np.minimum(out, _gaussian_cap(a, z))
+    return result
 
 
 _FRAC_BLOCK = 2048
@@ -307,12 +313,13 @@ def _poisson_gaussian_log_a_frac(z: float, q: float, orders: np.ndarray) -> np.n
     lq, l1q = math.log(q), math.log1p(-q)
     z0 = z * z * (l1q - lq) + 0.5
 
-    def log_terms(alpha: float, i: np.ndarray) -> np.ndarray:
+    def log_terms(alpha: float, i: np.ndarray) -> npt.NDArray[np.float64]:
         j = alpha - i
         log_coef = gammaln(alpha + 1.0) - gammaln(i + 1.0) - gammaln(j + 1.0)  # gammaln is log|Γ|
         t0 = j * l1q + i * lq + c * (i * i - i) + log_ndtr((z0 - i) / z)
         t1 = j * lq + i * l1q + c * (j * j - j) + log_ndtr((j - z0) / z)
-        return log_coef + np.logaddexp(t0, t1)
+        result: npt.NDArray[np.float64] = log_coef + np.logaddexp(t0, t1)
+        return result
 
     out = np.empty(orders.size)
     for idx, alpha in enumerate(orders):
@@ -364,7 +371,7 @@ _FD_MARGIN = 45.0  # series length: Poisson tail bound e^-45 below the leading t
 _FD_GROUP_SPREAD = 30.0  # rows share one BLAS product while R·|log c − log c0| ≤ 30 (no underflow loss)
 
 
-def _build_fd_series_table(r_max: int, p_max: int) -> np.ndarray:
+def _build_fd_series_table(r_max: int, p_max: int) -> npt.NDArray[np.float64]:
     """D[r, m] = log((2m)!·d[r, 2m]/r!) for r = 0..r_max, 2m ≤ p_max (−inf where d = 0)."""
     p = np.arange(p_max + 1, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -380,7 +387,9 @@ def _build_fd_series_table(r_max: int, p_max: int) -> np.ndarray:
         b[1:] = l2[1:] + prev[:-1]
         ld[r + 1] = np.logaddexp(np.logaddexp(a, b), lpp + prev)
     even = np.arange(0, p_max + 1, 2)
-    out = ld[:, even] + gammaln(even + 1.0)[None, :] - gammaln(np.arange(r_max + 1) + 1.0)[:, None]
+    out: npt.NDArray[np.float64] = (
+        ld[:, even] + gammaln(even + 1.0)[None, :] - gammaln(np.arange(r_max + 1) + 1.0)[:, None]
+    )
     out.setflags(write=False)
     return out
 
@@ -497,7 +506,7 @@ def wor_subsampled_gaussian_log_am1(noise_multiplier: Any, rate: Any, orders: An
     return log_binomial_sum(terms, a, 2).reshape(lead + (a.size,))
 
 
-def wor_subsampled_gaussian_rdp(noise_multiplier: Any, rate: Any, orders: Any) -> np.ndarray:
+def wor_subsampled_gaussian_rdp(noise_multiplier: Any, rate: Any, orders: Any) -> npt.NDArray[np.float64]:
     """Sampling without replacement (γ = m/N), **replace-one**, Gaussian with z = σ/Δ₂ (Δ₂ replace-one).
 
     WBK19 Theorem 27 (:func:`wor_subsampled_gaussian_log_am1`), ε'(α) = log A(α)/(α−1), then min with
@@ -506,7 +515,8 @@ def wor_subsampled_gaussian_rdp(noise_multiplier: Any, rate: Any, orders: Any) -
     a = check_orders(orders)
     z = _check_noise("noise_multiplier", noise_multiplier)
     sub = _from_log_am1(a, lambda ints: wor_subsampled_gaussian_log_am1(z, rate, ints))
-    return np.minimum(sub, _gaussian_cap(a, z))
+    result: npt.NDArray[np.float64] = np.minimum(sub, _gaussian_cap(a, z))
+    return result
 
 
 def revealed_participation_rdp(base_rdp: Any, rate: float, orders: Any) -> np.ndarray:

@@ -35,6 +35,7 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
+import numpy.typing as npt
 from scipy.special import logsumexp
 
 from secagg_dp._validate import check_int, check_real
@@ -90,13 +91,13 @@ def _log_factorials(L: int) -> tuple[np.ndarray, np.ndarray]:
     return hi_ld.astype(np.float64), (full - hi_ld).astype(np.float64)
 
 
-def _log_binom_matrix(L: int) -> np.ndarray:
+def _log_binom_matrix(L: int) -> npt.NDArray[np.float64]:
     """log C(m, i) for 0 ≤ i ≤ m ≤ L (row m, column i), −inf above the diagonal."""
     hi, lo = _log_factorials(L)
     m = np.arange(L + 1)[:, None]
     i = np.arange(L + 1)[None, :]
     j = np.clip(m - i, 0, L)
-    out = (hi[m] - hi[i] - hi[j]) + (lo[m] - lo[i] - lo[j])
+    out: npt.NDArray[np.float64] = (hi[m] - hi[i] - hi[j]) + (lo[m] - lo[i] - lo[j])
     out[i > m] = -np.inf
     return out
 
@@ -204,7 +205,9 @@ def shuffle_gaussian_log_moments(max_order: int, *, n: int, sigma: float) -> np.
     return log1p_exp(_log_excess(max(L, 1), n, sigma))
 
 
-def shuffle_gaussian_rdp(orders: int | Sequence[int], *, n: int, sigma: float) -> np.ndarray:
+def shuffle_gaussian_rdp(
+    orders: int | Sequence[int] | npt.NDArray[np.int64], *, n: int, sigma: float
+) -> npt.NDArray[np.float64]:
     """LOWER bound on the RDP of the shuffle Gaussian mechanism (LT22 Thm 1 = LHT22 Thm 3).
 
     Exact Rényi divergence of order λ for the pair D = (0,…,0), D' = (1,0,…,0) of ``n`` users, each
@@ -217,10 +220,11 @@ def shuffle_gaussian_rdp(orders: int | Sequence[int], *, n: int, sigma: float) -
     sigma = check_real("sigma", sigma, lo=0.0, lo_open=True)
     L = int(arr.max())
     log_mom = log1p_exp(_log_excess(L, n, sigma))
-    return log_mom[arr] / (arr - 1.0)
+    result: npt.NDArray[np.float64] = log_mom[arr] / (arr - 1.0)
+    return result
 
 
-def shuffle_gaussian_rdp_upper(orders: int | Sequence[int], *, sigma: float) -> np.ndarray:
+def shuffle_gaussian_rdp_upper(orders: int | Sequence[int] | npt.NDArray[np.int64], *, sigma: float) -> np.ndarray:
     """λ/(2σ²): LT22 Corollary 1, the Gaussian RDP without shuffling (Mironov 2017). An upper bound."""
     sigma = check_real("sigma", sigma, lo=0.0, lo_open=True)
     arr = np.atleast_1d(np.asarray(orders, dtype=np.float64))

@@ -13,8 +13,8 @@ Replace-one neighbours. Building blocks:
 * Approaches 1 and 2 (LHT22 Sec. 3.3) over LHT22 Thm 2 (rate k/n for k check-ins).
 
 Departure from LHT22, on purpose: its Lemma 1 turns (ε, δ)-DP with δ > 0 into a finite RDP, which is
-false in general (:func:`secagg_dp.accounting.core.conversion.dp_to_rdp`). We carry δ instead: each per-round guarantee is
-ε-RR outside an event of probability δ ("δ-approximate RDP"), RDP composes on the ε part, and the final
+false in general (:func:`secagg_dp.accounting.core.conversion.dp_to_rdp`). We carry δ instead: each per-round guarantee
+is ε-RR outside an event of probability δ ("δ-approximate RDP"), RDP composes on the ε part, and the final
 δ is δ_conv + T·δ_round. No cited result proves this accounting through shuffling, subsampling and the
 check-in mixture, so the results are estimates, not certificates (the command line says
 ``bound: "estimate"``, ``certificate: false``); the FMT and first-cut formulas are taken from the cited papers.
@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 from scipy.special import gammaln, logsumexp
 from scipy.stats import binom
 
@@ -68,7 +69,9 @@ class LDPResult:
     observer: str = "analyst"
 
 
-def fmt_shuffle(eps0, delta0, n, delta1):
+def fmt_shuffle(
+    eps0: float, delta0: float, n: npt.ArrayLike, delta1: float
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """LHT22 Eq. 8–9 (FMT21 Thm 3.8), vectorised over ``n``; (ε0, δ0) outside the validity range."""
     n = np.asarray(n, dtype=np.float64)
     e0 = np.float64(eps0)
@@ -85,7 +88,9 @@ def fmt_shuffle(eps0, delta0, n, delta1):
     return np.where(use, amp, e0), np.where(use, d, delta0)
 
 
-def subsample_dp(eps, delta, rate):
+def subsample_dp(
+    eps: npt.ArrayLike, delta: npt.ArrayLike, rate: npt.ArrayLike
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Balle et al. 2018 Thm 9 (LHT22 Eq. 10): without replacement at ``rate``, replace-one."""
     rate = np.asarray(rate, dtype=np.float64)
     with np.errstate(divide="ignore"):  # log(1 + r(e^ε − 1)) = log((1 − r) + r e^ε), no overflow at large ε
@@ -93,7 +98,9 @@ def subsample_dp(eps, delta, rate):
     return eps_sub, rate * np.asarray(delta)
 
 
-def _check_common(eps0, delta0, n, gamma, delta):
+def _check_common(
+    eps0: float, delta0: float, n: int, gamma: float, delta: float
+) -> tuple[float, float, int, float, float]:
     eps0 = check_real("eps0", eps0, lo=0.0, lo_open=True)
     delta0 = check_real("delta0", delta0, lo=0.0, hi=1.0, hi_open=True)
     n = check_int("n", n, lo=1)
@@ -102,17 +109,19 @@ def _check_common(eps0, delta0, n, gamma, delta):
     return eps0, delta0, n, gamma, delta
 
 
-def first_cut(eps0: float, delta0: float, *, n: int, gamma: float, l: int, delta1: float) -> tuple[float, float]:
+def first_cut(eps0: float, delta0: float, *, n: int, gamma: float, l: int, delta1: float) -> tuple[float, float]:  # noqa: E741 (LHT22's l, a public keyword)
     """LHT22 Thm 1: one round of shuffled check-in as (ε, δ) = (ε_l, β + δ_l) with at most l check-ins."""
     eps0, delta0, n, gamma, delta1 = _check_common(eps0, delta0, n, gamma, delta1)
-    l = check_int("l", l, lo=1, hi=n)
+    l = check_int("l", l, lo=1, hi=n)  # noqa: E741 (LHT22's symbol)
     beta = float(binom.sf(l - 1, n, gamma))
     e_sh, d_sh = fmt_shuffle(eps0, delta0, l, delta1)
     e, d = subsample_dp(float(e_sh), float(d_sh), l / n)
     return float(e), float(d) + beta
 
 
-def _compose_approx(orders, rdp_round, delta_round, rounds, delta):
+def _compose_approx(
+    orders: npt.NDArray[np.int64], rdp_round: npt.ArrayLike, delta_round: float, rounds: int, delta: float
+) -> tuple[float, float] | None:
     """δ-approximate RDP composition: ε from T·rdp at δ − T·δ_round (None if δ is exhausted)."""
     left = delta - rounds * delta_round
     if left <= 0:
@@ -132,7 +141,7 @@ def first_cut_epsilon(
     mean = n * gamma
     ls = np.unique(np.clip(np.round(mean + np.linspace(0, 12, 97) * math.sqrt(max(mean, 1.0))), 1, n)).astype(int)
     best = LDPResult(math.inf, delta, math.nan, "first-cut")
-    for l in ls:
+    for l in ls:  # noqa: E741 (LHT22's symbol)
         e, d = first_cut(eps0, delta0, n=n, gamma=gamma, l=int(l), delta1=delta / (4.0 * rounds))
         res = _compose_approx(orders, pure_dp_to_rdp(e, orders), d, rounds, delta)
         if res is not None and res[0] < best.epsilon:
@@ -195,7 +204,9 @@ def approach_epsilon(
 _SEED000_EPS0_MAX = 150.0
 
 
-def seed000_upper_log_moment(eps0: float, *, n: int, gamma: float, orders, big_delta: float) -> np.ndarray:
+def seed000_upper_log_moment(
+    eps0: float, *, n: int, gamma: float, orders: npt.ArrayLike, big_delta: float
+) -> np.ndarray:
     """log of the SCI22 Thm 2 (Eq. 7) bound on E[(M(D)/M(D'))^λ] for ε0-LDP randomizers, fixed Δ.
 
     The extraction prints e^{−ε0/l̃}, l̃ = ⌊(1−Δ)nγ/(2ε0)⌋ + 1, (2(e^{2ε0}−1)²/e^{2ε0})^{j/2} and
@@ -238,16 +249,19 @@ def seed000_upper_log_moment(eps0: float, *, n: int, gamma: float, orders, big_d
     x = gamma * math.expm1(2 * eps0) / math.exp(eps0)
     log_ups_base = lam * math.log1p(x) + np.log1p(-(1 + lam * x) / (1 + x) ** lam)
 
-    def ups(k):
+    def ups(k: int) -> npt.NDArray[np.float64]:
         return log_ups_base - (k - 1) / (8.0 * math.exp(eps0))
 
     k1 = math.floor((1 - D) * n * gamma) + 1
     terms.append(ups(1) + chern)
     terms.append(ups(k1))
-    return logsumexp(np.stack(terms), axis=0)
+    result: npt.NDArray[np.float64] = logsumexp(np.stack(terms), axis=0)
+    return result
 
 
-def seed000_upper_rdp(eps0: float, *, n: int, gamma: float, orders, deltas=None) -> np.ndarray:
+def seed000_upper_rdp(
+    eps0: float, *, n: int, gamma: float, orders: npt.ArrayLike, deltas: npt.ArrayLike | None = None
+) -> np.ndarray:
     """SCI22 Thm 2 upper bound on the shuffled check-in RDP (ε0-LDP), minimised over Δ ∈ (0, 1)."""
     eps0 = check_real("eps0", eps0, lo=0.0, hi=_SEED000_EPS0_MAX, lo_open=True)
     n = check_int("n", n, lo=1)
@@ -260,7 +274,9 @@ def seed000_upper_rdp(eps0: float, *, n: int, gamma: float, orders, deltas=None)
     return best / (lam - 1.0)
 
 
-def seed000_lower_rdp(eps0: float, *, n: int, gamma: float, orders, deltas=None) -> np.ndarray:
+def seed000_lower_rdp(
+    eps0: float, *, n: int, gamma: float, orders: npt.ArrayLike, deltas: npt.ArrayLike | None = None
+) -> np.ndarray:
     """SCI22 Thm 3 (Eq. 8) LOWER bound (binary randomized response), maximised over Δ ∈ (0, 1]."""
     eps0 = check_real("eps0", eps0, lo=0.0, hi=_SEED000_EPS0_MAX, lo_open=True)
     n = check_int("n", n, lo=1)

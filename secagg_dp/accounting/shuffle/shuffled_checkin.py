@@ -23,6 +23,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 from scipy.special import gammaln, logsumexp
 from scipy.stats import binom
 
@@ -53,12 +54,14 @@ def _sg_rdp_table(L: int, k: int, sigma: float) -> np.ndarray:
     return out
 
 
-def _wbk_log_moments(table: np.ndarray, rate, orders: np.ndarray) -> np.ndarray:
+def _wbk_log_moments(table: np.ndarray, rate: float | np.ndarray, orders: np.ndarray) -> np.ndarray:
     """log A(λ) of WBK19 Thm 9 (the core's :func:`wor_subsampled_log_am1`), uncapped as in LT22 Eq. 16."""
     return log1p_exp(wor_subsampled_log_am1(table, rate, orders))
 
 
-def subsampled_shuffle_gaussian_rdp(orders: int | Sequence[int], *, m: int, n: int, sigma: float) -> np.ndarray:
+def subsampled_shuffle_gaussian_rdp(
+    orders: int | Sequence[int] | npt.NDArray[np.int64], *, m: int, n: int, sigma: float
+) -> np.ndarray:
     """LT22 Thm 2 (= LHT22 Thm 5): m of n users sampled without replacement, then shuffle Gaussian.
 
     WBK subsampling bound at rate m/n applied to the shuffle Gaussian LOWER bound ε^SG_m: an optimistic
@@ -81,11 +84,14 @@ def binomial_window(n: int, gamma: float, tail: float) -> tuple[int, int, float]
     return lo, hi, outside
 
 
-def _log_binom_pmf(k: np.ndarray, n: int, gamma: float) -> np.ndarray:
-    return binom.logpmf(k, n, gamma)
+def _log_binom_pmf(k: np.ndarray, n: int, gamma: float) -> npt.NDArray[np.float64]:
+    result: npt.NDArray[np.float64] = binom.logpmf(k, n, gamma)
+    return result
 
 
-def _checkin_setup(orders, n, gamma, sigma, tail):
+def _checkin_setup(
+    orders: int | Sequence[int] | npt.NDArray[np.int64], n: int, gamma: float, sigma: float, tail: float
+) -> tuple[np.ndarray, int, float, float, float]:
     arr = _check_orders(orders)
     n = check_int("n", n, lo=1)
     gamma = check_probability("gamma", gamma, allow_zero=False)
@@ -100,14 +106,14 @@ def _log_moment_rows(ks: np.ndarray, n: int, L: int, base_rows: np.ndarray, orde
 
 
 def shuffled_checkin_gaussian_rdp_windowed(
-    orders: int | Sequence[int],
+    orders: int | Sequence[int] | npt.NDArray[np.int64],
     *,
     n: int,
     gamma: float,
     sigma: float,
     base: str = "shuffle-lower",
     tail: float = 1e-12,
-) -> np.ndarray:
+) -> npt.NDArray[np.float64]:
     """LHT22 Thm 2: (1/(λ−1))·log Σ_k Bin(k; n, γ)·A_k(λ), A_k = WBK Thm 9 moment at rate k/n.
 
     ``base="shuffle-lower"``: base RDP ε^SG_k from the shuffle Gaussian lower bound — optimistic estimate,
@@ -151,12 +157,13 @@ def shuffled_checkin_gaussian_rdp_windowed(
         log_mass = log_binom_tail_ub(n, ba, bb, gamma)
         worst = _log_moment_rows(bb, n, L, np.broadcast_to(gauss_row, (bb.size, L + 1)), lam)
         log_sum = np.logaddexp(log_sum, logsumexp(log_mass[:, None] + worst, axis=0))
-    return np.maximum(log_sum[arr - 2], 0.0) / (arr - 1.0)
+    result: npt.NDArray[np.float64] = np.maximum(log_sum[arr - 2], 0.0) / (arr - 1.0)
+    return result
 
 
 def shuffled_checkin_gaussian_rdp_pair_lower(
-    orders: int | Sequence[int], *, n: int, gamma: float, sigma: float, tail: float = 1e-12
-) -> np.ndarray:
+    orders: int | Sequence[int] | npt.NDArray[np.int64], *, n: int, gamma: float, sigma: float, tail: float = 1e-12
+) -> npt.NDArray[np.float64]:
     """Rigorous LOWER bound: exact moment of the pair (0,…,0) vs (1,0,…,0) under shuffled check-in (ours).
 
     Given k check-ins the differing user is among them with probability k/n, so the λ-th moment is
@@ -191,12 +198,18 @@ def shuffled_checkin_gaussian_rdp_pair_lower(
                     + LM[:, : li + 1]
                 )
             acc[i] = np.logaddexp(acc[i], logsumexp(lw + logsumexp(t, axis=1)))
-    return np.maximum(acc[arr - 2], 0.0) / (arr - 1.0)
+    result: npt.NDArray[np.float64] = np.maximum(acc[arr - 2], 0.0) / (arr - 1.0)
+    return result
 
 
 def shuffled_checkin_gaussian_rdp_chernoff(
-    orders: int | Sequence[int], *, n: int, gamma: float, sigma: float, deltas: Sequence[float] | None = None
-) -> np.ndarray:
+    orders: int | Sequence[int] | npt.NDArray[np.int64],
+    *,
+    n: int,
+    gamma: float,
+    sigma: float,
+    deltas: Sequence[float] | None = None,
+) -> npt.NDArray[np.float64]:
     """LT22 Thm 3 as printed (rests on Conjecture 1; rate γ instead of k/n): NOT a certificate.
 
     ε(λ) ≤ 1/(λ−1)·log(e^{(λ−1)ε^SSG_{γ,1}(λ) − Δ²nγ/2} + e^{(λ−1)ε^SSG_{γ,k0+1}(λ)}), k0 = ⌊(1−Δ)nγ⌋,
@@ -221,4 +234,5 @@ def shuffled_checkin_gaussian_rdp_chernoff(
             cache[k1] = _wbk_log_moments(_sg_rdp_table(L, k1, sigma), gamma, lam)
         val = np.logaddexp(first - d * d * n * gamma / 2.0, cache[k1])
         best = np.minimum(best, val)
-    return best[arr - 2] / (arr - 1.0)
+    result: npt.NDArray[np.float64] = best[arr - 2] / (arr - 1.0)
+    return result

@@ -30,7 +30,7 @@ def test_analytic_gaussian_against_closed_form_delta():
 def test_strong_composition_baseline_labelled_and_grows_with_rounds():
     e = [strong_composition_baseline(600000, 1e-3, 1.0, t, 1e-8) for t in (1, 10, 100, 1000)]
     assert all("baseline" in x["method"] for x in e)
-    assert all(b["epsilon"] >= a["epsilon"] for a, b in zip(e, e[1:]))
+    assert all(b["epsilon"] >= a["epsilon"] for a, b in zip(e, e[1:], strict=False))
 
 
 def test_chernoff_shortcut_upper_bounds_rate_gamma_mixture():

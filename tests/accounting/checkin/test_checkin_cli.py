@@ -85,6 +85,7 @@ def test_p_dropout_and_window_method(capsys):
     assert "rdp" not in d
 
 
+@pytest.mark.slow  # over 5 s: runs in CI, not in the quick loop
 def test_human_output_side_by_side(capsys):
     code, out = _run(
         capsys,
@@ -151,6 +152,7 @@ def test_local_steps_flags(capsys):
     assert code == 0 and d["neighbouring"] == "add-remove" and d["unit"] == "sample"
 
 
+@pytest.mark.slow  # over 5 s: runs in CI, not in the quick loop
 def test_both_observers_in_json_and_text(capsys):
     args = [
         "account",

@@ -66,6 +66,7 @@ def test_calibration_monotone_and_unreachable():
     assert z1 > z2
 
 
+@pytest.mark.slow  # over 5 s: runs in CI, not in the quick loop
 def test_p_instead_of_gamma_depends_on_the_subsampling_bound():
     # Numerical finding (issue 5 asks to verify the seed's claim). With WBK19 Thm 9 (noise-independent
     # floor growing with the rate) the certificate with p = 2 gamma is *smaller* than with the true gamma:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import numpy as np
@@ -69,6 +68,7 @@ def test_joint_noise_only_for_one_step():
     assert np.all(het < own[1])
 
 
+@pytest.mark.slow  # over 5 s: runs in CI, not in the quick loop
 def test_table1_ours_at_most_theirs():
     # seed 004 Table 1 (Skellam, 32 bit, Poisson 0.1, eps=5, delta=1e-5 LDP; 1 step / 1 epoch / 5 epochs).
     theirs = {

@@ -161,7 +161,7 @@ def test_random_adaptive_mechanisms_stay_below_the_certificate():
         means, weights = means[weights > 0], weights[weights > 0]
         cert = LocalStepsGaussian(sigma, s, q).rdp_upper(np.array([float(k)]), np.array([float(k)]), orders)[0]
         old = seed004_joint_noise_rdp(sigma, s, q, [float(k)], orders)[0]
-        for lam, c, c_old in zip(orders, cert, old):
+        for lam, c, c_old in zip(orders, cert, old, strict=True):
             fwd, bwd = _gauss_mixture_renyi(means, weights, v, int(lam))
             assert max(fwd, bwd) <= c * (1 + 1e-6), (s, k, q, sigma, t, cm, lam)
             beaten += bool(lam == 2 and max(fwd, bwd) > c_old)

@@ -33,7 +33,7 @@ def test_server_rdp_equals_the_revealed_flag_moment_by_brute_force():
     n, g, s = 6, 0.4, 1.3
     orders = np.array([2, 3, 7])
     ours = checkin_rdp(server_view_provider(GaussianSum(s), n), n, g, orders)
-    for a, v in zip(orders, ours):
+    for a, v in zip(orders, ours, strict=True):
         mom = sum(
             binom.pmf(k, n, g) * ((1 - k / n) + (k / n) * math.exp((a - 1) * a * 4 / (2 * k * s * s)))
             for k in range(1, n + 1)
@@ -41,9 +41,10 @@ def test_server_rdp_equals_the_revealed_flag_moment_by_brute_force():
         assert v == pytest.approx(math.log(mom) / (a - 1), rel=1e-10)
 
 
+@pytest.mark.slow  # over 5 s: runs in CI, not in the quick loop
 def test_server_reference_values_are_never_undercut():
-    # Reference values (sigma = 1, replace-one, C = 1), reproduced by dp_accounting PLD in the slow test below; RDP-based
-    # values may be higher but never lower. The T = 1 value 0.113 is re-derived below independently.
+    # Reference values (sigma = 1, replace-one, C = 1), reproduced by dp_accounting PLD in the slow test below;
+    # RDP-based values may be higher but never lower. The T = 1 value 0.113 is re-derived below independently.
     cases = [
         (10**4, 0.1, 1e-4, {1: 0.113, 10: 0.233, 100: 0.656, 1000: 2.26}),
         (6 * 10**5, 1e-3, 1e-8, {10: 0.331, 100: 0.461, 1000: 0.755, 10**4: 1.64}),
@@ -107,7 +108,7 @@ def _server_pld(n: int, gamma: float, disc: float = 1e-4):  # noqa: ANN202
     m, sd = (n - 1) * gamma, math.sqrt((n - 1) * gamma * (1 - gamma))
     ks = np.arange(max(0, int(m - 9 * sd)), min(n - 1, int(m + 9 * sd)) + 1)
     out, acc = None, 0.0
-    for kp, wk in zip(ks, binom.pmf(ks, n - 1, gamma)):
+    for kp, wk in zip(ks, binom.pmf(ks, n - 1, gamma), strict=True):
         comp = pld.from_gaussian_mechanism(math.sqrt(kp + 1), sensitivity=2.0, value_discretization_interval=disc)
         out, acc = (comp, wk) if out is None else (out.compute_mixture(comp, acc / (acc + wk)), acc + wk)
     ident = pld.identity(value_discretization_interval=disc)

@@ -142,9 +142,9 @@ def test_tighter_than_window_certificate() -> None:
 def test_monotone_in_rounds_and_sigma() -> None:
     n, gamma, delta = 2000, 0.05, 1e-6
     by_t = [checkin_pld(n, gamma, 1.0, t, delta).epsilon for t in (1, 3, 10, 30)]
-    assert all(a < b for a, b in zip(by_t, by_t[1:]))
+    assert all(a < b for a, b in zip(by_t, by_t[1:], strict=False))
     by_s = [checkin_pld(n, gamma, s, 10, delta).epsilon for s in (0.5, 1.0, 2.0)]
-    assert all(a > b for a, b in zip(by_s, by_s[1:]))
+    assert all(a > b for a, b in zip(by_s, by_s[1:], strict=False))
 
 
 def test_server_at_least_analyst_and_equal_at_gamma_one() -> None:
@@ -236,7 +236,7 @@ def _round_up_epsilon(n: int, gamma: float, rounds: int, delta: float, h: float)
     probs[0] = 1.0 - surv[1]  # (-inf, eps_1) -> eps_1 (index shift below)
     probs[1:-1] = surv[1:-1] - surv[2:]  # [eps_j, eps_j+1) -> eps_j+1
     pmf = pld_pmf.create_pmf(
-        dict(zip((idx[:-1] + 1).tolist(), np.maximum(probs[:-1], 0.0).tolist())), h, surv[-1], True
+        dict(zip((idx[:-1] + 1).tolist(), np.maximum(probs[:-1], 0.0).tolist(), strict=True)), h, surv[-1], True
     )  # [eps_m, inf) -> +infinity
     comp = pmf.to_dense_pmf().self_compose(rounds, tail_mass_truncation=1e-15)
     return comp.get_epsilon_for_delta(delta)
@@ -253,6 +253,7 @@ def test_connect_the_dots_agrees_with_plain_round_up() -> None:
     assert up < 0.0455
 
 
+@pytest.mark.slow  # over 5 s: runs in CI, not in the quick loop
 def test_default_grid_refines_when_the_slack_is_large() -> None:
     # n gamma = 0.1: epsilon is far below the largest loss, so the first grid is coarse; refinement (halving h)
     # must give a certificate no larger than the one on the 16x coarser grid and keep optimistic <= certificate.

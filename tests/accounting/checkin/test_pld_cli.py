@@ -15,8 +15,8 @@ def test_default_method_is_pld_for_gaussian(capsys):
     d = json.loads(capsys.readouterr().out)
     assert d["method"] == "pld" and d["observer"] == "analyst" and d["certificate"] is True
     assert d["neighbouring"] == "replace-one"
-    # reference table (tests/accounting/checkin/vectors), n = 10^4, gamma = 0.1, T = 10: tight 0.0455, lower bound 0.0450;
-    # ours lies between (2% allowance above) and below the RDP-path certificates printed beside it
+    # reference table (tests/accounting/checkin/vectors), n = 10^4, gamma = 0.1, T = 10: tight 0.0455,
+    # lower bound 0.0450; ours lies between (2% allowance above) and below the RDP-path certificates printed beside it
     assert 0.0450 <= d["epsilon"] <= 0.0455 * 1.02
     assert d["epsilon"] < d["epsilon_window"] < d["epsilon_rdp"]
     assert d["epsilon_optimistic"] <= d["epsilon"] == d["epsilon_pld"]

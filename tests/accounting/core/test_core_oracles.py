@@ -98,8 +98,8 @@ def test_wor_gaussian_large_orders_never_above_dp_accounting():
 
 
 def _mp_thm27(z, q, alpha):
-    """Wang-Balle-Kasiviswanathan 2019 Thm 27 at one integer order, 1200-bit mpmath (the cancellation needs < 500 bits here), forward differences by
-    the alternating binomial sum (exact at this precision)."""
+    """Wang-Balle-Kasiviswanathan 2019 Thm 27 at one integer order, 1200-bit mpmath (the cancellation needs
+    < 500 bits here), forward differences by the alternating binomial sum (exact at this precision)."""
     with mp.workprec(1200):
         z, q = mp.mpf(z), mp.mpf(q)
         c = 1 / (2 * z * z)
@@ -217,7 +217,8 @@ def test_subsampled_is_capped_by_base_and_generic_dominates_specific():
 
 
 def _mtz19_exact_rdp(z: float, q: float, alpha: float) -> float:
-    """RDP of the Poisson-subsampled Gaussian by 40-digit quadrature of A = E_{N(0,z²)}[(1−q + q·e^{(2x−1)/(2z²)})^α]."""
+    """RDP of the Poisson-subsampled Gaussian by 40-digit quadrature of
+    A = E_{N(0,z²)}[(1−q + q·e^{(2x−1)/(2z²)})^α]."""
     with mp.workdps(40):
         zz, qq, aa = mp.mpf(z), mp.mpf(q), mp.mpf(alpha)
         f = lambda x: mp.npdf(x, 0, zz) * ((1 - qq) + qq * mp.exp((2 * x - 1) / (2 * zz * zz))) ** aa  # noqa: E731
@@ -238,7 +239,17 @@ def _check_fractional(z: float, q: float, orders: list[float]) -> None:
     assert np.all(ours[finite] <= ref[finite] * (1 + 1e-9))
 
 
-@pytest.mark.parametrize("z,q", [(1.3, 0.0025), (1.0, 0.01), (0.5, 1e-3), (0.4, 0.9), (5.0, 0.5), (0.1, 1.024e-5)])
+@pytest.mark.parametrize(
+    "z,q",
+    [
+        (1.3, 0.0025),
+        (1.0, 0.01),
+        pytest.param(0.5, 1e-3, marks=pytest.mark.slow),  # this and the next two: over 5 s each
+        pytest.param(0.4, 0.9, marks=pytest.mark.slow),
+        (5.0, 0.5),
+        pytest.param(0.1, 1.024e-5, marks=pytest.mark.slow),
+    ],
+)
 def test_fractional_orders_exact_mpmath(z, q):
     # Mironov-Talwar-Zhang 2019 fractional series with our alternating-tail remainder bound, against the
     # quadrature of the defining integral; never above dp-accounting where its series converges (its stopping
@@ -295,7 +306,7 @@ def test_wor_gaussian_forward_differences_monotone_in_noise():
 
     zs = np.array([3.0, 3.5, 40.0, 41.0, 400.0])
     batch = _log_even_fd(1 / (2 * zs * zs), 258)
-    for hi, lo in zip(batch[:-1], batch[1:]):
+    for hi, lo in zip(batch[:-1], batch[1:], strict=True):
         both = np.isfinite(hi) & np.isfinite(lo)
         assert both[1:].any() and np.all(lo[both] <= hi[both])
     for i, z in enumerate(zs):

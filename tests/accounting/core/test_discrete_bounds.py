@@ -48,7 +48,7 @@ def test_ddg_bound_dominates_exact_divergence(sigma, n, shift):
     for _ in range(n - 1):  # n-fold convolution in log space (no underflow): the distributed sum
         logs = _log_convolve(logs, lp)
     bound = ddg_rdp(ALPHAS, n, sigma, 1, float(shift), float(shift))
-    for a, b in zip(ALPHAS, bound):
+    for a, b in zip(ALPHAS, bound, strict=True):
         exact = _renyi(logs, shift, a)
         assert b >= exact * (1 - 1e-9), (a, b, exact)
     if n == 1:  # single discrete Gaussian: seed 002 Thm 1, tight at integer (alpha-1)*shift
@@ -64,7 +64,7 @@ def test_skellam_bound_dominates_exact_divergence(mu, shift):
     with np.errstate(divide="ignore"):
         logp = np.log(ive(np.abs(k), mu))  # Skellam(mu/2, mu/2): P(k) = e^{-mu} I_k(mu), variance mu
     bound = skellam_rdp(ALPHAS, mu, float(shift), float(shift))
-    for a, b in zip(ALPHAS, bound):
+    for a, b in zip(ALPHAS, bound, strict=True):
         exact = _renyi(logp, shift, a)
         assert b >= exact * (1 - 1e-9), (a, b, exact)
 

@@ -323,7 +323,10 @@ def _check(
     )
 
 
-@pytest.mark.parametrize("name", list(PYTHON))
+_SLOW = ("checkin_epsilon gaussian", "RdpAccountant")  # over 5 s each: CI only, not the quick loop
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in _SLOW else n for n in PYTHON])
 def test_python_entry_points_at_extremes(name):
     f, n_max = PYTHON[name]
     examples = 12 if "checkin" in name else 30

@@ -288,6 +288,7 @@ _CHILD_SPENDER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # over 5 s: runs in CI, not in the quick loop
 def test_processes_sharing_a_ledger_never_exceed_the_budget(tmp_path):
     # 3 processes x 100 spends against a budget that admits 150 events: before the one-transaction
     # check-and-insert, two processes together accepted 1.47x the budget.

@@ -54,7 +54,7 @@ CASES = [(12.25, 1e-3), (15.8, 0.1), (2.0, 0.05), (1.0, 0.3), (0.7, 0.5), (3.0, 
 def test_upper_bound_within_half_percent_of_quadrature(z, q):
     orders = np.array([2, 3, 5, 8, 16, 32])
     ours = wor_gaussian_pair_log_am1(z, q, orders)  # log(E − 1), compared in log space
-    for lam, val in zip(orders, ours):
+    for lam, val in zip(orders, ours, strict=True):
         ref = float(mp.log(sym_moment_minus_one(z, q, int(lam))))
         assert val >= ref - 1e-10, (lam, val, ref)
         assert val <= ref + math.log(1.005), (lam, val, ref)
@@ -89,6 +89,7 @@ def _mechanism_moment(xs, xs2, k, z, lam):
     return integrate.trapezoid(np.exp(lam * log_dens(mp_) + (1 - lam) * log_dens(mq_)), y)
 
 
+@pytest.mark.slow  # over 5 s: runs in CI, not in the quick loop
 @pytest.mark.parametrize("n,k,z", [(4, 2, 0.6), (4, 1, 1.0), (5, 2, 2.0), (3, 2, 0.8), (3, 1, 0.5)])
 def test_real_mechanism_never_exceeds_the_bound(n, k, z):
     # adversarial datasets: the replaced record goes from +1/2 to −1/2 (or to 0), the others sit at the
@@ -102,7 +103,7 @@ def test_real_mechanism_never_exceeds_the_bound(n, k, z):
         for new in (-0.5, 0.0):
             d1 = [0.5, *rest]
             d2 = [new, *rest]
-            for lam, b in zip(orders, bound):
+            for lam, b in zip(orders, bound, strict=True):
                 for p, r in ((d1, d2), (d2, d1)):
                     got = _mechanism_moment(p, r, k, z, lam) - 1.0
                     assert got <= b * (1 + 1e-9) + 1e-9, (rest, new, lam, got, b)
