@@ -542,9 +542,8 @@ def _window_mixture(
 ) -> MixtureResult:
     """:func:`checkin_mixture` on ``k_range``, cached for hashable (frozen) providers: the round's conditioned
     mixture does not depend on the number of rounds, so certifying round after round reuses it."""
-    key = (provider, n, gamma, tuple(int(o) for o in orders), k_range)
     try:
-        return _cached_window_mixture(*key)
+        return _cached_window_mixture(provider, n, gamma, tuple(int(o) for o in orders), k_range)  # type: ignore[arg-type]  # frozen providers hash; others raise TypeError, below
     except TypeError:  # an unhashable provider (e.g. a PerKTable of arrays): no cache
         return checkin_mixture(provider, n, gamma, orders, k_range=k_range)
 

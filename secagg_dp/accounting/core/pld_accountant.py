@@ -153,8 +153,8 @@ class PLDAccountant(PrivacyAccountant):
 
     def _build(self, recipe: _Recipe, pessimistic: bool) -> Any:
         # lazy (keeps `secagg-dp --help` fast); dp-accounting ships no type information
-        from dp_accounting.pld import privacy_loss_distribution as pld  # type: ignore[import-untyped]
-        from dp_accounting.privacy_accountant import NeighboringRelation as NR  # type: ignore[import-untyped]
+        from dp_accounting.pld import privacy_loss_distribution as pld
+        from dp_accounting.privacy_accountant import NeighboringRelation as NR
 
         out = None
         for z, q, count in recipe:
