@@ -17,6 +17,7 @@ import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
 from protocols import messages as m
+from protocols import wire
 from protocols.graph import RosterGraph, holder_points, roster_graph, roster_graph_seed
 from protocols.pki import KeyRegistry, advertise_statement, survivor_statement
 from protocols.security import ClientPolicy, min_threshold
@@ -32,6 +33,8 @@ __all__ = ["SecAggClient"]
 
 _BOX_LEN = aead.OVERHEAD + m.SharePlaintext.LEN
 _HEAD = 28
+_ROUND_OPEN_BODY = 22  # p (8), bits (1), dim, threshold, neighbours (4 each), security (1)
+_ROSTER_ROW = 4 + 2 * m.KEY_LEN + m.SIG_LEN  # id, two X25519 keys, Ed25519 signature
 
 
 class _RosterView:
@@ -119,15 +122,14 @@ class SecAggClient:
             if client_id not in registry or registry.public_key(self.id) != identity.public:
                 raise ParameterError(f"Argument 'identity' is not the key registered for client {self.id}.")
         self._identity, self._registry = identity, registry
-        self._x = np.array(arr, dtype=np.uint64, copy=True)
+        # Our own copy of x, bit-packed (d bits / 8 bytes, immutable): what one process playing n clients keeps.
+        self._x, self._dim = wire.pack_residues(arr, self.bits), arr.size
         self._src = resolve_source(source)
         self.stage = ClientStage.IDLE
         self.round_id: bytes | None = None
 
     def __repr__(self) -> str:
-        return (
-            f"SecAggClient(id={self.id}, stage={self.stage.name}, security={self.policy.security}, dim={self._x.size})"
-        )
+        return f"SecAggClient(id={self.id}, stage={self.stage.name}, security={self.policy.security}, dim={self._dim})"
 
     # -- dispatch ------------------------------------------------------------------------------------------
     def receive(self, data: bytes) -> bytes | None:
@@ -137,9 +139,7 @@ class SecAggClient:
             raise ProtocolError(f"client {self.id} in stage {self.stage.name} refuses a {kind.name} message")
         if kind is m.Kind.ROUND_OPEN:
             return self.decide_check_in(data)
-        cap = self._size_cap(kind)
-        if cap is not None and len(data) > cap:
-            raise ProtocolError(f"client {self.id}: {kind.name} message of {len(data)} bytes exceeds the cap {cap}")
+        self._check_size(kind, data)
         msg = m.decode(data)
         if msg.round_id != self.round_id:
             raise ProtocolError(f"client {self.id}: message from another round (replay?)")
@@ -156,18 +156,30 @@ class SecAggClient:
             return self._on_survivor_list(msg)
         return self._on_unmask_request(msg)
 
-    def _size_cap(self, kind: m.Kind) -> int | None:
-        """Largest well-formed message of ``kind`` given what we know of the round (None: no bound yet)."""
+    def _check_size(self, kind: m.Kind, data: bytes) -> None:
+        """Refuse a message longer than the largest well-formed one of its kind (:meth:`_size_cap`), before
+        any parsing: a ProtocolError naming the kind, the size and the cap."""
+        cap = self._size_cap(kind)
+        if len(data) > cap:
+            raise ProtocolError(f"client {self.id}: {kind.name} message of {len(data)} bytes exceeds the cap {cap}")
+
+    def _size_cap(self, kind: m.Kind) -> int:
+        """Largest well-formed message of ``kind`` given the round's parameters and our policy: the roster
+        holds at most ``policy.max_clients`` entries (at most ``shamir.MAX_HOLDERS`` on the full graph), the
+        bundle one box per neighbour, the survivor list and unmask request at most the roster."""
+        if kind is m.Kind.ROUND_OPEN:
+            return _HEAD + _ROUND_OPEN_BODY
         if kind is m.Kind.KEY_ROSTER:
-            return None  # the roster's size is the server's to choose; its entries are verified one by one
+            n_max = self.policy.max_clients
+            if self.policy.neighbours is None:
+                n_max = min(n_max, shamir.MAX_HOLDERS)
+            return _HEAD + 32 + 4 + n_max * _ROSTER_ROW
         if kind is m.Kind.SHARE_BUNDLE:
             return _HEAD + 4 + len(self._peers) * (8 + _BOX_LEN)
         n = len(self._roster_ids)
         if kind is m.Kind.SURVIVOR_LIST:
             return _HEAD + 4 + 4 * n
-        if kind is m.Kind.UNMASK_REQUEST:
-            return _HEAD + 12 + 4 * (len(self._peers) + 1) + (4 + m.SIG_LEN) * n
-        return None
+        return _HEAD + 12 + 4 * (len(self._peers) + 1) + (4 + m.SIG_LEN) * n  # UNMASK_REQUEST
 
     # -- stage 0/1: check-in and AdvertiseKeys -------------------------------------------------------------
     def decide_check_in(self, data: bytes) -> bytes | None:
@@ -178,10 +190,11 @@ class SecAggClient:
         """
         if self.stage is not ClientStage.IDLE:
             raise ProtocolError(f"client {self.id} in stage {self.stage.name} refuses a ROUND_OPEN message")
+        self._check_size(m.Kind.ROUND_OPEN, data)
         msg = m.decode(data)
         if not isinstance(msg, m.RoundOpen) or msg.sender != m.SERVER or msg.recipient != m.BROADCAST:
             raise ProtocolError(f"client {self.id}: not a round-open broadcast from the server")
-        if msg.bits != self.bits or msg.dim != self._x.size:
+        if msg.bits != self.bits or msg.dim != self._dim:
             raise ProtocolError(f"client {self.id}: round expects {msg.dim} values mod 2^{msg.bits}")
         pol = self.policy
         if msg.security != m.SECURITY_CODES[pol.security]:
@@ -292,10 +305,21 @@ class SecAggClient:
                 self._mask, self._peers[v][1], round_id=self.round_id, own_id=self.id, peer_id=v
             )
             pairwise.append((seed, masking.mask_sign(self.id, v)))
-        y = masking.mask_input(self._x, bits=self.bits, self_seed=self._self_seed, pairwise=pairwise)
+        y = self._masked_packed(pairwise)
         self._boxes = dict(zip(msg.senders, msg.boxes))
         self.stage = ClientStage.MASKED_INPUT_SENT
-        return m.MaskedInput(self.round_id, self.id, m.SERVER, self.bits, y).to_bytes()
+        return m.MaskedInput.encode_packed(self.round_id, self.id, m.SERVER, self.bits, self._dim, y)
+
+    def _masked_packed(self, pairwise: list[tuple[bytes, int]]) -> bytearray:
+        """y = x + masks (:func:`~secagg_dp.crypto.masking.mask_input`), computed and packed block by block
+        from our packed x: no unpacked vector of length d and no mask vector of length d exists at once."""
+        d, bits, blk = self._dim, self.bits, wire.PACK_BLOCK
+        x_blocks = (wire.unpack_residues(self._x, d, bits, start=i, stop=min(i + blk, d)) for i in range(0, d, blk))
+        out = bytearray(wire.packed_len(d, bits))
+        blocks = masking.mask_input_blocks(x_blocks, bits=bits, self_seed=self._self_seed, pairwise=pairwise)
+        for i, yb in zip(range(0, d, blk), blocks):
+            wire.pack_residues_into(out, i, yb, bits)
+        return out
 
     # -- stage 4 (active): ConsistencyCheck --------------------------------------------------------------------
     def _on_survivor_list(self, msg: m.SurvivorList) -> bytes:

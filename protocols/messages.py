@@ -223,7 +223,8 @@ class ShareBundle(Header):
 
 @dataclass(frozen=True)
 class MaskedInput(Header):
-    """Client -> server: y_u, little-endian uint64 residues (shown in repr only by length)."""
+    """Client -> server: y_u, d residues of ``bits`` bits, bit-packed on the wire (:func:`protocols.wire.pack_residues`:
+    ceil(d bits / 8) bytes after a 5-byte (bits, d) field; shown in repr only by length)."""
 
     KIND = Kind.MASKED_INPUT
     bits: int
@@ -235,6 +236,8 @@ class MaskedInput(Header):
             raise ProtocolError("field 'y' must be a 1-D uint64 array")
         if not 1 <= self.bits <= 62:
             raise ProtocolError("field 'bits' out of range")
+        if self.y.size >= 1 << 32:
+            raise ProtocolError("field 'y' is too long")
         if self.y.size and int(self.y.max()) >> self.bits:
             raise ProtocolError("masked input holds a value outside Z_q")
 
@@ -242,7 +245,18 @@ class MaskedInput(Header):
         return f"MaskedInput(sender={self.sender}, bits={self.bits}, dim={self.y.size})"
 
     def to_bytes(self) -> bytes:
-        return self._head() + struct.pack(">BI", self.bits, self.y.size) + self.y.astype("<u8", copy=False).tobytes()
+        return self._head() + struct.pack(">BI", self.bits, self.y.size) + wire.pack_residues(self.y, self.bits)
+
+    @staticmethod
+    def encode_packed(round_id: bytes, sender: int, recipient: int, bits: int, dim: int, packed: bytes) -> bytes:
+        """The wire bytes of ``MaskedInput(round_id, sender, recipient, bits, y).to_bytes()`` from ``y`` already
+        packed (``packed = pack_residues(y, bits)``, e.g. block by block): no unpacked copy of y is made."""
+        Header(round_id, sender, recipient)  # checks the header fields
+        if not (1 <= bits <= 62 and 0 <= dim < 1 << 32):
+            raise ProtocolError("field 'bits' or the dimension out of range")
+        wire.check_packed(packed, dim, bits)
+        head = struct.pack(">2sBB16sII", MAGIC, VERSION, int(Kind.MASKED_INPUT), round_id, sender, recipient)
+        return head + struct.pack(">BI", bits, dim) + bytes(packed)
 
 
 @dataclass(frozen=True)
@@ -482,8 +496,11 @@ def decode(data: bytes) -> Message:
     elif kind is Kind.MASKED_INPUT:
         bits = r.take(1)[0]
         n = r.u32()
-        y = np.frombuffer(r.take(8 * n), dtype="<u8").astype(np.uint64)
-        msg = MaskedInput(*h, bits, y)
+        if not 1 <= bits <= 62:
+            raise ProtocolError("field 'bits' out of range")
+        body = r.take(wire.packed_len(n, bits))
+        wire.check_packed(body, n, bits)
+        msg = MaskedInput(*h, bits, wire.unpack_residues(body, n, bits))
     elif kind is Kind.SURVIVOR_LIST:
         msg = SurvivorList(*h, r.id_array())
     elif kind is Kind.SURVIVOR_SIGNATURE:

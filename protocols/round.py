@@ -222,7 +222,14 @@ def run_pooled_round(
         seed = check_int("seed", seed, lo=0, hi=(1 << 256) - 1)
         rng = np.random.default_rng(seed)
     plan = RoundPlan(
-        bits=bits, dim=dim, threshold=t, neighbours=neighbours, security=security, round_id=round_id, seed=seed
+        bits=bits,
+        dim=dim,
+        threshold=t,
+        neighbours=neighbours,
+        security=security,
+        round_id=round_id,
+        seed=seed,
+        clients=n,
     )
     registry = None
     if security == "active":

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from protocols.wire import MAX_CLIENT_ID
 from secagg_dp._validate import check_int
 from secagg_dp.errors import ParameterError
 
-__all__ = ["SECURITY_MODES", "check_security", "min_threshold", "ClientPolicy"]
+__all__ = ["SECURITY_MODES", "DEFAULT_MAX_CLIENTS", "check_security", "min_threshold", "ClientPolicy"]
 
 SECURITY_MODES = ("active", "semi-honest")
+DEFAULT_MAX_CLIENTS = 1 << 20  #: a client's default bound on the population of a round (see ClientPolicy)
 
 
 def check_security(value: object, name: str = "security") -> str:
@@ -54,14 +56,18 @@ class ClientPolicy:
     smallest Shamir threshold it accepts; ``neighbours``: the SecAgg+ degree it expects (``None``: full
     graph); a round with another degree is refused, since a larger k at the same t needs fewer colluders.
     On top of ``min_threshold`` an active client applies :func:`min_threshold` to the roster it receives.
+    ``max_clients``: the largest population it expects in a round; a roster (and so every message whose size
+    grows with the roster) beyond it is refused by its size, before parsing.
     """
 
     security: str = "active"
     min_threshold: int = 2
     neighbours: int | None = None
+    max_clients: int = DEFAULT_MAX_CLIENTS
 
     def __post_init__(self) -> None:
         check_security(self.security)
         check_int("min_threshold", self.min_threshold, lo=2)
         if self.neighbours is not None:
             check_int("neighbours", self.neighbours, lo=2)
+        check_int("max_clients", self.max_clients, lo=2, hi=MAX_CLIENT_ID + 1)

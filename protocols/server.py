@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from protocols import messages as m
+from protocols import wire
 from protocols.graph import holder_points, roster_graph, roster_graph_seed
 from protocols.pki import KeyRegistry, advertise_statement, survivor_statement
 from protocols.security import check_security, min_threshold
@@ -284,7 +285,7 @@ class SecAggServer:
         if kind is m.Kind.SHARE_KEYS:
             return _HEAD + 32 + 4 + (len(self._holders[u]) - 1) * (8 + _BOX_LEN)
         if kind is m.Kind.MASKED_INPUT:
-            return _HEAD + 5 + 8 * self.dim
+            return _HEAD + 5 + wire.packed_len(self.dim, self.bits)
         if kind is m.Kind.SURVIVOR_SIGNATURE:
             return _HEAD + m.SIG_LEN
         h = len(self._holders[u])

@@ -8,6 +8,7 @@ check (ids, lengths, GF(p) elements) is written once.
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
@@ -41,6 +42,12 @@ __all__ = [
     "check_shares",
     "pack_boxes",
     "pack_ids",
+    "PACK_BLOCK",
+    "packed_len",
+    "pack_residues",
+    "pack_residues_into",
+    "unpack_residues",
+    "check_packed",
 ]
 
 MAGIC = b"SA"
@@ -142,6 +149,118 @@ def pack_boxes(ids: tuple[int, ...], boxes: tuple[bytes, ...]) -> bytes:
 
 def pack_ids(ids: tuple[int, ...]) -> bytes:
     return struct.pack(f">I{len(ids)}I", len(ids), *ids)
+
+
+# -- bit-packed residues ----------------------------------------------------------------------------------------
+# A vector of d residues in Z_{2^b} travels as one little-endian bit stream of d b bits: residue i occupies bits
+# [i b, (i + 1) b) of the integer sum_i x_i 2^{i b}, written as ceil(d b / 8) little-endian bytes; the padding
+# bits of the last byte are zero (a parser refuses anything else, so every vector has exactly one encoding).
+# Work is done in blocks of PACK_BLOCK residues, a multiple of 64, so each block starts on a 64-bit word
+# boundary and the temporaries stay O(PACK_BLOCK) whatever d is.
+
+PACK_BLOCK = 1 << 15
+_U64 = np.dtype("<u8")
+
+
+def packed_len(count: int, bits: int) -> int:
+    """Bytes of ``count`` packed residues of ``bits`` bits: ceil(count bits / 8)."""
+    return (count * bits + 7) // 8
+
+
+@functools.lru_cache(maxsize=64)
+def _columns(bits: int) -> list[tuple[int, int, int, int]]:
+    """For residue j of a group of 64 (which fills exactly ``bits`` words): (j, word, shift, spill) where the
+    residue starts at bit ``shift`` of ``word`` and, if ``spill``, continues in ``word + 1``."""
+    return [(j, j * bits >> 6, j * bits & 63, int((j * bits & 63) + bits > 64)) for j in range(64)]
+
+
+def _pack_words(v: np.ndarray, bits: int) -> np.ndarray:
+    """The residues ``v`` (uint64, < 2^bits) as the 64-bit words of their bit stream: word w holds bits
+    [64 w, 64 w + 64). Full groups of 64 residues (exactly ``bits`` words each) are packed column by column;
+    a last partial group goes through the same formulas with one zero-padded group."""
+    n = v.size
+    groups = -(-n // 64)
+    if n % 64:
+        v = np.concatenate([v, np.zeros(groups * 64 - n, dtype=np.uint64)])
+    g = v.reshape(groups, 64)
+    out = np.zeros((groups, bits), dtype=np.uint64)
+    for j, w, sh, spill in _columns(bits):
+        col = g[:, j]
+        out[:, w] |= col << np.uint64(sh)
+        if spill:
+            out[:, w + 1] |= col >> np.uint64(64 - sh)
+    return out.reshape(-1)[: (n * bits + 63) // 64]
+
+
+def pack_residues_into(out: bytearray | memoryview, start: int, v: np.ndarray, bits: int) -> None:
+    """Write the residues ``v`` (uint64, each < 2^bits) as packed bits into ``out`` from residue index ``start``
+    on; ``start`` must be a multiple of 64 (a block boundary), so the block begins on a byte boundary."""
+    if start % 64:
+        raise ValueError("pack_residues_into: start must be a multiple of 64")
+    mv = memoryview(out).cast("B")
+    lo = start * bits // 8
+    nbytes = packed_len(v.size, bits)
+    words = _pack_words(np.ascontiguousarray(v, dtype=np.uint64), bits)
+    mv[lo : lo + nbytes] = words.astype(_U64, copy=False).tobytes()[:nbytes]
+
+
+def pack_residues(v: np.ndarray, bits: int) -> bytes:
+    """The residues ``v`` (1-D, each in [0, 2^bits)) as ceil(len(v) bits / 8) bytes of packed bits (see above)."""
+    arr = np.asarray(v)
+    if arr.ndim != 1 or arr.dtype.kind not in "ui" or not 1 <= bits <= 62:
+        raise ProtocolError("pack_residues: need a 1-D integer array and 1 <= bits <= 62")
+    if arr.size and (int(arr.min()) < 0 or int(arr.max()) >> bits):
+        raise ProtocolError(f"pack_residues: a value is outside Z_(2^{bits})")
+    out = bytearray(packed_len(arr.size, bits))
+    for i in range(0, arr.size, PACK_BLOCK):
+        pack_residues_into(out, i, arr[i : i + PACK_BLOCK].astype(np.uint64, copy=False), bits)
+    return bytes(out)
+
+
+def check_packed(data: bytes | memoryview, count: int, bits: int) -> None:
+    """Refuse a packed vector of the wrong length or with a nonzero padding bit (a :class:`ProtocolError`)."""
+    want = packed_len(count, bits)
+    if len(data) != want:
+        raise ProtocolError(f"packed vector has {len(data)} bytes, expected {want} for {count} residues of {bits} bits")
+    used = (count * bits) % 8
+    if used and data[-1] >> used:
+        raise ProtocolError("packed vector has nonzero padding bits")
+
+
+def unpack_residues(
+    data: bytes | memoryview, count: int, bits: int, *, start: int = 0, stop: int | None = None
+) -> np.ndarray:
+    """Residues ``start:stop`` (default all ``count``) of a packed vector (checked with :func:`check_packed`
+    by the caller) as uint64; ``start`` must be a multiple of 64. Unpacked in blocks of :data:`PACK_BLOCK`."""
+    stop = count if stop is None else stop
+    if start % 64 or not 0 <= start <= stop <= count:
+        raise ValueError("unpack_residues: bad range")
+    if stop - start <= PACK_BLOCK:
+        return _unpack_block(data, bits, start, stop)
+    out = np.empty(stop - start, dtype=np.uint64)
+    for i in range(start, stop, PACK_BLOCK):
+        out[i - start : min(i + PACK_BLOCK, stop) - start] = _unpack_block(data, bits, i, min(i + PACK_BLOCK, stop))
+    return out
+
+
+def _unpack_block(data: bytes | memoryview, bits: int, start: int, stop: int) -> np.ndarray:
+    """Residues ``start:stop`` (start a multiple of 64), column by column over groups of 64 (see _columns)."""
+    n = stop - start
+    lo = start * bits // 8
+    hi = min(len(data), packed_len(stop, bits))
+    groups = -(-n // 64)
+    buf = np.zeros(groups * bits * 8, dtype=np.uint8)
+    buf[: hi - lo] = np.frombuffer(data, dtype=np.uint8, count=hi - lo, offset=lo)
+    words = buf.view(_U64).reshape(groups, bits)
+    out = np.empty((groups, 64), dtype=np.uint64)
+    mask = np.uint64((1 << bits) - 1)
+    for j, w, sh, spill in _columns(bits):
+        col = out[:, j]
+        np.right_shift(words[:, w], np.uint64(sh), out=col)
+        if spill:  # a group of 64 residues ends exactly at its last word, so w + 1 < bits here
+            col |= words[:, w + 1] << np.uint64(64 - sh)
+        col &= mask
+    return out.reshape(-1)[:n]
 
 
 class Reader:
