@@ -2,12 +2,12 @@
 
 A round of n clients with d-dimensional inputs in Z_{2^bits} runs through ``protocols.run_pooled_round`` on an
 :class:`~protocols.InProcessClientPool` whose clients build their inputs one at a time (from a seeded generator:
-no n x d array), SecAgg+ with (k, t) from ``secaggplus_parameters`` (10 % dropout, 5 % corrupt), active mode,
+no n x d array), SecAgg+ with degree k (default 32) and the smallest threshold an active client accepts, active mode,
 10 % of the clients silent from the masked-input stage on. Printed per configuration: the peak RSS of the
 process (``ru_maxrss``) against the same process's RSS before the round (imports, libraries), the packed input
 of all clients (n d bits / 8 bytes, the baseline), and the MaskedInput size against the raw vector (d bits / 8).
 
-Run: python benchmarks/bench_round_memory.py [--n N --d D --bits B] [--baseline]   (default: the two
+Run: python benchmarks/bench_round_memory.py [--n N --d D --bits B --k K] [--baseline]   (default: the two
 configurations of the issue's targets, n = 10^4, d = 10^3 and n = 100, d = 10^6, at 20 bits; ``--baseline``
 hands the pool all inputs as one dict of uint64 vectors, as a caller of ``run_secagg_round`` does)
 """
@@ -24,13 +24,11 @@ import time
 import numpy as np
 
 
-def one(n: int, d: int, bits: int, baseline: int = 0) -> dict[str, float]:
-    from protocols import InProcessClientPool, run_pooled_round, secaggplus_parameters
+def one(n: int, d: int, bits: int, k: int, baseline: int = 0) -> dict[str, float]:
+    from protocols import InProcessClientPool, min_threshold, run_pooled_round
     from protocols import messages as m
 
-    k, t = secaggplus_parameters(n, dropout_fraction=0.1, corrupt_fraction=0.05)
-    if k >= n - 1:  # the rule asks for every other client: the full graph
-        k, t = None, 2 * n // 3 + 1
+    t = min_threshold(k + 1, neighbours=k, security="active")
     rng = np.random.default_rng(0)
     seeds = {c: int(s) for c, s in enumerate(rng.integers(0, 1 << 62, size=n))}
 
@@ -67,7 +65,8 @@ def one(n: int, d: int, bits: int, baseline: int = 0) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--one", nargs=4, type=int)
+    ap.add_argument("--one", nargs=5, type=int)
+    ap.add_argument("--k", type=int, default=32)
     ap.add_argument("--baseline", action="store_true", help="inputs as one dict of uint64 vectors")
     ap.add_argument("--n", type=int)
     ap.add_argument("--d", type=int)
@@ -79,7 +78,7 @@ def main() -> None:
     configs = [(a.n, a.d, a.bits)] if a.n else [(10_000, 1_000, a.bits), (100, 1_000_000, a.bits)]
     for n, d, bits in configs:
         proc = subprocess.run(
-            [sys.executable, __file__, "--one", str(n), str(d), str(bits), str(int(a.baseline))],
+            [sys.executable, __file__, "--one", str(n), str(d), str(bits), str(a.k), str(int(a.baseline))],
             capture_output=True,
             text=True,
             check=True,

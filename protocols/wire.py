@@ -12,6 +12,7 @@ import functools
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import ClassVar
 
 import numpy as np
 
@@ -126,6 +127,8 @@ def check_shares(name: str, arr: np.ndarray, rows: int) -> None:
 
 @dataclass(frozen=True)
 class Header:
+    KIND: ClassVar[Kind]  # set by each message class
+
     round_id: bytes
     sender: int
     recipient: int
@@ -141,7 +144,7 @@ class Header:
 
 def pack_boxes(ids: tuple[int, ...], boxes: tuple[bytes, ...]) -> bytes:
     parts = [struct.pack(">I", len(ids))]
-    for i, b in zip(ids, boxes):
+    for i, b in zip(ids, boxes, strict=True):
         parts.append(struct.pack(">II", i, len(b)))
         parts.append(b)
     return b"".join(parts)
@@ -174,22 +177,47 @@ def _columns(bits: int) -> list[tuple[int, int, int, int]]:
     return [(j, j * bits >> 6, j * bits & 63, int((j * bits & 63) + bits > 64)) for j in range(64)]
 
 
+@functools.lru_cache(maxsize=16)
+def _layout(n: int, bits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Where each of ``n`` residues sits in the bit stream (a function of (n, bits) only, so it is computed
+    once per vector length): residue i starts at bit p = i bits, in word p // 64 at shift s = p % 64, and
+    spills into word p // 64 + 1 when s + bits > 64. Returns (word, shift, 63 - shift, first residue of each
+    word, spilling residues); every word but possibly the last holds the start of some residue (bits < 64)."""
+    pos = np.arange(n, dtype=np.uint64) * np.uint64(bits)
+    word = (pos >> np.uint64(6)).astype(np.intp)
+    shift = pos & np.uint64(63)
+    firsts = np.flatnonzero(np.concatenate(([True], word[1:] != word[:-1]))) if n else np.zeros(0, np.intp)
+    spill = np.flatnonzero(shift + np.uint64(bits) > np.uint64(64))
+    for a in (word, shift, firsts, spill):
+        a.flags.writeable = False
+    return word, shift, np.uint64(63) - shift, firsts, spill
+
+
 def _pack_words(v: np.ndarray, bits: int) -> np.ndarray:
     """The residues ``v`` (uint64, < 2^bits) as the 64-bit words of their bit stream: word w holds bits
-    [64 w, 64 w + 64). Full groups of 64 residues (exactly ``bits`` words each) are packed column by column;
-    a last partial group goes through the same formulas with one zero-padded group."""
+    [64 w, 64 w + 64). Short vectors: each word is the sum (= OR: the bit ranges are disjoint) of its residues'
+    low parts v << s plus the spilled high part v >> (64 - s) of the residue straddling into it. Longer ones
+    go column by column over groups of 64 residues (exactly ``bits`` words each), which is faster there."""
     n = v.size
+    if n <= 4096:
+        word, shift, rshift, firsts, spill = _layout(n, bits)
+        out = np.zeros((n * bits + 63) // 64 + 1, dtype=np.uint64)
+        if n:
+            out[word[firsts]] = np.add.reduceat(v << shift, firsts)
+            # v >> (64 - s) as (v >> 1) >> (63 - s): both shift counts in [0, 63]
+            out[word[spill] + 1] += (v[spill] >> np.uint64(1)) >> rshift[spill]
+        return out[:-1]
     groups = -(-n // 64)
     if n % 64:
         v = np.concatenate([v, np.zeros(groups * 64 - n, dtype=np.uint64)])
     g = v.reshape(groups, 64)
-    out = np.zeros((groups, bits), dtype=np.uint64)
-    for j, w, sh, spill in _columns(bits):
+    cols = np.zeros((groups, bits), dtype=np.uint64)
+    for j, w, sh, spills in _columns(bits):
         col = g[:, j]
-        out[:, w] |= col << np.uint64(sh)
-        if spill:
-            out[:, w + 1] |= col >> np.uint64(64 - sh)
-    return out.reshape(-1)[: (n * bits + 63) // 64]
+        cols[:, w] |= col << np.uint64(sh)
+        if spills:
+            cols[:, w + 1] |= col >> np.uint64(64 - sh)
+    return cols.reshape(-1)[: (n * bits + 63) // 64]
 
 
 def pack_residues_into(out: bytearray | memoryview, start: int, v: np.ndarray, bits: int) -> None:
@@ -244,23 +272,20 @@ def unpack_residues(
 
 
 def _unpack_block(data: bytes | memoryview, bits: int, start: int, stop: int) -> np.ndarray:
-    """Residues ``start:stop`` (start a multiple of 64), column by column over groups of 64 (see _columns)."""
+    """Residues ``start:stop`` (start a multiple of 64): v = (w[p // 64] >> s | w[p // 64 + 1] << (64 - s))
+    mod 2^bits, for all residues at once with the cached layout of :func:`_layout`."""
     n = stop - start
     lo = start * bits // 8
     hi = min(len(data), packed_len(stop, bits))
-    groups = -(-n // 64)
-    buf = np.zeros(groups * bits * 8, dtype=np.uint8)
+    nwords = (n * bits + 63) // 64 + 1  # one zero word past the end for the spill term
+    buf = np.zeros(nwords * 8, dtype=np.uint8)
     buf[: hi - lo] = np.frombuffer(data, dtype=np.uint8, count=hi - lo, offset=lo)
-    words = buf.view(_U64).reshape(groups, bits)
-    out = np.empty((groups, 64), dtype=np.uint64)
-    mask = np.uint64((1 << bits) - 1)
-    for j, w, sh, spill in _columns(bits):
-        col = out[:, j]
-        np.right_shift(words[:, w], np.uint64(sh), out=col)
-        if spill:  # a group of 64 residues ends exactly at its last word, so w + 1 < bits here
-            col |= words[:, w + 1] << np.uint64(64 - sh)
-        col &= mask
-    return out.reshape(-1)[:n]
+    words = buf.view(_U64)
+    word, shift, rshift, _, _ = _layout(n, bits)
+    v = words[word] >> shift
+    v |= (words[word + 1] << np.uint64(1)) << rshift  # w << (64 - s) as (w << 1) << (63 - s); 0 when s = 0
+    v &= np.uint64((1 << bits) - 1)
+    return v
 
 
 class Reader:
@@ -278,7 +303,7 @@ class Reader:
         return out
 
     def u32(self) -> int:
-        return struct.unpack(">I", self.take(4))[0]
+        return int(struct.unpack(">I", self.take(4))[0])
 
     def ids(self) -> tuple[int, ...]:
         n = self.u32()
