@@ -126,7 +126,7 @@ class SecAggClient:
         self._x, self._dim = wire.pack_residues(arr, self.bits), arr.size
         self._src = resolve_source(source)
         self.stage = ClientStage.IDLE
-        self.round_id: bytes | None = None
+        self.round_id = b""  # the round we checked in to (empty before; never equal to a 16-byte round id)
 
     def __repr__(self) -> str:
         return f"SecAggClient(id={self.id}, stage={self.stage.name}, security={self.policy.security}, dim={self._dim})"
@@ -148,13 +148,29 @@ class SecAggClient:
         want = m.BROADCAST if kind is m.Kind.KEY_ROSTER else self.id
         if msg.recipient != want:
             raise ProtocolError(f"client {self.id}: message addressed to {msg.recipient}")
-        if kind is m.Kind.KEY_ROSTER:
-            return self._on_roster(msg)
-        if kind is m.Kind.SHARE_BUNDLE:
-            return self._on_bundle(msg)
-        if kind is m.Kind.SURVIVOR_LIST:
-            return self._on_survivor_list(msg)
-        return self._on_unmask_request(msg)
+        match msg:  # typed dispatch on the parsed class (its kind was checked against our stage above)
+            case m.KeyRoster():
+                return self._on_roster(msg)
+            case m.ShareBundle():
+                return self._on_bundle(msg)
+            case m.SurvivorList():
+                return self._on_survivor_list(msg)
+            case m.UnmaskRequest():
+                return self._on_unmask_request(msg)
+            case _:  # unreachable: CLIENT_TRANSITIONS admits only the kinds above here
+                raise ProtocolError(f"client {self.id} cannot handle a {kind.name} message")
+
+    def _sign(self, label: bytes, body: bytes) -> bytes:
+        """Our Ed25519 signature (active mode, where the constructor requires an identity)."""
+        if self._identity is None:
+            raise ProtocolError(f"client {self.id}: no identity key to sign with")
+        return self._identity.sign(label, body)
+
+    def _verify(self, signer: int, label: bytes, body: bytes, signature: bytes) -> None:
+        """Check ``signer``'s signature against the registry (active mode); AuthenticationError if it fails."""
+        if self._registry is None:
+            raise ProtocolError(f"client {self.id}: no identity registry to verify with")
+        self._registry.verify(signer, label, body, signature)
 
     def _check_size(self, kind: m.Kind, data: bytes) -> None:
         """Refuse a message longer than the largest well-formed one of its kind (:meth:`_size_cap`), before
@@ -217,7 +233,7 @@ class SecAggClient:
         sig = bytes(m.SIG_LEN)
         if self.active:
             body = advertise_statement(self.round_id, self.id, self._enc.public, self._mask.public)
-            sig = self._identity.sign(signing.LABEL_ADVERTISE_KEYS, body)
+            sig = self._sign(signing.LABEL_ADVERTISE_KEYS, body)
         self.stage = ClientStage.KEYS_ADVERTISED
         return m.AdvertiseKeys(self.round_id, self.id, m.SERVER, self._enc.public, self._mask.public, sig).to_bytes()
 
@@ -228,7 +244,7 @@ class SecAggClient:
         if not view.seed_ok:
             raise ProtocolError(f"client {self.id}: graph seed is not derived from the roster")
         full = self._k is None or self._k >= len(msg.ids) - 1
-        holders = len(msg.ids) if full else self._k + 1
+        holders = len(msg.ids) if full or self._k is None else self._k + 1
         need = min_threshold(holders, neighbours=None if full else self._k, security="active")
         if self._t < need:
             raise ProtocolError(
@@ -240,7 +256,7 @@ class SecAggClient:
         for j, v in enumerate(nbrs):
             body = advertise_statement(msg.round_id, v, enc[j * kl : (j + 1) * kl], mask[j * kl : (j + 1) * kl])
             try:
-                self._registry.verify(v, label, body, sigs[j * sl : (j + 1) * sl])
+                self._verify(v, label, body, sigs[j * sl : (j + 1) * sl])
             except AuthenticationError:
                 raise ProtocolError(
                     f"client {self.id}: roster entry of client {v} fails signature verification"
@@ -274,7 +290,7 @@ class SecAggClient:
         plaintexts = m.SharePlaintext.pack_rows(self.id, holders, shares)
         peers: dict[int, tuple[bytes, X25519PublicKey]] = {}
         recipients, boxes = [], []
-        for j, (v, row) in enumerate(zip(holders, rows.tolist())):
+        for j, (v, row) in enumerate(zip(holders, rows.tolist(), strict=True)):
             if v == self.id:
                 own = shares[j].copy()  # not a view: it would keep all k + 1 shares alive until unmasking
                 continue
@@ -306,9 +322,9 @@ class SecAggClient:
             )
             pairwise.append((seed, masking.mask_sign(self.id, v)))
         y = self._masked_packed(pairwise)
-        self._boxes = dict(zip(msg.senders, msg.boxes))
+        self._boxes = dict(zip(msg.senders, msg.boxes, strict=True))
         self.stage = ClientStage.MASKED_INPUT_SENT
-        return m.MaskedInput.encode_packed(self.round_id, self.id, m.SERVER, self.bits, self._dim, y)
+        return m.MaskedInput.encode_packed(self.round_id, self.id, m.SERVER, self.bits, self._dim, bytes(y))
 
     def _masked_packed(self, pairwise: list[tuple[bytes, int]]) -> bytearray:
         """y = x + masks (:func:`~secagg_dp.crypto.masking.mask_input`), computed and packed block by block
@@ -317,7 +333,7 @@ class SecAggClient:
         x_blocks = (wire.unpack_residues(self._x, d, bits, start=i, stop=min(i + blk, d)) for i in range(0, d, blk))
         out = bytearray(wire.packed_len(d, bits))
         blocks = masking.mask_input_blocks(x_blocks, bits=bits, self_seed=self._self_seed, pairwise=pairwise)
-        for i, yb in zip(range(0, d, blk), blocks):
+        for i, yb in zip(range(0, d, blk), blocks, strict=True):
             wire.pack_residues_into(out, i, yb, bits)
         return out
 
@@ -334,7 +350,7 @@ class SecAggClient:
         if alive.size < self._t:
             raise ProtocolError(f"client {self.id}: {alive.size} survivors < threshold {self._t}; refusing to sign")
         statement = survivor_statement(self.round_id, alive)
-        sig = self._identity.sign(signing.LABEL_SURVIVOR_SET, statement)
+        sig = self._sign(signing.LABEL_SURVIVOR_SET, statement)
         graph = self._view.graph
         if not graph.full:
             # SecAgg+: only survivors among the holders of the secrets we hold shares of (us and the
@@ -365,7 +381,7 @@ class SecAggClient:
                     "secret we hold a share of"
                 )
             try:
-                self._registry.verify(v, label, statement, rows[j * sl : (j + 1) * sl])
+                self._verify(v, label, statement, rows[j * sl : (j + 1) * sl])
             except AuthenticationError:
                 raise ProtocolError(f"client {self.id}: survivor-set signature of client {v} is invalid") from None
         owners = np.asarray(sorted(known), dtype=np.int64)
@@ -409,9 +425,10 @@ class SecAggClient:
             except AuthenticationError:
                 failed.append(v)  # reported to the server; never fatal on its own
         ok, rows = m.SharePlaintext.unpack_rows(plaintexts, owners, self.id)
-        failed = sorted(failed + [v for v, good in zip(owners, ok.tolist()) if not good])  # malformed or misnamed
+        # malformed or misnamed plaintexts are reported like failed boxes
+        failed = sorted(failed + [v for v, good in zip(owners, ok.tolist(), strict=True) if not good])
         self_owners, self_rows, key_owners, key_rows = [self.id], [self._own_share[half:]], [], []
-        for v, good, row in zip(owners, ok.tolist(), rows):
+        for v, good, row in zip(owners, ok.tolist(), rows, strict=True):
             if good and v in alive:
                 self_owners.append(v)
                 self_rows.append(row[half:])

@@ -12,7 +12,8 @@ from __future__ import annotations
 import functools
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -48,14 +49,26 @@ from secagg_dp.errors import ProtocolError
 _PAIR = struct.Struct(">II")
 
 
-def _all_bytes(items: tuple) -> bool:
+def _all_bytes(items: tuple[object, ...]) -> bool:
     """Whether every item is a ``bytes`` object (one C-level pass; no generator per box)."""
     return set(map(type, items)) <= {bytes}
 
 
 # The message classes, plus the wire names callers use through this module (``m.SERVER``, ``m.Kind``, ...).
 __all__ = [
-    *(name for name in wire.__all__ if name.isupper() or name in ("Kind", "peek_kind")),
+    "MAGIC",
+    "VERSION",
+    "ROUND_ID_LEN",
+    "SERVER",
+    "BROADCAST",
+    "MAX_CLIENT_ID",
+    "HEADER_LEN",
+    "KEY_LEN",
+    "SIG_LEN",
+    "SHARE_BYTES",
+    "SECURITY_CODES",
+    "Kind",
+    "peek_kind",
     "RoundOpen",
     "AdvertiseKeys",
     "KeyRoster",
@@ -256,7 +269,7 @@ class MaskedInput(Header):
             raise ProtocolError("field 'bits' or the dimension out of range")
         wire.check_packed(packed, dim, bits)
         head = struct.pack(">2sBB16sII", MAGIC, VERSION, int(Kind.MASKED_INPUT), round_id, sender, recipient)
-        return head + struct.pack(">BI", bits, dim) + bytes(packed)
+        return head + struct.pack(">BI", bits, dim) + packed
 
 
 @dataclass(frozen=True)
@@ -318,15 +331,13 @@ class UnmaskRequest(Header):
     survivors: tuple[int, ...]
     dropped: tuple[int, ...]
     signers: tuple[int, ...] = ()
-    signatures: np.ndarray = None
+    signatures: np.ndarray = field(default_factory=lambda: np.zeros((0, SIG_LEN), dtype=np.uint8))
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_ids("survivors", self.survivors)
         check_ids("dropped", self.dropped)
         check_ids("signers", self.signers)
-        if self.signatures is None:
-            object.__setattr__(self, "signatures", np.zeros((0, SIG_LEN), dtype=np.uint8))
         check_sig_rows("signatures", self.signatures, len(self.signers))
 
     def __repr__(self) -> str:
@@ -345,15 +356,19 @@ class UnmaskRequest(Header):
         )
 
 
+def _no_shares() -> np.ndarray:
+    return np.zeros((0, PIECES_PER_32_BYTES), dtype=np.uint32)
+
+
 @dataclass(frozen=True)
 class UnmaskResponse(Header):
     """Survivor -> server: b-shares of survivors, key-shares of dropped clients, and owners whose box failed."""
 
     KIND = Kind.UNMASK_RESPONSE
     self_owners: tuple[int, ...]
-    self_shares: np.ndarray = None  # (len(self_owners), 16) uint32
+    self_shares: np.ndarray = field(default_factory=lambda: _no_shares())  # (len(self_owners), 16) uint32
     key_owners: tuple[int, ...] = ()
-    key_shares: np.ndarray = None
+    key_shares: np.ndarray = field(default_factory=lambda: _no_shares())
     failed: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
@@ -390,9 +405,9 @@ class SharePlaintext:
 
     owner: int
     holder: int
-    key_share: np.ndarray = None
-    self_share: np.ndarray = None
-    LEN = 8 + 2 * SHARE_BYTES
+    key_share: np.ndarray
+    self_share: np.ndarray
+    LEN: ClassVar[int] = 8 + 2 * SHARE_BYTES
 
     def __post_init__(self) -> None:
         check_id("owner", self.owner)
@@ -453,7 +468,7 @@ class SharePlaintext:
         exactly (owners[i], holder), and ``shares[i]`` is its 32 elements (key share, then self share)."""
         m_ = len(plaintexts)
         ok = np.fromiter((len(p) == cls.LEN for p in plaintexts), dtype=bool, count=m_)
-        blob = b"".join(p if good else bytes(cls.LEN) for p, good in zip(plaintexts, ok.tolist()))
+        blob = b"".join(p if good else bytes(cls.LEN) for p, good in zip(plaintexts, ok.tolist(), strict=True))
         arr = np.frombuffer(blob, dtype=">u4").reshape(m_, 2 + 2 * PIECES_PER_32_BYTES).astype(np.int64)
         ok &= arr[:, 0] == np.asarray(owners, dtype=np.int64).reshape(-1)
         ok &= arr[:, 1] == holder

@@ -36,7 +36,9 @@ _ORDER = {s: i for i, s in enumerate(STAGE_NAMES)}
 Reply = tuple[int, int, bytes | str]
 
 
-def seeded_sources(seed: int, round_id: bytes | None = None):  # noqa: ANN201
+def seeded_sources(
+    seed: int, round_id: bytes | None = None
+) -> tuple[bytes, Callable[[int], SeededRandom], SeededRandom, Callable[[int], SeededRandom]]:
     """Deterministic randomness for a seeded simulation: per-round sources keyed by (seed, round id), and
     long-term identity sources keyed by (seed, client id). ``round_id=None`` derives the round id from the
     seed too. Returns ``(round_id, client_source, server_source, identity_source)``."""

@@ -55,7 +55,7 @@ class ClientShard:
         arr = zq.check_residues("rows", rows, zq.MAX_BITS)
         self._width = max(1, int(arr.max()).bit_length()) if arr.size else 1
         self._dim = arr.shape[-1]
-        self._packed = {cid: wire.pack_residues(row, self._width) for cid, row in zip(ids, arr)}
+        self._packed = {cid: wire.pack_residues(row, self._width) for cid, row in zip(ids, arr, strict=True)}
         self._pool = InProcessClientPool.lazy(ids, self._unpack)
         self._cpu: dict[str, float] = {}
 
@@ -129,7 +129,7 @@ class DaskClientPool:
     def _call(self, method: str, per_shard: Sequence[tuple[Any, ...]] | None = None) -> list[Any]:
         """Call ``method`` on every shard at once (with its own arguments), results in shard order."""
         args = per_shard or [()] * len(self._shards)
-        futures = [getattr(shard, method)(*a) for shard, a in zip(self._shards, args)]
+        futures = [getattr(shard, method)(*a) for shard, a in zip(self._shards, args, strict=True)]
         return [f.result() for f in futures]
 
     def identities(self, plan: RoundPlan) -> dict[int, bytes]:
@@ -160,7 +160,9 @@ class DaskClientPool:
         busy = [s for s, part in enumerate(routed) if part]
         futures = [self._shards[s].serve(stage, routed[s]) for s in busy]
         refused: list[str] = []
-        parts = [self._own_replies(stage, s, routed[s], f.result(), refused) for s, f in zip(busy, futures)]
+        parts = [
+            self._own_replies(stage, s, routed[s], f.result(), refused) for s, f in zip(busy, futures, strict=True)
+        ]
         uplink, reports = merge(parts)
         return uplink, reports + refused
 
