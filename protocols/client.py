@@ -322,9 +322,24 @@ class SecAggClient:
             )
             pairwise.append((seed, masking.mask_sign(self.id, v)))
         y = self._masked_packed(pairwise)
-        self._boxes = dict(zip(msg.senders, msg.boxes, strict=True))
+        self._store_boxes(msg.senders, msg.boxes)
         self.stage = ClientStage.MASKED_INPUT_SENT
         return m.MaskedInput.encode_packed(self.round_id, self.id, m.SERVER, self.bits, self._dim, bytes(y))
+
+    def _store_boxes(self, senders: tuple[int, ...], boxes: tuple[bytes, ...]) -> None:
+        """Keep the boxes addressed to us until unmasking as one blob, by sender id (sorted), with their end
+        offsets: a process playing n clients keeps n k boxes, and one bytes object per box costs about as
+        much again as the box itself."""
+        order = sorted(range(len(senders)), key=senders.__getitem__)
+        self._box_ids = np.asarray([senders[i] for i in order], dtype=np.int64).reshape(-1)
+        self._box_ends = np.cumsum([len(boxes[i]) for i in order], dtype=np.int64).reshape(-1)
+        self._box_blob = b"".join(boxes[i] for i in order)
+
+    def _box(self, sender: int) -> bytes:
+        """The box ``sender`` addressed to us (``sender`` must be one of ``_box_ids``)."""
+        i = int(np.searchsorted(self._box_ids, sender))
+        start = int(self._box_ends[i - 1]) if i else 0
+        return self._box_blob[start : int(self._box_ends[i])]
 
     def _masked_packed(self, pairwise: list[tuple[bytes, int]]) -> bytearray:
         """y = x + masks (:func:`~secagg_dp.crypto.masking.mask_input`), computed and packed block by block
@@ -355,7 +370,7 @@ class SecAggClient:
         if not graph.full:
             # SecAgg+: only survivors among the holders of the secrets we hold shares of (us and the
             # neighbours whose boxes we hold) can matter later; keeping all of U3 would cost O(n) per client.
-            known = np.asarray(sorted(set(self._boxes) | {self.id}), dtype=np.int64)
+            known = np.union1d(self._box_ids, [self.id])
             near = np.union1d(known, graph.rows(known))
             j = np.minimum(np.searchsorted(alive, near), alive.size - 1)
             self._survivors = near[alive[j] == near]  # sorted array: a set of ~2k ids costs ~10x the memory
@@ -406,7 +421,7 @@ class SecAggClient:
             )
         if self.id not in alive:
             raise ProtocolError(f"client {self.id}: request does not list us as a survivor")
-        known = set(self._boxes) | {self.id}
+        known = set(self._box_ids.tolist()) | {self.id}
         if alive | gone != known:
             raise ProtocolError(f"client {self.id}: request must classify exactly the clients that shared keys with us")
         if len(alive) < self._t:
@@ -420,7 +435,7 @@ class SecAggClient:
         for v in sorted(known - {self.id}):
             try:
                 ad = aead.associated_data(self.round_id, v, self.id)
-                plaintexts.append(aead.open_sealed(self._peers[v][0], self._boxes[v], ad))
+                plaintexts.append(aead.open_sealed(self._peers[v][0], self._box(v), ad))
                 owners.append(v)
             except AuthenticationError:
                 failed.append(v)  # reported to the server; never fatal on its own

@@ -72,6 +72,11 @@ class _Shared:
     def boxes(self) -> list[bytes]:
         return [self.data[a:b] for a, b in self.spans.tolist()]
 
+    def box(self, j: int) -> bytes:
+        """The j-th box (addressed to ``recipients[j]``)."""
+        a, b = self.spans[j].tolist()
+        return self.data[a:b]
+
 
 class _HolderPoints(Mapping[int, dict[int, int]]):
     """Owner -> its holders' Shamir points (:func:`~protocols.graph.holder_points`), computed on access
@@ -373,20 +378,24 @@ class SecAggServer:
     def _close_shares(self) -> Outgoing:
         self._need("shared keys", self._shares)
         self._u2 = frozenset(self._shares)
-        inbox: dict[int, tuple[list[int], list[bytes]]] = {v: ([], []) for v in self._u2}
+        # Who sent v a box, and where in the sender's message: (senders, box positions) per recipient. Boxes
+        # are cut out of the received bytes one bundle at a time, so no second copy of all O(n k) boxes exists
+        # next to the received messages and the bundles.
+        inbox: dict[int, tuple[list[int], list[int]]] = {v: ([], []) for v in self._u2}
         for u in sorted(self._u2):
-            sent = self._shares[u]
-            for v, box in zip(sent.recipients, sent.boxes(), strict=True):
+            for j, v in enumerate(self._shares[u].recipients):
                 if v in inbox:
                     inbox[v][0].append(u)
-                    inbox[v][1].append(box)
-        # The boxes are forwarded below; only each commitment to b_u is needed later.
+                    inbox[v][1].append(j)
+        # Only each commitment to b_u is needed after the boxes are forwarded.
         self._commitments = {u: sent.commitment for u, sent in self._shares.items()}
+        out = []
+        for v in sorted(inbox):
+            senders, at = inbox.pop(v)
+            boxes = tuple(self._shares[u].box(j) for u, j in zip(senders, at, strict=True))
+            out.append((v, m.ShareBundle(self.round_id, m.SERVER, v, tuple(senders), boxes).to_bytes()))
         self._shares.clear()  # ShareKeys are refused from now on by stage, so no "already sent" record is needed
-        return [
-            (v, m.ShareBundle(self.round_id, m.SERVER, v, tuple(s), tuple(b)).to_bytes())
-            for v, (s, b) in sorted(inbox.items())
-        ]
+        return out
 
     def _close_masked(self) -> Outgoing:
         self._need("sent masked inputs", self._masked)

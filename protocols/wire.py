@@ -282,7 +282,7 @@ def _unpack_block(data: bytes | memoryview, bits: int, start: int, stop: int) ->
     buf[: hi - lo] = np.frombuffer(data, dtype=np.uint8, count=hi - lo, offset=lo)
     words = buf.view(_U64)
     word, shift, rshift, _, _ = _layout(n, bits)
-    v = words[word] >> shift
+    v: np.ndarray = words[word] >> shift
     v |= (words[word + 1] << np.uint64(1)) << rshift  # w << (64 - s) as (w << 1) << (63 - s); 0 when s = 0
     v &= np.uint64((1 << bits) - 1)
     return v
