@@ -17,6 +17,7 @@ import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
 from protocols import messages as m
+from protocols import wire
 from protocols.graph import RosterGraph, holder_points, index_graph, two_hop_positions
 from protocols.pki import KeyRegistry, advertise_statement, consistency_statement, holders_statement
 from protocols.security import ClientPolicy, min_threshold
@@ -32,6 +33,8 @@ __all__ = ["SecAggClient"]
 
 _BOX_LEN = aead.OVERHEAD + m.SharePlaintext.LEN
 _HEAD = 28
+_ROUND_OPEN_BODY = 22  # p (8), bits (1), dim, threshold, neighbours (4 each), security (1)
+_ROSTER_ROW = 4 + 2 * m.KEY_LEN + m.SIG_LEN  # id, two X25519 keys, Ed25519 signature
 
 
 class _RosterView:
@@ -131,15 +134,14 @@ class SecAggClient:
             if client_id not in registry or registry.public_key(self.id) != identity.public:
                 raise ParameterError(f"Argument 'identity' is not the key registered for client {self.id}.")
         self._identity, self._registry = identity, registry
-        self._x = np.array(arr, dtype=np.uint64, copy=True)
+        # Our own copy of x, bit-packed (d bits / 8 bytes, immutable): what one process playing n clients keeps.
+        self._x, self._dim = wire.pack_residues(arr, self.bits), arr.size
         self._src = resolve_source(source)
         self.stage = ClientStage.IDLE
-        self.round_id: bytes | None = None
+        self.round_id = b""  # the round we checked in to (empty before; never equal to a 16-byte round id)
 
     def __repr__(self) -> str:
-        return (
-            f"SecAggClient(id={self.id}, stage={self.stage.name}, security={self.policy.security}, dim={self._x.size})"
-        )
+        return f"SecAggClient(id={self.id}, stage={self.stage.name}, security={self.policy.security}, dim={self._dim})"
 
     # -- dispatch ------------------------------------------------------------------------------------------
     def receive(self, data: bytes) -> bytes | None:
@@ -149,9 +151,7 @@ class SecAggClient:
             raise ProtocolError(f"client {self.id} in stage {self.stage.name} refuses a {kind.name} message")
         if kind is m.Kind.ROUND_OPEN:
             return self.decide_check_in(data)
-        cap = self._size_cap(kind)
-        if cap is not None and len(data) > cap:
-            raise ProtocolError(f"client {self.id}: {kind.name} message of {len(data)} bytes exceeds the cap {cap}")
+        self._check_size(kind, data)
         msg = m.decode(data)
         if msg.round_id != self.round_id:
             raise ProtocolError(f"client {self.id}: message from another round (replay?)")
@@ -160,21 +160,49 @@ class SecAggClient:
         want = (m.BROADCAST, self.id) if kind is m.Kind.KEY_ROSTER else (self.id,)
         if msg.recipient not in want:
             raise ProtocolError(f"client {self.id}: message addressed to {msg.recipient}")
-        if kind is m.Kind.KEY_ROSTER:
-            return self._on_roster(msg)
-        if kind is m.Kind.SHARE_BUNDLE:
-            return self._on_bundle(msg)
-        if kind is m.Kind.SURVIVOR_LIST:
-            return self._on_survivor_list(msg)
-        return self._on_unmask_request(msg)
+        match msg:  # typed dispatch on the parsed class (its kind was checked against our stage above)
+            case m.KeyRoster():
+                return self._on_roster(msg)
+            case m.ShareBundle():
+                return self._on_bundle(msg)
+            case m.SurvivorList():
+                return self._on_survivor_list(msg)
+            case m.UnmaskRequest():
+                return self._on_unmask_request(msg)
+            case _:  # unreachable: CLIENT_TRANSITIONS admits only the kinds above here
+                raise ProtocolError(f"client {self.id} cannot handle a {kind.name} message")
 
-    def _size_cap(self, kind: m.Kind) -> int | None:
-        """Largest well-formed message of ``kind`` given what we know of the round (None: no bound yet)."""
+    def _sign(self, label: bytes, body: bytes) -> bytes:
+        """Our Ed25519 signature (active mode, where the constructor requires an identity)."""
+        if self._identity is None:
+            raise ProtocolError(f"client {self.id}: no identity key to sign with")
+        return self._identity.sign(label, body)
+
+    def _verify(self, signer: int, label: bytes, body: bytes, signature: bytes) -> None:
+        """Check ``signer``'s signature against the registry (active mode); AuthenticationError if it fails."""
+        if self._registry is None:
+            raise ProtocolError(f"client {self.id}: no identity registry to verify with")
+        self._registry.verify(signer, label, body, signature)
+
+    def _check_size(self, kind: m.Kind, data: bytes) -> None:
+        """Refuse a message longer than the largest well-formed one of its kind (:meth:`_size_cap`), before
+        any parsing: a ProtocolError naming the kind, the size and the cap."""
+        cap = self._size_cap(kind)
+        if len(data) > cap:
+            raise ProtocolError(f"client {self.id}: {kind.name} message of {len(data)} bytes exceeds the cap {cap}")
+
+    def _size_cap(self, kind: m.Kind) -> int:
+        """Largest well-formed message of ``kind`` given the round's parameters and our policy: the roster
+        holds at most ``policy.max_clients`` entries (at most ``shamir.MAX_HOLDERS`` on the full graph), the
+        bundle one box per neighbour, the survivor list and unmask request at most the roster."""
+        if kind is m.Kind.ROUND_OPEN:
+            return _HEAD + _ROUND_OPEN_BODY
         if kind is m.Kind.KEY_ROSTER:
-            if self._k is None:
-                return None  # the full graph's roster is the whole population, whose size the server chooses
+            if self._k is None:  # full graph: every entry, at most the population we expect (<= MAX_HOLDERS)
+                n_max = min(self.policy.max_clients, shamir.MAX_HOLDERS)
+                return _HEAD + 44 + n_max * (4 + _ROSTER_ROW) + 4
             rows = self._k + 3  # the chord of an odd degree adds one holder
-            return _HEAD + 44 + rows * (4 + 132) + rows * 32 * m.HASH_LEN
+            return _HEAD + 44 + rows * (4 + _ROSTER_ROW) + 4 + rows * 32 * m.HASH_LEN
         if kind is m.Kind.SHARE_BUNDLE:
             return _HEAD + 4 + len(self._peers) * (8 + _BOX_LEN)
         n = self._n
@@ -184,9 +212,7 @@ class SecAggClient:
                 return _HEAD + 48 + 36 * chunks
             near = (self._view.graph.offsets.size + 1) ** 2
             return _HEAD + 48 + near * (4 + m.HASH_LEN * (1 + merkle.depth_for(chunks)) + 4)
-        if kind is m.Kind.UNMASK_REQUEST:
-            return _HEAD + 12 + 4 * (len(self._peers) + 1) + (4 + m.SIG_LEN) * n
-        return None
+        return _HEAD + 12 + 4 * (len(self._peers) + 1) + (4 + m.SIG_LEN) * n  # UNMASK_REQUEST
 
     # -- stage 0/1: check-in and AdvertiseKeys -------------------------------------------------------------
     def decide_check_in(self, data: bytes) -> bytes | None:
@@ -197,10 +223,11 @@ class SecAggClient:
         """
         if self.stage is not ClientStage.IDLE:
             raise ProtocolError(f"client {self.id} in stage {self.stage.name} refuses a ROUND_OPEN message")
+        self._check_size(m.Kind.ROUND_OPEN, data)
         msg = m.decode(data)
         if not isinstance(msg, m.RoundOpen) or msg.sender != m.SERVER or msg.recipient != m.BROADCAST:
             raise ProtocolError(f"client {self.id}: not a round-open broadcast from the server")
-        if msg.bits != self.bits or msg.dim != self._x.size:
+        if msg.bits != self.bits or msg.dim != self._dim:
             raise ProtocolError(f"client {self.id}: round expects {msg.dim} values mod 2^{msg.bits}")
         pol = self.policy
         if msg.security != m.SECURITY_CODES[pol.security]:
@@ -223,7 +250,7 @@ class SecAggClient:
         sig = bytes(m.SIG_LEN)
         if self.active:
             body = advertise_statement(self.round_id, self.id, self._enc.public, self._mask.public)
-            sig = self._identity.sign(signing.LABEL_ADVERTISE_KEYS, body)
+            sig = self._sign(signing.LABEL_ADVERTISE_KEYS, body)
         self.stage = ClientStage.KEYS_ADVERTISED
         return m.AdvertiseKeys(self.round_id, self.id, m.SERVER, self._enc.public, self._mask.public, sig).to_bytes()
 
@@ -232,7 +259,7 @@ class SecAggClient:
         """Active mode: threshold safe for this roster, and every entry we use (``nbrs``, at message ``rows``)
         signed by its owner's registered identity key over this round."""
         full = view.graph.full
-        holders = msg.size if full else self._k + 1
+        holders = msg.size if full or self._k is None else self._k + 1
         need = min_threshold(holders, neighbours=None if full else self._k, security="active")
         if self._t < need:
             raise ProtocolError(
@@ -244,7 +271,7 @@ class SecAggClient:
         for j, v in enumerate(nbrs):
             body = advertise_statement(msg.round_id, v, enc[j * kl : (j + 1) * kl], mask[j * kl : (j + 1) * kl])
             try:
-                self._registry.verify(v, label, body, sigs[j * sl : (j + 1) * sl])
+                self._verify(v, label, body, sigs[j * sl : (j + 1) * sl])
             except AuthenticationError:
                 raise ProtocolError(
                     f"client {self.id}: roster entry of client {v} fails signature verification"
@@ -253,6 +280,11 @@ class SecAggClient:
         # (a ProtocolError): the roster is refused without a separate check per entry.
 
     def _on_roster(self, msg: m.KeyRoster) -> bytes:
+        if msg.size > self.policy.max_clients:  # before laying out the graph: its ring costs O(size)
+            raise ProtocolError(
+                f"client {self.id}: roster of {msg.size} clients exceeds the population we expect "
+                f"({self.policy.max_clients}, ClientPolicy.max_clients)"
+            )
         view = _roster_view(msg, self._k)  # checks the multiproof: the rows belong to the committed roster
         ids, n, graph = view.ids, msg.size, view.graph
         pos = int(np.searchsorted(ids, self.id))
@@ -292,7 +324,7 @@ class SecAggClient:
         plaintexts = m.SharePlaintext.pack_rows(self.id, holders, shares, digest)
         peers: dict[int, tuple[bytes, X25519PublicKey]] = {}
         recipients, boxes = [], []
-        for j, (v, row) in enumerate(zip(holders, rows.tolist())):
+        for j, (v, row) in enumerate(zip(holders, rows.tolist(), strict=True)):
             if v == self.id:
                 own = shares[j].copy()  # not a view: it would keep all k + 1 shares alive until unmasking
                 continue
@@ -326,10 +358,36 @@ class SecAggClient:
                 self._mask, self._peers[v][1], round_id=self.round_id, own_id=self.id, peer_id=v
             )
             pairwise.append((seed, masking.mask_sign(self.id, v)))
-        y = masking.mask_input(self._x, bits=self.bits, self_seed=self._self_seed, pairwise=pairwise)
-        self._boxes = dict(zip(msg.senders, msg.boxes))
+        y = self._masked_packed(pairwise)
+        self._store_boxes(msg.senders, msg.boxes)
         self.stage = ClientStage.MASKED_INPUT_SENT
-        return m.MaskedInput(self.round_id, self.id, m.SERVER, self.bits, y).to_bytes()
+        return m.MaskedInput.encode_packed(self.round_id, self.id, m.SERVER, self.bits, self._dim, bytes(y))
+
+    def _store_boxes(self, senders: tuple[int, ...], boxes: tuple[bytes, ...]) -> None:
+        """Keep the boxes addressed to us until unmasking as one blob, by sender id (sorted), with their end
+        offsets: a process playing n clients keeps n k boxes, and one bytes object per box costs about as
+        much again as the box itself."""
+        order = sorted(range(len(senders)), key=senders.__getitem__)
+        self._box_ids = np.asarray([senders[i] for i in order], dtype=np.int64).reshape(-1)
+        self._box_ends = np.cumsum([len(boxes[i]) for i in order], dtype=np.int64).reshape(-1)
+        self._box_blob = b"".join(boxes[i] for i in order)
+
+    def _box(self, sender: int) -> bytes:
+        """The box ``sender`` addressed to us (``sender`` must be one of ``_box_ids``)."""
+        i = int(np.searchsorted(self._box_ids, sender))
+        start = int(self._box_ends[i - 1]) if i else 0
+        return self._box_blob[start : int(self._box_ends[i])]
+
+    def _masked_packed(self, pairwise: list[tuple[bytes, int]]) -> bytearray:
+        """y = x + masks (:func:`~secagg_dp.crypto.masking.mask_input`), computed and packed block by block
+        from our packed x: no unpacked vector of length d and no mask vector of length d exists at once."""
+        d, bits, blk = self._dim, self.bits, wire.PACK_BLOCK
+        x_blocks = (wire.unpack_residues(self._x, d, bits, start=i, stop=min(i + blk, d)) for i in range(0, d, blk))
+        out = bytearray(wire.packed_len(d, bits))
+        blocks = masking.mask_input_blocks(x_blocks, bits=bits, self_seed=self._self_seed, pairwise=pairwise)
+        for i, yb in zip(range(0, d, blk), blocks, strict=True):
+            wire.pack_residues_into(out, i, yb, bits)
+        return out
 
     # -- stage 4 (active): ConsistencyCheck --------------------------------------------------------------------
     def _on_survivor_list(self, msg: m.SurvivorList) -> bytes:
@@ -373,7 +431,7 @@ class SecAggClient:
         self._near = near
         self._survivors = np.sort(self._near_ids[alive_at])  # survivors among the holders of what we hold
         statement = consistency_statement(self.round_id, self._roster_statement, msg.root, msg.count)
-        sig = self._identity.sign(signing.LABEL_SURVIVOR_SET, statement)
+        sig = self._sign(signing.LABEL_SURVIVOR_SET, statement)
         self._statement = statement
         self.stage = ClientStage.SURVIVORS_SIGNED
         return m.SurvivorSignature(self.round_id, self.id, m.SERVER, sig).to_bytes()
@@ -405,7 +463,7 @@ class SecAggClient:
             )
         for j, v in enumerate(msg.signers):
             try:
-                self._registry.verify(v, label, statement, rows[j * sl : (j + 1) * sl])
+                self._verify(v, label, statement, rows[j * sl : (j + 1) * sl])
             except AuthenticationError:
                 raise ProtocolError(f"client {self.id}: survivor-set signature of client {v} is invalid") from None
         if self._view.graph.full:  # every signer (all in the roster) is a holder of every secret
@@ -434,7 +492,7 @@ class SecAggClient:
             )
         if self.id not in alive:
             raise ProtocolError(f"client {self.id}: request does not list us as a survivor")
-        known = set(self._boxes) | {self.id}
+        known = set(self._box_ids.tolist()) | {self.id}
         if alive | gone != known:
             raise ProtocolError(f"client {self.id}: request must classify exactly the clients that shared keys with us")
         if len(alive) < self._t:
@@ -446,12 +504,14 @@ class SecAggClient:
         for v in sorted(known - {self.id}):
             try:
                 ad = aead.associated_data(self.round_id, v, self.id)
-                plaintexts.append(aead.open_sealed(self._peers[v][0], self._boxes[v], ad))
+                plaintexts.append(aead.open_sealed(self._peers[v][0], self._box(v), ad))
                 owners.append(v)
             except AuthenticationError:
                 failed.append(v)  # reported to the server; never fatal on its own
         ok, rows = m.SharePlaintext.unpack_rows(plaintexts, owners, self.id)
-        failed = sorted(failed + [v for v, good in zip(owners, ok.tolist()) if not good])  # malformed or misnamed
+        failed = sorted(
+            failed + [v for v, good in zip(owners, ok.tolist(), strict=True) if not good]
+        )  # malformed or misnamed
         if self.active:  # before anything is revealed
             good_owners = [v for v, good in zip(owners, ok.tolist(), strict=True) if good]
             digests = {v: p[-32:] for v, p, good in zip(owners, plaintexts, ok.tolist(), strict=True) if good}
@@ -459,7 +519,7 @@ class SecAggClient:
                 digests[self.id] = holders_statement(self.round_id, self.id, self._index_of)
             self._check_signatures(msg, [self.id, *good_owners], digests)
         self_owners, self_rows, key_owners, key_rows = [self.id], [self._own_share[half:]], [], []
-        for v, good, row in zip(owners, ok.tolist(), rows):
+        for v, good, row in zip(owners, ok.tolist(), rows, strict=True):
             if good and v in alive:
                 self_owners.append(v)
                 self_rows.append(row[half:])

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
+from scipy import stats  # no type stubs: ignore_missing_imports in pyproject.toml
 
 from protocols.security import check_security
 from secagg_dp._validate import check_int, check_probability, check_real
@@ -69,8 +69,9 @@ class RosterGraph:
         self.ring_pos[perm] = np.arange(n)
         self.full = k is None or k >= n - 1
         self.k = None if self.full else check_int("k", k, lo=1)
-        offsets = [] if self.full else [d for j in range(1, k // 2 + 1) for d in (j, -j)]
-        if not self.full and k % 2:
+        kk = self.k or 0  # the degree when not full
+        offsets = [] if self.full else [d for j in range(1, kk // 2 + 1) for d in (j, -j)]
+        if not self.full and kk % 2:
             offsets += [n // 2] if n % 2 == 0 else [n // 2, -(n // 2)]  # the chord; one offset when n is even
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.two_hop_offsets: np.ndarray | None = None  # filled by two_hop_positions
@@ -94,7 +95,8 @@ class RosterGraph:
         if self.full:
             raise ParameterError("Argument 'k' is the full graph, whose rows are the whole roster; use the sets.")
         at = self.ring_pos[self.index(clients)]
-        return self.order[(at[:, None] + self.offsets[None, :]) % self.n]
+        rows: np.ndarray = self.order[(at[:, None] + self.offsets[None, :]) % self.n]
+        return rows
 
     def neighbours(self, client: int) -> frozenset[int]:
         """One client's neighbour set (without the client itself)."""
@@ -103,14 +105,14 @@ class RosterGraph:
             return frozenset(self.ids.tolist()) - {int(client)}
         return frozenset(self.rows([client])[0].tolist())
 
-    def neighbour_sets(self, clients: Sequence[int] | None = None) -> dict[int, frozenset[int]]:
+    def neighbour_sets(self, clients: Sequence[int] | np.ndarray | None = None) -> dict[int, frozenset[int]]:
         """Neighbour sets of ``clients`` (default: everyone), keyed by client id."""
         us = self.ids if clients is None else np.asarray(clients, dtype=np.int64).reshape(-1)
         if self.full:
             self.index(us)
             everyone = frozenset(self.ids.tolist())
             return {u: everyone - {u} for u in us.tolist()}
-        return {u: frozenset(row) for u, row in zip(us.tolist(), self.rows(us).tolist())}
+        return {u: frozenset(row) for u, row in zip(us.tolist(), self.rows(us).tolist(), strict=True)}
 
 
 _CACHE_SIZE = 4

@@ -12,7 +12,8 @@ from __future__ import annotations
 import functools
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -50,14 +51,26 @@ from secagg_dp.errors import ProtocolError
 _PAIR = struct.Struct(">II")
 
 
-def _all_bytes(items: tuple) -> bool:
+def _all_bytes(items: tuple[object, ...]) -> bool:
     """Whether every item is a ``bytes`` object (one C-level pass; no generator per box)."""
     return set(map(type, items)) <= {bytes}
 
 
 # The message classes, plus the wire names callers use through this module (``m.SERVER``, ``m.Kind``, ...).
 __all__ = [
-    *(name for name in wire.__all__ if name.isupper() or name in ("Kind", "peek_kind")),
+    "MAGIC",
+    "VERSION",
+    "ROUND_ID_LEN",
+    "SERVER",
+    "BROADCAST",
+    "MAX_CLIENT_ID",
+    "HEADER_LEN",
+    "KEY_LEN",
+    "SIG_LEN",
+    "SHARE_BYTES",
+    "SECURITY_CODES",
+    "Kind",
+    "peek_kind",
     "RoundOpen",
     "AdvertiseKeys",
     "KeyRoster",
@@ -183,7 +196,7 @@ class KeyRoster(Header):
     enc_pks: np.ndarray
     mask_pks: np.ndarray
     signatures: np.ndarray
-    proof: np.ndarray = None
+    proof: np.ndarray = field(default_factory=lambda: np.zeros((0, HASH_LEN), dtype=np.uint8))
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -299,7 +312,8 @@ class ShareBundle(Header):
 
 @dataclass(frozen=True)
 class MaskedInput(Header):
-    """Client -> server: y_u, little-endian uint64 residues (shown in repr only by length)."""
+    """Client -> server: y_u, d residues of ``bits`` bits, bit-packed on the wire (:func:`protocols.wire.pack_residues`:
+    ceil(d bits / 8) bytes after a 5-byte (bits, d) field; shown in repr only by length)."""
 
     KIND = Kind.MASKED_INPUT
     bits: int
@@ -311,6 +325,8 @@ class MaskedInput(Header):
             raise ProtocolError("field 'y' must be a 1-D uint64 array")
         if not 1 <= self.bits <= 62:
             raise ProtocolError("field 'bits' out of range")
+        if self.y.size >= 1 << 32:
+            raise ProtocolError("field 'y' is too long")
         if self.y.size and int(self.y.max()) >> self.bits:
             raise ProtocolError("masked input holds a value outside Z_q")
 
@@ -318,7 +334,18 @@ class MaskedInput(Header):
         return f"MaskedInput(sender={self.sender}, bits={self.bits}, dim={self.y.size})"
 
     def to_bytes(self) -> bytes:
-        return self._head() + struct.pack(">BI", self.bits, self.y.size) + self.y.astype("<u8", copy=False).tobytes()
+        return self._head() + struct.pack(">BI", self.bits, self.y.size) + wire.pack_residues(self.y, self.bits)
+
+    @staticmethod
+    def encode_packed(round_id: bytes, sender: int, recipient: int, bits: int, dim: int, packed: bytes) -> bytes:
+        """The wire bytes of ``MaskedInput(round_id, sender, recipient, bits, y).to_bytes()`` from ``y`` already
+        packed (``packed = pack_residues(y, bits)``, e.g. block by block): no unpacked copy of y is made."""
+        Header(round_id, sender, recipient)  # checks the header fields
+        if not (1 <= bits <= 62 and 0 <= dim < 1 << 32):
+            raise ProtocolError("field 'bits' or the dimension out of range")
+        wire.check_packed(packed, dim, bits)
+        head = struct.pack(">2sBB16sII", MAGIC, VERSION, int(Kind.MASKED_INPUT), round_id, sender, recipient)
+        return head + struct.pack(">BI", bits, dim) + packed
 
 
 def survivor_chunks(bits: np.ndarray) -> np.ndarray:
@@ -349,8 +376,8 @@ class SurvivorList(Header):
     root: bytes
     chunk_indices: tuple[int, ...]
     chunks: np.ndarray
-    proof: np.ndarray = None
-    near_ids: np.ndarray = None
+    proof: np.ndarray = field(default_factory=lambda: np.zeros((0, HASH_LEN), dtype=np.uint8))
+    near_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -421,15 +448,13 @@ class UnmaskRequest(Header):
     survivors: tuple[int, ...]
     dropped: tuple[int, ...]
     signers: tuple[int, ...] = ()
-    signatures: np.ndarray = None
+    signatures: np.ndarray = field(default_factory=lambda: np.zeros((0, SIG_LEN), dtype=np.uint8))
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_ids("survivors", self.survivors)
         check_ids("dropped", self.dropped)
         check_ids("signers", self.signers)
-        if self.signatures is None:
-            object.__setattr__(self, "signatures", np.zeros((0, SIG_LEN), dtype=np.uint8))
         check_sig_rows("signatures", self.signatures, len(self.signers))
 
     def __repr__(self) -> str:
@@ -448,15 +473,19 @@ class UnmaskRequest(Header):
         )
 
 
+def _no_shares() -> np.ndarray:
+    return np.zeros((0, PIECES_PER_32_BYTES), dtype=np.uint32)
+
+
 @dataclass(frozen=True)
 class UnmaskResponse(Header):
     """Survivor -> server: b-shares of survivors, key-shares of dropped clients, and owners whose box failed."""
 
     KIND = Kind.UNMASK_RESPONSE
     self_owners: tuple[int, ...]
-    self_shares: np.ndarray = None  # (len(self_owners), 16) uint32
+    self_shares: np.ndarray = field(default_factory=lambda: _no_shares())  # (len(self_owners), 16) uint32
     key_owners: tuple[int, ...] = ()
-    key_shares: np.ndarray = None
+    key_shares: np.ndarray = field(default_factory=lambda: _no_shares())
     failed: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
@@ -494,10 +523,10 @@ class SharePlaintext:
 
     owner: int
     holder: int
-    key_share: np.ndarray = None
-    self_share: np.ndarray = None
+    key_share: np.ndarray
+    self_share: np.ndarray
     holders_digest: bytes = bytes(32)
-    LEN = 8 + 2 * SHARE_BYTES + 32
+    LEN: ClassVar[int] = 8 + 2 * SHARE_BYTES + 32
 
     def __post_init__(self) -> None:
         check_id("owner", self.owner)
@@ -608,8 +637,11 @@ def decode(data: bytes) -> Message:
     elif kind is Kind.MASKED_INPUT:
         bits = r.take(1)[0]
         n = r.u32()
-        y = np.frombuffer(r.take(8 * n), dtype="<u8").astype(np.uint64)
-        msg = MaskedInput(*h, bits, y)
+        if not 1 <= bits <= 62:
+            raise ProtocolError("field 'bits' out of range")
+        body = r.take(wire.packed_len(n, bits))
+        wire.check_packed(body, n, bits)
+        msg = MaskedInput(*h, bits, wire.unpack_residues(body, n, bits))
     elif kind is Kind.SURVIVOR_LIST:
         root, count = r.take(HASH_LEN), r.u32()
         cidx = r.ids()

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 
 import numpy as np
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from secagg_dp._validate import check_int
 from secagg_dp.crypto import signing
@@ -39,7 +40,7 @@ class KeyRegistry:
 
     def __init__(self, keys: Mapping[int, bytes] | None = None) -> None:
         self._keys: dict[int, bytes] = {}
-        self._loaded: dict[int, object] = {}  # parsed keys, filled on first verification
+        self._loaded: dict[int, Ed25519PublicKey] = {}  # parsed keys, filled on first verification
         self._verified: set[tuple[int, bytes, bytes, bytes]] = set()  # (client, label, body, signature) that passed
         for cid, pk in dict(keys or {}).items():
             self.register(cid, pk)

@@ -11,7 +11,7 @@ Dask) runs :func:`serve` on each part with the envelopes' global positions and c
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -20,7 +20,7 @@ import numpy as np
 from protocols import messages as m
 from protocols.client import SecAggClient
 from protocols.pki import KeyRegistry, create_identities
-from protocols.security import ClientPolicy
+from protocols.security import DEFAULT_MAX_CLIENTS, ClientPolicy
 from protocols.stages import STAGE_NAMES
 from protocols.transport import Envelope
 from secagg_dp.crypto import kdf, signing
@@ -36,7 +36,9 @@ _ORDER = {s: i for i, s in enumerate(STAGE_NAMES)}
 Reply = tuple[int, int, bytes | str]
 
 
-def seeded_sources(seed: int, round_id: bytes | None = None):  # noqa: ANN201
+def seeded_sources(
+    seed: int, round_id: bytes | None = None
+) -> tuple[bytes, Callable[[int], SeededRandom], SeededRandom, Callable[[int], SeededRandom]]:
     """Deterministic randomness for a seeded simulation: per-round sources keyed by (seed, round id), and
     long-term identity sources keyed by (seed, client id). ``round_id=None`` derives the round id from the
     seed too. Returns ``(round_id, client_source, server_source, identity_source)``."""
@@ -58,6 +60,7 @@ def seeded_sources(seed: int, round_id: bytes | None = None):  # noqa: ANN201
 class RoundPlan:
     """What every client of one round is configured with, apart from its input and identity key.
 
+    ``clients``: how many clients are invited (each client refuses a larger roster, by size, before parsing).
     ``seed=None``: keys and nonces from ``os.urandom``; an int seed derives each client's randomness from
     (seed, round id, client id) and its identity key from (seed, client id), so a client behaves the same
     wherever it is constructed (simulation only: the seed unmasks everyone). ``min_roster``: the smallest
@@ -72,12 +75,18 @@ class RoundPlan:
     round_id: bytes
     seed: int | None = None
     min_roster: int | None = None
+    clients: int = DEFAULT_MAX_CLIENTS
 
     @property
     def policy(self) -> ClientPolicy:
-        """The policy each client enforces (its own minimum threshold, graph degree, mode and roster size)."""
+        """The policy each client enforces (its own minimum threshold, graph degree, mode and roster size, and
+        the population it expects: ``clients``, the number invited to the round)."""
         return ClientPolicy(
-            security=self.security, min_threshold=self.threshold, neighbours=self.neighbours, min_roster=self.min_roster
+            security=self.security,
+            min_threshold=self.threshold,
+            neighbours=self.neighbours,
+            min_roster=self.min_roster,
+            max_clients=max(2, self.clients),
         )
 
     def client_source(self, cid: int) -> SeededRandom | None:
@@ -152,17 +161,37 @@ def merge(parts: Iterable[list[Reply]]) -> tuple[list[Envelope], list[str]]:
 class InProcessClientPool:
     """Every client in this process, handled one after another (the reference order).
 
-    Built from the clients' ``inputs`` (id -> uint64 vector; the pool creates identities and clients), or
-    from ready-made clients with :meth:`of_clients`.
+    Built from the clients' ``inputs`` (id -> uint64 vector; the pool creates identities and clients), from
+    a function making each client's input when its client is built (:meth:`lazy`: no n x d array), or from
+    ready-made clients with :meth:`of_clients`. A client keeps its input bit-packed, so the pool holds
+    n d bits / 8 bytes of inputs once the clients are built.
     """
 
     def __init__(self, inputs: Mapping[int, np.ndarray]) -> None:
         if not isinstance(inputs, Mapping) or not inputs:
             raise ParameterError("Argument 'inputs' must be a non-empty dict {client id: uint64 vector}.")
-        self._inputs = dict(inputs)
+        own = dict(inputs)
+        self._setup(sorted(own), own.pop)  # each vector is let go once its client holds a packed copy
+
+    def _setup(self, ids: Sequence[int], make: Callable[[int], np.ndarray] | None) -> None:
+        self._ids: list[int] = list(ids)
+        self._make = make
         self._identities: dict[int, signing.SigningKey] = {}
         self.clients: dict[int, SecAggClient] = {}
         self.silent_from: dict[int, str] = {}
+
+    @classmethod
+    def lazy(cls, ids: Iterable[int], make: Callable[[int], np.ndarray]) -> InProcessClientPool:
+        """A pool of the clients ``ids`` whose inputs are made by ``make(id)`` one client at a time in
+        :meth:`start` (each vector lives only until its client has packed it)."""
+        if not callable(make):
+            raise ParameterError("Argument 'make' must be a callable id -> uint64 vector.")
+        ids = sorted({int(c) for c in ids})
+        if not ids:
+            raise ParameterError("Argument 'ids' must name at least one client.")
+        pool = cls.__new__(cls)
+        pool._setup(ids, make)
+        return pool
 
     @classmethod
     def of_clients(
@@ -170,34 +199,36 @@ class InProcessClientPool:
     ) -> InProcessClientPool:
         """A pool of already constructed clients (``identities`` and ``start`` are then not needed)."""
         pool = cls.__new__(cls)
-        pool._inputs, pool._identities = {}, {}
+        pool._setup(sorted(clients), None)
         pool.clients, pool.silent_from = dict(clients), dict(silent_from or {})
         return pool
 
     def identities(self, plan: RoundPlan) -> dict[int, bytes]:
         """Create an identity per client (seeded from ``plan`` if it has a seed); the public keys."""
-        registry, self._identities = create_identities(sorted(self._inputs), plan.identity_source)
+        registry, self._identities = create_identities(self._ids, plan.identity_source)
         return dict(registry.keys)
 
     def start(self, plan: RoundPlan, registry: KeyRegistry | None, silent_from: Mapping[int, str]) -> None:
         """Construct the clients (in ascending id order) with ``registry`` and the round's policy."""
         if plan.security == "active" and not self._identities:
             raise ProtocolError("InProcessClientPool.start: call identities() first in active mode")
-        policy = plan.policy
-        self.silent_from = {c: s for c, s in silent_from.items() if c in self._inputs}
-        self.clients = {
-            cid: SecAggClient(
+        if self._make is None:
+            raise ProtocolError("InProcessClientPool.start: the clients were already built")
+        policy, make = plan.policy, self._make
+        members = set(self._ids)
+        self.silent_from = {c: s for c, s in silent_from.items() if c in members}
+        self.clients = {}
+        for cid in self._ids:
+            self.clients[cid] = SecAggClient(
                 cid,
-                x,
+                make(cid),
                 bits=plan.bits,
                 policy=policy,
                 identity=self._identities.get(cid),
                 registry=registry,
                 source=plan.client_source(cid),
             )
-            for cid, x in sorted(self._inputs.items())
-        }
-        self._inputs = {}  # each client holds its own copy
+        self._make = None  # each client holds its own (packed) copy
 
     def deliver(self, stage: str, envelopes: Sequence[Envelope]) -> tuple[list[Envelope], list[str]]:
         """Every envelope to its client(s), one after another; replies and refusal reports in that order."""

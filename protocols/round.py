@@ -51,6 +51,18 @@ class SecAggResult:
             raise ProtocolError("survivor and dropped sets must be disjoint")
 
 
+def _feed(server: SecAggServer, arrived: list[Envelope], stage: str, reports: list[str]) -> None:
+    """Hand the server each arrived envelope in order, emptying ``arrived`` as it goes: each message is let
+    go as soon as the server has taken what it keeps (a masked input lives only in the running sum)."""
+    arrived.reverse()
+    while arrived:
+        env = arrived.pop()
+        try:
+            server.receive(env.payload, sender=env.sender)
+        except ProtocolError as e:
+            reports.append(f"{stage}: server refused a message from {env.sender}: {e}")
+
+
 def drive_round(
     server: SecAggServer,
     clients: Mapping[int, SecAggClient] | ClientPool,
@@ -76,18 +88,19 @@ def drive_round(
     for stage in (s for s in STAGES if server.security == "active" or s != "consistency"):
         t0 = time.perf_counter()
         uplink, refused = pool.deliver(stage, transport.deliver(f"{stage}:down", downlink))
+        downlink = []  # delivered: let the stage's downlink go before the uplink is processed
         reports.extend(refused)
         t1 = time.perf_counter()
-        for env in transport.deliver(f"{stage}:up", uplink):
-            try:
-                server.receive(env.payload, sender=env.sender)
-            except ProtocolError as e:
-                reports.append(f"{stage}: server refused a message from {env.sender}: {e}")
+        arrived = transport.deliver(f"{stage}:up", uplink)
+        del uplink
+        _feed(server, arrived, stage, reports)
         downlink = [Envelope(m.SERVER, r, b) for r, b in server.advance()]
         t2 = time.perf_counter()
         timings[f"{stage}:clients"] = t1 - t0
         timings[f"{stage}:server"] = t2 - t1
     out = server.outcome
+    if out is None:  # advance() sets it on leaving the last stage, or raised AbortError
+        raise ProtocolError("the round ended without an outcome")
     return SecAggResult(
         out.aggregate,
         out.survivors,
@@ -140,13 +153,13 @@ def run_secagg_round(
     if not isinstance(inputs, Mapping) or not inputs:
         raise ParameterError("Argument 'inputs' must be a non-empty dict {client id: uint64 vector}.")
     vecs: dict[int, np.ndarray] = {}
-    dim = None
+    dim = 0
     for cid, x in inputs.items():
         cid = check_int("inputs key", cid, lo=0, hi=m.MAX_CLIENT_ID, strict=True)
         arr = check_residues(f"inputs[{cid}]", x, bits)
         if arr.ndim != 1 or arr.size == 0:
             raise ParameterError(f"Argument 'inputs[{cid}]' must be a non-empty 1-D vector, not shape {arr.shape}.")
-        if dim is not None and arr.size != dim:
+        if dim and arr.size != dim:
             raise ParameterError(
                 f"Argument 'inputs' must hold vectors of one length; client {cid} has {arr.size}, not {dim}."
             )
@@ -211,9 +224,10 @@ def run_pooled_round(
                 f"Argument 'threshold' must be <= neighbours + 1 = {min(neighbours, n - 1) + 1}, not {t}. "
                 "To fix, raise 'neighbours' or lower 'threshold' (see secaggplus_parameters)."
             )
-    full = neighbours is None or neighbours >= n - 1
-    holders = n if full else neighbours + 1
-    need = min_threshold(holders, neighbours=None if full else neighbours, security=security)
+    k = n - 1 if neighbours is None else min(neighbours, n - 1)  # the full graph is degree n - 1
+    full = k >= n - 1
+    holders = n if full else k + 1
+    need = min_threshold(holders, neighbours=None if full else k, security=security)
     if t < need:
         rule = "floor(2n/3) + 1" if full else "floor((k + 1)/2) + 1"
         raise ParameterError(
@@ -255,6 +269,7 @@ def run_pooled_round(
         round_id=round_id,
         seed=seed,
         min_roster=min_roster,
+        clients=n,
     )
     registry = None
     if security == "active":

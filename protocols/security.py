@@ -16,12 +16,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from protocols.wire import MAX_CLIENT_ID
 from secagg_dp._validate import check_int
 from secagg_dp.errors import ParameterError
 
-__all__ = ["SECURITY_MODES", "check_security", "min_threshold", "ClientPolicy"]
+__all__ = ["SECURITY_MODES", "DEFAULT_MAX_CLIENTS", "check_security", "min_threshold", "ClientPolicy"]
 
 SECURITY_MODES = ("active", "semi-honest")
+DEFAULT_MAX_CLIENTS = 1 << 20  #: a client's default bound on the population of a round (see ClientPolicy)
 
 
 def check_security(value: object, name: str = "security") -> str:
@@ -62,12 +64,16 @@ class ClientPolicy:
     as a full graph: it refuses it (a server that admits only k + 1 check-ins would otherwise turn a
     SecAgg+ threshold meant for k + 1 holders drawn from a large population into a full-graph threshold
     over clients it picked itself).
+
+    ``max_clients``: the largest population it expects in a round; a roster (and so every message whose size
+    grows with the roster) beyond it is refused by its size, before parsing.
     """
 
     security: str = "active"
     min_threshold: int = 2
     neighbours: int | None = None
     min_roster: int | None = None
+    max_clients: int = DEFAULT_MAX_CLIENTS
 
     def __post_init__(self) -> None:
         check_security(self.security)
@@ -76,6 +82,7 @@ class ClientPolicy:
             check_int("neighbours", self.neighbours, lo=2, strict=True)
         if self.min_roster is not None:
             check_int("min_roster", self.min_roster, lo=2, strict=True)
+        check_int("max_clients", self.max_clients, lo=2, hi=MAX_CLIENT_ID + 1, strict=True)
 
     @property
     def roster_floor(self) -> int:

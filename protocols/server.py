@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sized
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from protocols import messages as m
+from protocols import wire
 from protocols.graph import (
     RosterGraph,
     holder_points,
@@ -48,6 +49,7 @@ from secagg_dp.zq import check_bits
 __all__ = ["SecAggServer", "RoundOutcome", "survivor_lists", "SurvivorLists"]
 
 Outgoing = list[tuple[int, bytes]]  # (recipient or BROADCAST, serialised message)
+_Verify = Callable[[int, bytes], bool]  # (owner, reconstructed secret) -> whether it is the committed one
 _HEAD = 28
 _BOX_LEN = aead.OVERHEAD + m.SharePlaintext.LEN
 _SHARE_ROW = 4 * shamir.PIECES_PER_32_BYTES
@@ -76,6 +78,11 @@ class _Shared:
 
     def boxes(self) -> list[bytes]:
         return [self.data[a:b] for a, b in self.spans.tolist()]
+
+    def box(self, j: int) -> bytes:
+        """The j-th box (addressed to ``recipients[j]``)."""
+        a, b = self.spans[j].tolist()
+        return self.data[a:b]
 
 
 class SurvivorLists:
@@ -120,7 +127,7 @@ def survivor_lists(round_id: bytes, graph: RosterGraph, survivors: frozenset[int
     return SurvivorLists(round_id, graph, survivors)
 
 
-class _HolderPoints(Mapping):
+class _HolderPoints(Mapping[int, dict[int, int]]):
     """Owner -> its holders' Shamir points (:func:`~protocols.graph.holder_points`), computed on access
     from the holder sets instead of stored for all n owners."""
 
@@ -128,9 +135,9 @@ class _HolderPoints(Mapping):
         self._holders = holders
 
     def __getitem__(self, owner: int) -> dict[int, int]:
-        return holder_points(self._holders[owner])
+        return holder_points(sorted(self._holders[owner]))
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         return iter(self._holders)
 
     def __len__(self) -> int:
@@ -200,14 +207,19 @@ class SecAggServer:
         self.reports: list[str] = []
         self.reconstructions = 0  # number of secrets reconstructed (0 after any abort)
         self.outcome: RoundOutcome | None = None
-        self._keys: dict[int, tuple[bytes, bytes]] = {}
+        self._keys: dict[int, tuple[bytes, bytes, bytes]] = {}  # enc_pk, mask_pk, signature
         self._shares: dict[int, _Shared] = {}
         self._commitments: dict[int, bytes] = {}
         self._masked: set[int] = set()  # U3 so far; their inputs live only in the running sum
         self._acc: np.ndarray | None = None
         self._sigs: dict[int, bytes] = {}
         self._responses: dict[int, m.UnmaskResponse] = {}
-        self._u1 = self._u2 = self._u3 = frozenset()
+        self._u1: frozenset[int] = frozenset()
+        self._u2: frozenset[int] = frozenset()
+        self._u3: frozenset[int] = frozenset()
+        self._holders: dict[int, frozenset[int]] = {}
+        self._points: Mapping[int, dict[int, int]] = {}
+        self._statement = b""
         self._requests: dict[int, tuple[frozenset[int], frozenset[int]]] = {}
 
     def __repr__(self) -> str:
@@ -256,27 +268,32 @@ class SecAggServer:
             raise ProtocolError(f"message addressed to {msg.recipient}, not the server")
         if msg.sender != u:
             raise ProtocolError(f"message names sender {msg.sender} but arrived on client {u}'s channel (forgery?)")
-        if kind is m.Kind.ADVERTISE_KEYS:
-            self._on_advertise(u, msg)
-        elif kind is m.Kind.SHARE_KEYS:
-            if set(msg.recipients) != self._holders[u] - {u}:
-                raise ProtocolError(f"client {u} addressed shares to the wrong set of holders")
-            self._shares[u] = _Shared.of(msg, data)
-        elif kind is m.Kind.MASKED_INPUT:
-            if msg.bits != self.bits or msg.y.size != self.dim:
-                raise ProtocolError(f"client {u} sent a masked input of the wrong shape or modulus")
-            self._accumulate(u, msg.y)
-        elif kind is m.Kind.SURVIVOR_SIGNATURE:
-            try:
-                self.registry.verify(u, signing.LABEL_SURVIVOR_SET, self._statement, msg.signature)
-            except AuthenticationError:
-                raise ProtocolError(f"survivor-set signature of client {u} is invalid") from None
-            self._sigs[u] = msg.signature
-        else:
-            alive, gone = self._requests[u]
-            if not (set(msg.self_owners) <= alive and set(msg.key_owners) <= gone and set(msg.failed) <= alive | gone):
-                raise ProtocolError(f"client {u} sent shares for clients it was not asked about")
-            self._responses[u] = msg
+        # Typed dispatch on the parsed class (its kind was checked against the stage above).
+        match msg:
+            case m.AdvertiseKeys():
+                self._on_advertise(u, msg)
+            case m.ShareKeys():
+                if set(msg.recipients) != self._holders[u] - {u}:
+                    raise ProtocolError(f"client {u} addressed shares to the wrong set of holders")
+                self._shares[u] = _Shared.of(msg, data)
+            case m.MaskedInput():
+                if msg.bits != self.bits or msg.y.size != self.dim:
+                    raise ProtocolError(f"client {u} sent a masked input of the wrong shape or modulus")
+                self._accumulate(u, msg.y)
+            case m.SurvivorSignature():
+                try:
+                    self._registry().verify(u, signing.LABEL_SURVIVOR_SET, self._statement, msg.signature)
+                except AuthenticationError:
+                    raise ProtocolError(f"survivor-set signature of client {u} is invalid") from None
+                self._sigs[u] = msg.signature
+            case m.UnmaskResponse():
+                alive, gone = self._requests[u]
+                owners_ok = set(msg.self_owners) <= alive and set(msg.key_owners) <= gone
+                if not (owners_ok and set(msg.failed) <= alive | gone):
+                    raise ProtocolError(f"client {u} sent shares for clients it was not asked about")
+                self._responses[u] = msg
+            case _:  # unreachable: SERVER_ACCEPTS admits only the kinds above
+                raise ProtocolError(f"server cannot handle a {kind.name} message")
 
     def _accumulate(self, u: int, y: np.ndarray) -> None:
         """Add a fully checked y_u to the running sum and record u in U3, in one step.
@@ -296,10 +313,16 @@ class SecAggServer:
         if self.security == "active":
             try:
                 body = advertise_statement(self.round_id, u, msg.enc_pk, msg.mask_pk)
-                self.registry.verify(u, signing.LABEL_ADVERTISE_KEYS, body, msg.signature)
+                self._registry().verify(u, signing.LABEL_ADVERTISE_KEYS, body, msg.signature)
             except AuthenticationError:
                 raise ProtocolError(f"AdvertiseKeys of client {u} fails signature verification") from None
         self._keys[u] = (msg.enc_pk, msg.mask_pk, msg.signature)
+
+    def _registry(self) -> KeyRegistry:
+        """The identity-key registry (active mode, where the constructor requires it)."""
+        if self.registry is None:
+            raise ProtocolError("semi-honest server has no identity-key registry")
+        return self.registry
 
     def _expect_sender(self, kind: m.Kind, u: int) -> None:
         """Refuse a sender that is not expected in this stage, or that already sent (before parsing)."""
@@ -308,7 +331,7 @@ class SecAggServer:
                 raise ProtocolError(f"invalid sender id {u}")
             if u in self._keys:
                 raise ProtocolError(f"duplicate AdvertiseKeys from client {u}")
-            if self.security == "active" and u not in self.registry:
+            if self.security == "active" and u not in self._registry():
                 raise ProtocolError(f"AdvertiseKeys from client {u}, which has no registered identity")
             if len(self._keys) >= self.max_clients:
                 raise ProtocolError(
@@ -333,7 +356,7 @@ class SecAggServer:
         if kind is m.Kind.SHARE_KEYS:
             return _HEAD + 32 + 4 + (len(self._holders[u]) - 1) * (8 + _BOX_LEN)
         if kind is m.Kind.MASKED_INPUT:
-            return _HEAD + 5 + 8 * self.dim
+            return _HEAD + 5 + wire.packed_len(self.dim, self.bits)
         if kind is m.Kind.SURVIVOR_SIGNATURE:
             return _HEAD + m.SIG_LEN
         h = len(self._holders[u])
@@ -367,7 +390,7 @@ class SecAggServer:
         self._responses.clear()
         return AbortError(f"round aborted: {why}")
 
-    def _need(self, name: str, clients) -> None:
+    def _need(self, name: str, clients: Sized) -> None:
         if len(clients) < self.threshold:
             raise self._abort(f"{len(clients)} clients {name} < threshold {self.threshold}")
 
@@ -381,7 +404,7 @@ class SecAggServer:
                 f"{len(ids)} check-ins <= neighbours + 1 = {self.k + 1}: active clients configured with degree "
                 f"{self.k} refuse to treat the roster as a full graph"
             )
-        holders = len(ids) if full else self.k + 1
+        holders = len(ids) if full or self.k is None else self.k + 1
         need = min_threshold(holders, neighbours=None if full else self.k, security=self.security)
         if self.threshold < need:
             raise self._abort(
@@ -434,25 +457,29 @@ class SecAggServer:
     def _close_shares(self) -> Outgoing:
         self._need("shared keys", self._shares)
         self._u2 = frozenset(self._shares)
-        inbox: dict[int, tuple[list[int], list[bytes]]] = {v: ([], []) for v in self._u2}
+        # Who sent v a box, and where in the sender's message: (senders, box positions) per recipient. Boxes
+        # are cut out of the received bytes one bundle at a time, so no second copy of all O(n k) boxes exists
+        # next to the received messages and the bundles.
+        inbox: dict[int, tuple[list[int], list[int]]] = {v: ([], []) for v in self._u2}
         for u in sorted(self._u2):
-            sent = self._shares[u]
-            for v, box in zip(sent.recipients, sent.boxes()):
+            for j, v in enumerate(self._shares[u].recipients):
                 if v in inbox:
                     inbox[v][0].append(u)
-                    inbox[v][1].append(box)
-        # The boxes are forwarded below; only each commitment to b_u is needed later.
+                    inbox[v][1].append(j)
+        # Only each commitment to b_u is needed after the boxes are forwarded.
         self._commitments = {u: sent.commitment for u, sent in self._shares.items()}
+        out = []
+        for v in sorted(inbox):
+            senders, at = inbox.pop(v)
+            boxes = tuple(self._shares[u].box(j) for u, j in zip(senders, at, strict=True))
+            out.append((v, m.ShareBundle(self.round_id, m.SERVER, v, tuple(senders), boxes).to_bytes()))
         self._shares.clear()  # ShareKeys are refused from now on by stage, so no "already sent" record is needed
-        return [
-            (v, m.ShareBundle(self.round_id, m.SERVER, v, tuple(s), tuple(b)).to_bytes())
-            for v, (s, b) in sorted(inbox.items())
-        ]
+        return out
 
     def _close_masked(self) -> Outgoing:
         self._need("sent masked inputs", self._masked)
         self._u3 = frozenset(self._masked)
-        self._requests: dict[int, tuple[frozenset[int], frozenset[int]]] = {}
+        self._requests = {}
         if self.security == "active":  # consistency round: every survivor signs the same U3 (and roster)
             lists = survivor_lists(self.round_id, self._graph, self._u3)
             self._statement = consistency_statement(self.round_id, self._roster_statement, lists.root, len(self._u3))
@@ -490,11 +517,11 @@ class SecAggServer:
         """
         graph, t = self._graph, self.threshold
         if graph.full:
-            chosen = tuple(sorted(sigs)[:t])
-            arr = np.frombuffer(b"".join(sigs[v] for v in chosen), dtype=np.uint8).reshape(-1, m.SIG_LEN)
-            return lambda owners: (chosen, arr.copy())
+            first = tuple(sorted(sigs)[:t])
+            arr = np.frombuffer(b"".join(sigs[v] for v in first), dtype=np.uint8).reshape(-1, m.SIG_LEN)
+            return lambda owners: (first, arr.copy())
         n, ring = graph.n, graph.ring_pos  # ring_pos: sorted-id index -> ring position
-        cols = np.asarray(sorted([0, *graph.offsets.tolist()], key=lambda d: (abs(d) > graph.k // 2, -d)))
+        cols = np.asarray(sorted([0, *graph.offsets.tolist()], key=lambda d: (abs(d) > (graph.k or 0) // 2, -d)))
         signer_ids = np.fromiter(sigs, dtype=np.int64, count=len(sigs))
         signer_pos = ring[graph.index(signer_ids)]
         avail = np.zeros(n, dtype=bool)
@@ -530,16 +557,15 @@ class SecAggServer:
     # -- unmasking -----------------------------------------------------------------------------------------
     def _finish(self) -> RoundOutcome:
         self._need("answered the unmask request", self._responses)
-        half = shamir.PIECES_PER_32_BYTES
         self_sh: dict[int, list[tuple[int, np.ndarray]]] = defaultdict(list)
         key_sh: dict[int, list[tuple[int, np.ndarray]]] = defaultdict(list)
         points: dict[int, dict[int, int]] = {}  # owner -> holder -> point, for the owners seen here
         for r in sorted(self._responses):
             msg = self._responses[r]
-            for owner, row in zip(msg.self_owners, msg.self_shares):
+            for owner, row in zip(msg.self_owners, msg.self_shares, strict=True):
                 pts = points.get(owner) or points.setdefault(owner, self._points[owner])
                 self_sh[owner].append((pts[r], row))
-            for owner, row in zip(msg.key_owners, msg.key_shares):
+            for owner, row in zip(msg.key_owners, msg.key_shares, strict=True):
                 pts = points.get(owner) or points.setdefault(owner, self._points[owner])
                 key_sh[owner].append((pts[r], row))
             for owner in msg.failed:
@@ -562,6 +588,8 @@ class SecAggServer:
         self.reconstructions = len(b_seeds) + len(sk)
 
         total, self._acc = self._acc, None  # sum of y_u over U3, accumulated on arrival (_accumulate)
+        if total is None:  # U3 is non-empty here (_close_masked checked the threshold), so y_u arrived
+            raise self._abort("no masked input was accumulated")
         self._responses.clear()
         for u in sorted(self._u3):
             accumulate_mask(total, b_seeds[u], self.bits, sign=-1)
@@ -574,7 +602,7 @@ class SecAggServer:
         total = masking.finish_accumulator(total, self.bits)
         return RoundOutcome(total, frozenset(self._u3), frozenset(dropped))
 
-    def _reconstruct_all(self, shares: dict[int, list[tuple[int, np.ndarray]]], verify) -> dict[int, bytes]:
+    def _reconstruct_all(self, shares: dict[int, list[tuple[int, np.ndarray]]], verify: _Verify) -> dict[int, bytes]:
         """Reconstruct each owner's 32-byte secret from exactly t shares, batching owners with equal points."""
         t = self.threshold
         groups: dict[tuple[int, ...], list[int]] = defaultdict(list)
@@ -585,7 +613,7 @@ class SecAggServer:
         for pts, owners in groups.items():
             rows = np.concatenate([np.stack([row for _, row in shares[o][:t]]) for o in owners], axis=1)
             pieces = shamir.reconstruct(pts, rows, threshold=t).reshape(len(owners), -1)
-            for o, pc in zip(owners, pieces):
+            for o, pc in zip(owners, pieces, strict=True):
                 secret = self._decode_verified(o, pc, verify)
                 if secret is None:
                     secret = self._repair(o, shares[o], verify)
@@ -593,14 +621,14 @@ class SecAggServer:
         return out
 
     @staticmethod
-    def _decode_verified(owner: int, pieces: np.ndarray, verify) -> bytes | None:
+    def _decode_verified(owner: int, pieces: np.ndarray, verify: _Verify) -> bytes | None:
         try:
             secret = shamir.decode(pieces)
         except ProtocolError:
             return None
         return secret if verify(owner, secret) else None
 
-    def _repair(self, owner: int, lst: list[tuple[int, np.ndarray]], verify) -> bytes:
+    def _repair(self, owner: int, lst: list[tuple[int, np.ndarray]], verify: _Verify) -> bytes:
         """A reconstruction failed verification: report it and retry leaving out one share at a time."""
         self.reports.append(f"reconstruction for client {owner} failed verification; retrying without one share")
         t = self.threshold

@@ -168,11 +168,13 @@ def client_reports(
         raise ParameterError(f"Argument 'mechanism' must be 'gaussian' or 'rr', not {mechanism!r}.")
     checked_in = gen.random(x.size) < gamma
     reports = []
+    sd = 0.0 if sigma is None else sigma  # set and checked above when mechanism == "gaussian"
+    e = 1.0 if eps0 is None else math.exp(eps0)  # set and checked above when mechanism == "rr"
     for i in np.nonzero(checked_in)[0]:
         if mechanism == "gaussian":
-            payload = float(x[i] + sigma * gen.standard_normal())
+            payload = float(x[i] + sd * gen.standard_normal())
         else:
-            keep = gen.random() < math.exp(eps0) / (1.0 + math.exp(eps0))
+            keep = gen.random() < e / (1.0 + e)
             payload = float(x[i]) if keep else 1.0 - float(x[i])
         reports.append(Report(int(i), payload))
     return reports

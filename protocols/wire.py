@@ -8,9 +8,11 @@ check (ids, lengths, GF(p) elements) is written once.
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import ClassVar
 
 import numpy as np
 
@@ -41,6 +43,12 @@ __all__ = [
     "check_shares",
     "pack_boxes",
     "pack_ids",
+    "PACK_BLOCK",
+    "packed_len",
+    "pack_residues",
+    "pack_residues_into",
+    "unpack_residues",
+    "check_packed",
 ]
 
 MAGIC = b"SA"
@@ -119,6 +127,8 @@ def check_shares(name: str, arr: np.ndarray, rows: int) -> None:
 
 @dataclass(frozen=True)
 class Header:
+    KIND: ClassVar[Kind]  # set by each message class
+
     round_id: bytes
     sender: int
     recipient: int
@@ -134,7 +144,7 @@ class Header:
 
 def pack_boxes(ids: tuple[int, ...], boxes: tuple[bytes, ...]) -> bytes:
     parts = [struct.pack(">I", len(ids))]
-    for i, b in zip(ids, boxes):
+    for i, b in zip(ids, boxes, strict=True):
         parts.append(struct.pack(">II", i, len(b)))
         parts.append(b)
     return b"".join(parts)
@@ -142,6 +152,140 @@ def pack_boxes(ids: tuple[int, ...], boxes: tuple[bytes, ...]) -> bytes:
 
 def pack_ids(ids: tuple[int, ...]) -> bytes:
     return struct.pack(f">I{len(ids)}I", len(ids), *ids)
+
+
+# -- bit-packed residues ----------------------------------------------------------------------------------------
+# A vector of d residues in Z_{2^b} travels as one little-endian bit stream of d b bits: residue i occupies bits
+# [i b, (i + 1) b) of the integer sum_i x_i 2^{i b}, written as ceil(d b / 8) little-endian bytes; the padding
+# bits of the last byte are zero (a parser refuses anything else, so every vector has exactly one encoding).
+# Work is done in blocks of PACK_BLOCK residues, a multiple of 64, so each block starts on a 64-bit word
+# boundary and the temporaries stay O(PACK_BLOCK) whatever d is.
+
+PACK_BLOCK = 1 << 15
+_U64 = np.dtype("<u8")
+
+
+def packed_len(count: int, bits: int) -> int:
+    """Bytes of ``count`` packed residues of ``bits`` bits: ceil(count bits / 8)."""
+    return (count * bits + 7) // 8
+
+
+@functools.lru_cache(maxsize=64)
+def _columns(bits: int) -> list[tuple[int, int, int, int]]:
+    """For residue j of a group of 64 (which fills exactly ``bits`` words): (j, word, shift, spill) where the
+    residue starts at bit ``shift`` of ``word`` and, if ``spill``, continues in ``word + 1``."""
+    return [(j, j * bits >> 6, j * bits & 63, int((j * bits & 63) + bits > 64)) for j in range(64)]
+
+
+@functools.lru_cache(maxsize=16)
+def _layout(n: int, bits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Where each of ``n`` residues sits in the bit stream (a function of (n, bits) only, so it is computed
+    once per vector length): residue i starts at bit p = i bits, in word p // 64 at shift s = p % 64, and
+    spills into word p // 64 + 1 when s + bits > 64. Returns (word, shift, 63 - shift, first residue of each
+    word, spilling residues); every word but possibly the last holds the start of some residue (bits < 64)."""
+    pos = np.arange(n, dtype=np.uint64) * np.uint64(bits)
+    word = (pos >> np.uint64(6)).astype(np.intp)
+    shift = pos & np.uint64(63)
+    firsts = np.flatnonzero(np.concatenate(([True], word[1:] != word[:-1]))) if n else np.zeros(0, np.intp)
+    spill = np.flatnonzero(shift + np.uint64(bits) > np.uint64(64))
+    for a in (word, shift, firsts, spill):
+        a.flags.writeable = False
+    return word, shift, np.uint64(63) - shift, firsts, spill
+
+
+def _pack_words(v: np.ndarray, bits: int) -> np.ndarray:
+    """The residues ``v`` (uint64, < 2^bits) as the 64-bit words of their bit stream: word w holds bits
+    [64 w, 64 w + 64). Short vectors: each word is the sum (= OR: the bit ranges are disjoint) of its residues'
+    low parts v << s plus the spilled high part v >> (64 - s) of the residue straddling into it. Longer ones
+    go column by column over groups of 64 residues (exactly ``bits`` words each), which is faster there."""
+    n = v.size
+    if n <= 4096:
+        word, shift, rshift, firsts, spill = _layout(n, bits)
+        out = np.zeros((n * bits + 63) // 64 + 1, dtype=np.uint64)
+        if n:
+            out[word[firsts]] = np.add.reduceat(v << shift, firsts)
+            # v >> (64 - s) as (v >> 1) >> (63 - s): both shift counts in [0, 63]
+            out[word[spill] + 1] += (v[spill] >> np.uint64(1)) >> rshift[spill]
+        return out[:-1]
+    groups = -(-n // 64)
+    if n % 64:
+        v = np.concatenate([v, np.zeros(groups * 64 - n, dtype=np.uint64)])
+    g = v.reshape(groups, 64)
+    cols = np.zeros((groups, bits), dtype=np.uint64)
+    for j, w, sh, spills in _columns(bits):
+        col = g[:, j]
+        cols[:, w] |= col << np.uint64(sh)
+        if spills:
+            cols[:, w + 1] |= col >> np.uint64(64 - sh)
+    return cols.reshape(-1)[: (n * bits + 63) // 64]
+
+
+def pack_residues_into(out: bytearray | memoryview, start: int, v: np.ndarray, bits: int) -> None:
+    """Write the residues ``v`` (uint64, each < 2^bits) as packed bits into ``out`` from residue index ``start``
+    on; ``start`` must be a multiple of 64 (a block boundary), so the block begins on a byte boundary."""
+    if start % 64:
+        raise ValueError("pack_residues_into: start must be a multiple of 64")
+    mv = memoryview(out).cast("B")
+    lo = start * bits // 8
+    nbytes = packed_len(v.size, bits)
+    words = _pack_words(np.ascontiguousarray(v, dtype=np.uint64), bits)
+    mv[lo : lo + nbytes] = words.astype(_U64, copy=False).tobytes()[:nbytes]
+
+
+def pack_residues(v: np.ndarray, bits: int) -> bytes:
+    """The residues ``v`` (1-D, each in [0, 2^bits)) as ceil(len(v) bits / 8) bytes of packed bits (see above)."""
+    arr = np.asarray(v)
+    if arr.ndim != 1 or arr.dtype.kind not in "ui" or not 1 <= bits <= 62:
+        raise ProtocolError("pack_residues: need a 1-D integer array and 1 <= bits <= 62")
+    if arr.size and (int(arr.min()) < 0 or int(arr.max()) >> bits):
+        raise ProtocolError(f"pack_residues: a value is outside Z_(2^{bits})")
+    out = bytearray(packed_len(arr.size, bits))
+    for i in range(0, arr.size, PACK_BLOCK):
+        pack_residues_into(out, i, arr[i : i + PACK_BLOCK].astype(np.uint64, copy=False), bits)
+    return bytes(out)
+
+
+def check_packed(data: bytes | memoryview, count: int, bits: int) -> None:
+    """Refuse a packed vector of the wrong length or with a nonzero padding bit (a :class:`ProtocolError`)."""
+    want = packed_len(count, bits)
+    if len(data) != want:
+        raise ProtocolError(f"packed vector has {len(data)} bytes, expected {want} for {count} residues of {bits} bits")
+    used = (count * bits) % 8
+    if used and data[-1] >> used:
+        raise ProtocolError("packed vector has nonzero padding bits")
+
+
+def unpack_residues(
+    data: bytes | memoryview, count: int, bits: int, *, start: int = 0, stop: int | None = None
+) -> np.ndarray:
+    """Residues ``start:stop`` (default all ``count``) of a packed vector (checked with :func:`check_packed`
+    by the caller) as uint64; ``start`` must be a multiple of 64. Unpacked in blocks of :data:`PACK_BLOCK`."""
+    stop = count if stop is None else stop
+    if start % 64 or not 0 <= start <= stop <= count:
+        raise ValueError("unpack_residues: bad range")
+    if stop - start <= PACK_BLOCK:
+        return _unpack_block(data, bits, start, stop)
+    out = np.empty(stop - start, dtype=np.uint64)
+    for i in range(start, stop, PACK_BLOCK):
+        out[i - start : min(i + PACK_BLOCK, stop) - start] = _unpack_block(data, bits, i, min(i + PACK_BLOCK, stop))
+    return out
+
+
+def _unpack_block(data: bytes | memoryview, bits: int, start: int, stop: int) -> np.ndarray:
+    """Residues ``start:stop`` (start a multiple of 64): v = (w[p // 64] >> s | w[p // 64 + 1] << (64 - s))
+    mod 2^bits, for all residues at once with the cached layout of :func:`_layout`."""
+    n = stop - start
+    lo = start * bits // 8
+    hi = min(len(data), packed_len(stop, bits))
+    nwords = (n * bits + 63) // 64 + 1  # one zero word past the end for the spill term
+    buf = np.zeros(nwords * 8, dtype=np.uint8)
+    buf[: hi - lo] = np.frombuffer(data, dtype=np.uint8, count=hi - lo, offset=lo)
+    words = buf.view(_U64)
+    word, shift, rshift, _, _ = _layout(n, bits)
+    v: np.ndarray = words[word] >> shift
+    v |= (words[word + 1] << np.uint64(1)) << rshift  # w << (64 - s) as (w << 1) << (63 - s); 0 when s = 0
+    v &= np.uint64((1 << bits) - 1)
+    return v
 
 
 class Reader:
@@ -159,7 +303,7 @@ class Reader:
         return out
 
     def u32(self) -> int:
-        return struct.unpack(">I", self.take(4))[0]
+        return int(struct.unpack(">I", self.take(4))[0])
 
     def ids(self) -> tuple[int, ...]:
         n = self.u32()

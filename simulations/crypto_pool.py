@@ -20,10 +20,12 @@ from typing import Any
 import numpy as np
 
 from protocols import messages as m
+from protocols import wire
 from protocols.pki import KeyRegistry
 from protocols.pool import InProcessClientPool, Reply, RoundPlan, merge, serve
 from protocols.transport import Envelope
-from secagg_dp.errors import ConfigError, ParameterError
+from secagg_dp import zq
+from secagg_dp.errors import ConfigError, ParameterError, ProtocolError
 
 __all__ = ["ClientShard", "DaskClientPool", "given_inputs"]
 
@@ -48,8 +50,18 @@ class ClientShard:
                 f"Argument 'load' must return as many input rows as ids (>= 1), not {len(rows)} for {len(ids)}."
             )
         self._ids = ids
-        self._pool = InProcessClientPool(dict(zip(ids, rows, strict=True)))
+        # The rows are bit-packed now (at the width of their largest value), so the loader's (clients x d)
+        # uint64 array is let go when this returns; start() builds each client from its packed row.
+        arr = zq.check_residues("rows", rows, zq.MAX_BITS)
+        self._width = max(1, int(arr.max()).bit_length()) if arr.size else 1
+        self._dim = arr.shape[-1]
+        self._packed = {cid: wire.pack_residues(row, self._width) for cid, row in zip(ids, arr, strict=True)}
+        self._pool = InProcessClientPool.lazy(ids, self._unpack)
         self._cpu: dict[str, float] = {}
+
+    def _unpack(self, cid: int) -> np.ndarray:
+        """Client ``cid``'s input row, released from the shard's packed store once its client holds it."""
+        return wire.unpack_residues(self._packed.pop(cid), self._dim, self._width)
 
     def ids(self) -> list[int]:
         """The shard's client ids, ascending."""
@@ -123,7 +135,10 @@ class DaskClientPool:
     def identities(self, plan: RoundPlan) -> dict[int, bytes]:
         """Every shard creates its clients' identities; the public keys of all of them."""
         keys: dict[int, bytes] = {}
-        for part in self._call("identities", [(plan,)] * len(self._shards)):
+        for s, part in enumerate(self._call("identities", [(plan,)] * len(self._shards))):
+            foreign = sorted(c for c in part if self._owner.get(c) != s)
+            if foreign:  # a worker may register keys only for its own shard's clients
+                raise ProtocolError(f"shard {s} returned identity keys for clients outside it: {foreign[:5]}")
             keys.update(part)
         return keys
 
@@ -144,7 +159,42 @@ class DaskClientPool:
                 routed[self._owner[env.recipient]].append((pos, env))
         busy = [s for s, part in enumerate(routed) if part]
         futures = [self._shards[s].serve(stage, routed[s]) for s in busy]
-        return merge(f.result() for f in futures)
+        refused: list[str] = []
+        parts = [
+            self._own_replies(stage, s, routed[s], f.result(), refused) for s, f in zip(busy, futures, strict=True)
+        ]
+        uplink, reports = merge(parts)
+        return uplink, reports + refused
+
+    def _own_replies(
+        self, stage: str, shard: int, sent: list[tuple[int, Envelope]], replies: Any, refused: list[str]
+    ) -> list[Reply]:
+        """The replies of ``shard`` that it may give: one per (envelope it was sent, client of its own that
+        the envelope addresses), at most once each. Anything else (a reply in another shard's client's name,
+        for an envelope it was not sent, malformed or repeated) is refused and reported, never merged: a
+        worker speaks only for its own clients."""
+        to = dict(sent)  # position -> envelope
+        seen: set[tuple[int, int]] = set()
+        out: list[Reply] = []
+        for r in replies if isinstance(replies, list) else [replies]:
+            ok = isinstance(r, tuple) and len(r) == 3 and all(type(x) is int for x in r[:2])
+            ok = ok and isinstance(r[2], (bytes, str))
+            if ok:
+                pos, cid, _ = r
+                env = to.get(pos)
+                ok = (
+                    self._owner.get(cid) == shard
+                    and env is not None
+                    and env.recipient in (m.BROADCAST, cid)
+                    and (pos, cid) not in seen
+                )
+            if not ok:
+                who = r[1] if isinstance(r, tuple) and len(r) == 3 else "?"
+                refused.append(f"{stage}: shard {shard} sent a reply for client {who} that it may not give; refused")
+                continue
+            seen.add((pos, cid))
+            out.append(r)
+        return out
 
     def cpu_seconds(self) -> list[dict[str, float]]:
         """Per shard, the thread CPU seconds its clients spent in each stage so far."""

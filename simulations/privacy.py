@@ -40,8 +40,8 @@ Certificate: :class:`secagg_dp.accounting.checkin.CheckinAccountant` with ``priv
 CKS20 conversion of the composed curve, equal to the ledger's), ``"window"`` (the window certificate for T
 rounds, recomputed from T with the window of the planned run fixed), or ``"auto"`` (default): the certified
 method with the smallest epsilon for the planned rounds (:func:`secagg_dp.accounting.checkin.tightest_method`;
-PLD when the base is a Gaussian sum, which no simulator mechanism is, so rdp or window here). The ledger's RDP epsilon stays a valid, possibly
-looser, certificate and is what the budget filter uses.
+PLD when the base is a Gaussian sum, which no simulator mechanism is, so rdp or window here). The ledger's RDP
+epsilon stays a valid, possibly looser, certificate and is what the budget filter uses.
 """
 
 from __future__ import annotations

@@ -10,14 +10,14 @@ for the shares between u and v is derived from the other key pair with a differe
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
 from secagg_dp.crypto import kdf
 from secagg_dp.crypto.keys import KeyPair, exchange
-from secagg_dp.crypto.prg import SEED_LEN, accumulate_mask, word_dtype
+from secagg_dp.crypto.prg import SEED_LEN, MaskStream, accumulate_mask, word_dtype
 from secagg_dp.crypto.randomness import RandomSource, resolve_source
 from secagg_dp.zq import check_bits, check_residues
 
@@ -28,6 +28,7 @@ __all__ = [
     "self_mask_commitment",
     "mask_sign",
     "mask_input",
+    "mask_input_blocks",
     "apply_masks",
     "new_accumulator",
     "finish_accumulator",
@@ -97,3 +98,17 @@ def mask_input(x: np.ndarray, *, bits: int, self_seed: bytes, pairwise: Iterable
     for seed, sign in pairwise:
         (plus if sign == 1 else minus).append(seed)
     return apply_masks(acc, bits, add=plus, subtract=minus)
+
+
+def mask_input_blocks(
+    x_blocks: Iterable[np.ndarray], *, bits: int, self_seed: bytes, pairwise: Iterable[tuple[bytes, int]]
+) -> Iterator[np.ndarray]:
+    """:func:`mask_input` of the concatenation of ``x_blocks``, yielded block by block (uint64 residues): each
+    mask's PRG stream continues from block to block, so only one block of each vector exists at a time."""
+    bits = check_bits(bits)
+    streams = [(MaskStream(self_seed, bits), 1)] + [(MaskStream(seed, bits), sign) for seed, sign in pairwise]
+    for xb in x_blocks:
+        acc = new_accumulator(check_residues("x", xb, bits), bits)
+        for stream, sign in streams:
+            stream.accumulate(acc, sign=sign)
+        yield finish_accumulator(acc, bits)

@@ -4,8 +4,8 @@ For q = 2^b the keystream is read as little-endian words of w bits (w = 32 for b
 low b bits are kept: q divides 2^w, so each residue is exactly uniform (given a uniform keystream). Since q
 also divides 2^w, sums of *unreduced* words taken modulo 2^w (native uint32/uint64 wrap-around) and reduced
 once at the end equal the sum of the reduced masks; :func:`accumulate_mask` uses this to add a mask at the
-cost of one keystream and one same-dtype numpy add, in cache-sized chunks. Other moduli use rejection sampling
-(:func:`uniform_mod`).
+cost of one keystream and one same-dtype numpy add, in cache-sized chunks (:class:`MaskStream` continues one
+stream block by block). Other moduli use rejection sampling (:func:`uniform_mod`).
 
 Each seed keys exactly one stream (fixed all-zero initial counter block); callers derive a fresh seed per
 purpose and round (HKDF, see :mod:`secagg_dp.crypto.kdf`) so no (key, counter) pair is ever reused.
@@ -22,7 +22,7 @@ from secagg_dp._validate import check_int
 from secagg_dp.errors import ParameterError
 from secagg_dp.zq import check_bits
 
-__all__ = ["SEED_LEN", "keystream", "word_dtype", "accumulate_mask", "expand_mask", "uniform_mod"]
+__all__ = ["SEED_LEN", "keystream", "word_dtype", "accumulate_mask", "expand_mask", "uniform_mod", "MaskStream"]
 
 SEED_LEN = 32
 _CHUNK_ELEMS = 1 << 15  # 128-256 KiB of keystream per chunk: stays in L2 between AES and the add
@@ -77,6 +77,26 @@ def accumulate_mask(acc: np.ndarray, seed: bytes, bits: int, *, sign: int = 1) -
         enc.update_into(zeros[: m * dt.itemsize] if m != chunk else zeros, buf)
         op(acc[start:stop], words_all[:m], out=acc[start:stop])
     return acc
+
+
+class MaskStream:
+    """PRG(seed) consumed block by block: successive :meth:`accumulate` calls add (or subtract) the next
+    ``acc.size`` words of the same stream, so a vector masked in consecutive blocks equals
+    :func:`accumulate_mask` on the whole vector, while only one block of keystream exists at a time."""
+
+    __slots__ = ("_enc", "_dt")
+
+    def __init__(self, seed: bytes, bits: int) -> None:
+        self._dt = word_dtype(bits)
+        self._enc = _encryptor(seed)
+
+    def accumulate(self, acc: np.ndarray, *, sign: int = 1) -> np.ndarray:
+        """In place: ``acc += sign * (next acc.size words of the stream)`` modulo 2^w; returns ``acc``."""
+        if not isinstance(acc, np.ndarray) or acc.dtype != self._dt or acc.ndim != 1:
+            raise ParameterError(f"Argument 'acc' must be a 1-D {self._dt} array.")
+        words = np.frombuffer(self._enc.update(_zeros(acc.size * self._dt.itemsize)), dtype=self._dt)
+        (np.add if sign == 1 else np.subtract)(acc, words, out=acc)
+        return acc
 
 
 def expand_mask(seed: bytes, length: int, bits: int) -> np.ndarray:

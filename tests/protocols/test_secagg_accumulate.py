@@ -110,9 +110,10 @@ def test_refused_masked_inputs_leave_the_sum_unchanged():
         (masked[2], 3, "forgery"),  # client 2's input on client 3's channel
         (m.MaskedInput(bytes(16), 2, m.SERVER, BITS, np.ones(DIM, np.uint64)).to_bytes(), 2, "another round"),
         (m.MaskedInput(rid, 2, m.SERVER, BITS, np.ones(DIM - 1, np.uint64)).to_bytes(), 2, "wrong shape"),
-        (m.MaskedInput(rid, 2, m.SERVER, BITS + 1, np.ones(DIM, np.uint64)).to_bytes(), 2, "modulus"),
+        (m.MaskedInput(rid, 2, m.SERVER, BITS + 1, np.ones(DIM, np.uint64)).to_bytes(), 2, "more than the cap"),
+        (m.MaskedInput(rid, 2, m.SERVER, BITS - 1, np.ones(DIM, np.uint64)).to_bytes(), 2, "modulus"),
         (m.MaskedInput(rid, 2, m.SERVER, BITS, np.ones(DIM, np.uint64)).to_bytes()[:-1], 2, ""),  # truncated
-        (masked[2][:-8] + (1 << BITS).to_bytes(8, "little"), 2, "outside Z_q"),
+        (masked[2] + b"\0", 2, "more than the cap"),  # a residue's worth of bytes too many
         (masked[2], 99, "unknown or excluded"),
     ]
     for data, sender, msg in bad:

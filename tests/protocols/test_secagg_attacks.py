@@ -171,7 +171,7 @@ def split_attack(security: str, t: int, group_a: set[int], group_b: set[int], co
         k_shares.update({c: row for o, row in zip(resp.key_owners, resp.key_shares, strict=True) if o == V})  # noqa: B035 (one owner is V)
     for c in colluders:  # a colluder opens its box from V
         ck = clients[c]._peers[V][0]
-        pt = m.SharePlaintext.from_bytes(aead.open_sealed(ck, clients[c]._boxes[V], aead.associated_data(rid, V, c)))
+        pt = m.SharePlaintext.from_bytes(aead.open_sealed(ck, clients[c]._box(V), aead.associated_data(rid, V, c)))
         b_shares[c], k_shares[c] = pt.self_share, pt.key_share
     points = {w: i + 1 for i, w in enumerate(ids)}
     if len(b_shares) < t or len(k_shares) < t:

@@ -144,3 +144,60 @@ def test_crypto_scenario_on_dask_writes_the_inprocess_rounds(cluster, tmp_path):
     strip = lambda doc: [{k: v for k, v in r.items() if k != "seconds"} for r in doc["rounds"]]  # noqa: E731
     assert strip(local) == strip(dist)
     assert all(not r["aborted"] and r["metrics"] for r in local["rounds"])
+
+
+class _Done:
+    def __init__(self, value) -> None:
+        self.value = value
+
+    def result(self):
+        return self.value
+
+
+class _StubShard:
+    """A shard (as the driver sees a Dask actor) that answers with the given replies whatever it is sent."""
+
+    def __init__(self, replies, keys=None) -> None:
+        self.replies, self.keys = replies, keys or {}
+
+    def serve(self, stage, envelopes):
+        self.sent = envelopes
+        return _Done(self.replies(envelopes))
+
+    def identities(self, plan):
+        return _Done(self.keys)
+
+
+def _stub_pool(shards, owner):
+    from simulations.crypto_pool import DaskClientPool
+
+    pool = DaskClientPool.__new__(DaskClientPool)  # no cluster: the driver-side checks only
+    pool._shards, pool._owner = shards, owner
+    return pool
+
+
+def test_a_worker_cannot_reply_in_another_shards_clients_name():
+    from protocols.messages import BROADCAST, SERVER
+    from protocols.transport import Envelope
+
+    owner = {1: 0, 2: 0, 3: 1, 4: 1}
+    # shard 0 answers for its client 1, and also forges replies for client 3 (shard 1's) and for client 2 on an
+    # envelope addressed to client 1; shard 1 answers honestly for its clients
+    evil = _StubShard(lambda env: [(0, 1, b"mine"), (0, 3, b"forged"), (1, 2, b"not addressed to 2")])
+    honest = _StubShard(
+        lambda env: [(pos, c, b"ok-%d" % c) for pos, e in env for c in (3, 4) if e.recipient in (c, BROADCAST)]
+    )
+    pool = _stub_pool([evil, honest], owner)
+    envs = [Envelope(SERVER, BROADCAST, b"x"), Envelope(SERVER, 1, b"y")]
+    uplink, reports = pool.deliver("share_keys", envs)
+    assert [(e.sender, e.payload) for e in uplink] == [(1, b"mine"), (3, b"ok-3"), (4, b"ok-4")]
+    assert len(reports) == 2 and all("shard 0" in r and "refused" in r for r in reports)
+    assert "client 3" in reports[0] and "client 2" in reports[1]
+
+
+def test_a_worker_cannot_register_identity_keys_for_another_shard():
+    from secagg_dp.errors import ProtocolError
+
+    pool = _stub_pool([_StubShard(None, {1: b"k" * 32, 3: b"e" * 32}), _StubShard(None, {3: b"k" * 32})], {1: 0, 3: 1})
+    with pytest.raises(ProtocolError, match="shard 0 returned identity keys for clients outside it: \\[3\\]"):
+        pool.identities(None)

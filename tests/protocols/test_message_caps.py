@@ -1,0 +1,107 @@
+"""A client caps the size of every message it parses, before parsing: caps from the round's parameters and
+its own policy (expected population ``max_clients``, degree k). Refusals name the kind, the size and the cap."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tracemalloc
+
+import numpy as np
+import pytest
+from roundkit import deliver_all, make_round
+
+from protocols import messages as m
+from protocols.security import ClientPolicy
+from protocols.stages import ClientStage
+from secagg_dp.errors import ParameterError, ProtocolError
+
+IDS = tuple(range(1, 9))
+V = 3
+
+
+def _peak_bytes(fn) -> int:
+    tracemalloc.start()
+    try:
+        fn()
+    except ProtocolError:
+        pass
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak
+
+
+def _cap_of(err: pytest.ExceptionInfo) -> tuple[int, int]:
+    size, cap = re.search(r"of (\d+) bytes exceeds the cap (\d+)", str(err.value)).groups()
+    return int(size), int(cap)
+
+
+def _with_roster_row(roster: m.KeyRoster, extra: int) -> bytes:
+    """The roster with ``extra`` more (well-formed, unsigned) rows: a larger population than the client's."""
+    ids = roster.ids + tuple(range(1000, 1000 + extra))
+    pad = lambda a, w: np.vstack([a, np.full((extra, w), 9, np.uint8)])  # noqa: E731
+    return m.KeyRoster(
+        roster.round_id,
+        m.SERVER,
+        m.BROADCAST,
+        roster.graph_seed,
+        ids,
+        pad(roster.enc_pks, 32),
+        pad(roster.mask_pks, 32),
+        pad(roster.signatures, 64),
+    ).to_bytes()
+
+
+@pytest.mark.parametrize("security", ["active", "semi-honest"])
+def test_roster_larger_than_the_clients_expected_population_is_refused_before_parsing(security):
+    server, clients, _, _ = make_round(5, 6, IDS, security=security)
+    for c in clients.values():  # every client expects at most 8 clients
+        object.__setattr__(c, "policy", dataclasses.replace(c.policy, max_clients=len(IDS)))
+    deliver_all(server, clients, [(m.BROADCAST, server.open_round())])
+    ((_, roster_bytes),) = server.advance()
+    roster = m.decode(roster_bytes)
+    one_more = _with_roster_row(roster, 1)
+    with pytest.raises(ProtocolError, match="KEY_ROSTER message of") as err:
+        clients[V].receive(one_more)
+    size, cap = _cap_of(err)
+    assert size == len(one_more) and cap == len(roster_bytes)  # the cap is exactly an 8-client roster
+    assert clients[V].stage is ClientStage.KEYS_ADVERTISED
+    huge = _with_roster_row(roster, 20_000)  # 2.6 MB: refused without allocating anything like its size
+    assert _peak_bytes(lambda: clients[V].receive(huge)) < len(huge) // 64
+    assert clients[V].receive(roster_bytes) is not None  # the real roster still goes through
+
+
+def test_default_population_cap_and_full_graph_cap():
+    big = ClientPolicy()
+    assert big.max_clients == 1 << 20
+    with pytest.raises(ParameterError, match="max_clients"):
+        ClientPolicy(max_clients=1)
+    server, clients, _, _ = make_round(5, 6, IDS)
+    deliver_all(server, clients, [(m.BROADCAST, server.open_round())])
+    # full graph: at most shamir.MAX_HOLDERS = 65536 entries whatever max_clients says
+    assert clients[V]._size_cap(m.Kind.KEY_ROSTER) == 28 + 36 + 65536 * 132
+
+
+def test_round_open_is_capped_at_its_fixed_size():
+    server, clients, _, _ = make_round(5, 6, IDS)
+    data = server.open_round()
+    with pytest.raises(ProtocolError, match=f"ROUND_OPEN message of {len(data) + 1} bytes exceeds the cap {len(data)}"):
+        clients[V].receive(data + b"\0")
+    assert clients[V].stage is ClientStage.IDLE
+
+
+def test_survivor_list_and_unmask_request_capped_by_the_roster():
+    server, clients, _, _ = make_round(5, 6, IDS)
+    deliver_all(server, clients, [(m.BROADCAST, server.open_round())])
+    deliver_all(server, clients, server.advance())
+    deliver_all(server, clients, server.advance())
+    lists = dict(server.advance())
+    with pytest.raises(ProtocolError, match="SURVIVOR_LIST message of") as err:
+        clients[V].receive(lists[V] + bytes(4))
+    assert _cap_of(err)[1] == len(lists[V])  # every roster member survived: the largest list is this one
+    deliver_all(server, clients, lists.items())
+    req = dict(server.advance())[V]
+    with pytest.raises(ProtocolError, match="UNMASK_REQUEST message of") as err:
+        clients[V].receive(req + bytes(1 << 16))
+    assert clients[V].stage is ClientStage.SURVIVORS_SIGNED
+    assert clients[V].receive(req) is not None

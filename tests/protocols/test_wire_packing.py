@@ -1,0 +1,100 @@
+"""Bit-packed residues on the wire (protocols.wire): checked against an independent Python-int packer, and
+strict parsing of MaskedInput (exact length, zero padding bits)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from protocols import messages as m
+from protocols import wire
+from secagg_dp.crypto import masking
+from secagg_dp.errors import ProtocolError
+
+RID = b"\x07" * 16
+
+
+def reference_pack(values: list[int], bits: int) -> bytes:
+    """Independent packer for the integer sum_i x_i 2^(i bits) as ceil(d bits / 8) little-endian bytes: the
+    bit string, least significant bit first, cut into bytes of 8 bits (each read back most significant first)."""
+    stream = "".join(format(x, f"0{bits}b")[::-1] for x in values)
+    stream += "0" * (-len(stream) % 8)
+    return bytes(int(stream[i : i + 8][::-1], 2) for i in range(0, len(stream), 8))
+
+
+@pytest.mark.parametrize("bits", [1, 2, 7, 8, 13, 20, 31, 32, 33, 47, 61, 62])
+@pytest.mark.parametrize("d", [0, 1, 5, 63, 64, 65, 127, 999, 1001])
+def test_pack_matches_python_int_packer(bits, d):
+    rng = np.random.default_rng(1000 * bits + d)
+    v = rng.integers(0, 1 << bits, size=d, dtype=np.uint64)
+    if d:
+        v[0] = v[-1] = (1 << bits) - 1  # all-ones residues at both ends reach the padding boundary
+    packed = wire.pack_residues(v, bits)
+    assert packed == reference_pack(v.tolist(), bits)
+    assert len(packed) == -(-d * bits // 8)
+    back = wire.unpack_residues(packed, d, bits)
+    assert back.dtype == np.uint64 and back.tolist() == v.tolist()
+
+
+@pytest.mark.parametrize("bits", [1, 7, 20, 32, 33, 62])
+def test_blocks_and_ranges_match_the_reference(bits):
+    """Vectors longer than one block, and sub-ranges starting at multiples of 64, odd d."""
+    d = 2 * wire.PACK_BLOCK + 77
+    rng = np.random.default_rng(bits)
+    v = rng.integers(0, 1 << bits, size=d, dtype=np.uint64)
+    packed = wire.pack_residues(v, bits)
+    assert packed == reference_pack(v.tolist(), bits)
+    for lo, hi in [(0, d), (64, 64), (wire.PACK_BLOCK - 64, wire.PACK_BLOCK + 3), (2 * wire.PACK_BLOCK, d)]:
+        assert wire.unpack_residues(packed, d, bits, start=lo, stop=hi).tolist() == v[lo:hi].tolist()
+
+
+def test_pack_refuses_values_outside_zq():
+    with pytest.raises(ProtocolError, match="outside"):
+        wire.pack_residues(np.array([1 << 20], dtype=np.uint64), 20)
+
+
+@pytest.mark.parametrize("bits, d", [(20, 1001), (7, 3), (1, 9), (62, 5)])
+def test_masked_input_round_trip_and_size(bits, d):
+    y = np.random.default_rng(d).integers(0, 1 << bits, size=d, dtype=np.uint64)
+    data = m.MaskedInput(RID, 3, m.SERVER, bits, y).to_bytes()
+    assert len(data) == m.HEADER_LEN + 5 + -(-d * bits // 8)
+    assert data[m.HEADER_LEN + 5 :] == reference_pack(y.tolist(), bits)
+    back = m.decode(data)
+    assert isinstance(back, m.MaskedInput) and back.bits == bits and back.y.tolist() == y.tolist()
+    assert m.MaskedInput.encode_packed(RID, 3, m.SERVER, bits, d, wire.pack_residues(y, bits)) == data
+
+
+@pytest.mark.parametrize("bits, d", [(20, 1001), (7, 3), (1, 9), (62, 5)])
+def test_masked_input_strict_parsing(bits, d):
+    data = m.MaskedInput(RID, 3, m.SERVER, bits, np.zeros(d, dtype=np.uint64)).to_bytes()
+    with pytest.raises(ProtocolError, match="truncated"):
+        m.decode(data[:-1])
+    with pytest.raises(ProtocolError, match="trailing"):
+        m.decode(data + b"\0")
+    pad = (d * bits) % 8
+    assert pad, "every case here leaves padding bits in the last byte"
+    with pytest.raises(ProtocolError, match="padding"):
+        m.decode(data[:-1] + bytes([data[-1] | 1 << pad]))
+    with pytest.raises(ProtocolError, match="padding"):
+        m.MaskedInput.encode_packed(RID, 3, m.SERVER, bits, d, data[m.HEADER_LEN + 5 : -1] + b"\x80")
+    with pytest.raises(ProtocolError):  # a bit width outside [1, 62]
+        m.decode(data[: m.HEADER_LEN] + bytes([63]) + data[m.HEADER_LEN + 1 :])
+
+
+def test_upload_is_raw_plus_a_constant():
+    """d = 10^5 at 20 bits: the MaskedInput is the raw vector (d bits / 8 bytes) plus header and (bits, d)."""
+    d, bits = 10**5, 20
+    data = m.MaskedInput(RID, 3, m.SERVER, bits, np.zeros(d, dtype=np.uint64)).to_bytes()
+    assert len(data) == d * bits // 8 + m.HEADER_LEN + 5
+
+
+@pytest.mark.parametrize("bits", [20, 33])
+def test_blockwise_masking_equals_mask_input(bits):
+    d = wire.PACK_BLOCK + 100
+    rng = np.random.default_rng(bits)
+    x = rng.integers(0, 1 << bits, size=d, dtype=np.uint64)
+    pairwise = [(bytes([i]) * 32, 1 if i % 2 else -1) for i in range(1, 6)]
+    whole = masking.mask_input(x, bits=bits, self_seed=b"\x01" * 32, pairwise=pairwise)
+    blocks = [x[:64], x[64 : wire.PACK_BLOCK], x[wire.PACK_BLOCK :]]
+    parts = list(masking.mask_input_blocks(blocks, bits=bits, self_seed=b"\x01" * 32, pairwise=pairwise))
+    assert np.concatenate(parts).tolist() == whole.tolist()
