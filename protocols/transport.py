@@ -3,9 +3,10 @@
 Each phase the driver hands the transport the envelopes sent in that phase; :meth:`InProcessTransport.deliver`
 returns them in a scheduler-chosen order after applying the fault rules: drop, tamper (flip one byte),
 delay (deliver in the next phase of the same direction instead) and inject (replay any bytes, e.g. a message
-recorded in another round). Every envelope ever delivered is kept in :attr:`log` so tests can replay it elsewhere (unless the
-transport is made with ``keep_log=False``, as :func:`~protocols.round.run_secagg_round` does: a round's
-messages total O(n k) share boxes and n survivor lists, which the log would keep alive to the end).
+recorded in another round). Every envelope ever delivered is kept in :attr:`log` so tests can replay it
+elsewhere (unless the transport is made with ``keep_log=False``, as :func:`~protocols.round.run_secagg_round`
+does: a round's messages total O(n k) share boxes and n survivor lists, which the log would keep alive to the
+end).
 Phases are named ``"<stage>:down"`` (server to clients) and ``"<stage>:up"`` (clients to server) for the
 stages ``advertise_keys``, ``share_keys``, ``masked_input``, ``consistency`` (active mode only), ``unmasking``.
 An envelope's ``sender`` is the channel identity the transport authenticated; the driver hands it to the
