@@ -200,9 +200,9 @@ class SecAggClient:
         if kind is m.Kind.KEY_ROSTER:
             if self._k is None:  # full graph: every entry, at most the population we expect (<= MAX_HOLDERS)
                 n_max = min(self.policy.max_clients, shamir.MAX_HOLDERS)
-                return _HEAD + 44 + n_max * (4 + _ROSTER_ROW) + 4
+                return _HEAD + 44 + n_max * (4 + _ROSTER_ROW)  # root, size, rows, proof length; no proof
             rows = self._k + 3  # the chord of an odd degree adds one holder
-            return _HEAD + 44 + rows * (4 + _ROSTER_ROW) + 4 + rows * 32 * m.HASH_LEN
+            return _HEAD + 44 + rows * (4 + _ROSTER_ROW) + rows * 32 * m.HASH_LEN
         if kind is m.Kind.SHARE_BUNDLE:
             return _HEAD + 4 + len(self._peers) * (8 + _BOX_LEN)
         n = self._n

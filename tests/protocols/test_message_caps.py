@@ -39,12 +39,15 @@ def _cap_of(err: pytest.ExceptionInfo) -> tuple[int, int]:
 def _with_roster_row(roster: m.KeyRoster, extra: int) -> bytes:
     """The roster with ``extra`` more (well-formed, unsigned) rows: a larger population than the client's."""
     ids = roster.ids + tuple(range(1000, 1000 + extra))
+    indices = roster.indices + tuple(range(roster.size, roster.size + extra))
     pad = lambda a, w: np.vstack([a, np.full((extra, w), 9, np.uint8)])  # noqa: E731
     return m.KeyRoster(
         roster.round_id,
         m.SERVER,
         m.BROADCAST,
-        roster.graph_seed,
+        roster.size + extra,
+        roster.root,
+        indices,
         ids,
         pad(roster.enc_pks, 32),
         pad(roster.mask_pks, 32),
@@ -78,8 +81,10 @@ def test_default_population_cap_and_full_graph_cap():
         ClientPolicy(max_clients=1)
     server, clients, _, _ = make_round(5, 6, IDS)
     deliver_all(server, clients, [(m.BROADCAST, server.open_round())])
-    # full graph: at most shamir.MAX_HOLDERS = 65536 entries whatever max_clients says
-    assert clients[V]._size_cap(m.Kind.KEY_ROSTER) == 28 + 36 + 65536 * 132
+    # full graph: at most shamir.MAX_HOLDERS = 65536 entries whatever max_clients says; the wire layout is a
+    # 28-byte header, root (32), size, row count and proof length (4 each), then per row its leaf index (4), id
+    # (4), two X25519 keys (32 each) and an Ed25519 signature (64), and no proof
+    assert clients[V]._size_cap(m.Kind.KEY_ROSTER) == 28 + 32 + 3 * 4 + 65536 * (4 + 4 + 32 + 32 + 64)
 
 
 def test_round_open_is_capped_at_its_fixed_size():
