@@ -72,7 +72,7 @@ def test_shrunk_roster_unmasks_the_victim_in_semi_honest_mode():
     b_sh, k_sh = {}, {}
     for c in sorted(COLLUDERS):
         ck = clients[c]._peers[V][0]
-        pt = m.SharePlaintext.from_bytes(aead.open_sealed(ck, clients[c]._boxes[V], aead.associated_data(rid, V, c)))
+        pt = m.SharePlaintext.from_bytes(aead.open_sealed(ck, clients[c]._box(V), aead.associated_data(rid, V, c)))
         b_sh[c], k_sh[c] = pt.self_share, pt.key_share
     points = {w: i + 1 for i, w in enumerate(ADMITTED)}  # full graph: rank in the roster
 
@@ -164,7 +164,7 @@ def test_two_clients_shown_different_rosters_are_refused():
     lists = {s: survivor_lists(rid, roster_graph(g.ids, None, g.graph_seed), a | b) for s, g in graphs.items()}
     sigs = {c: m.decode(clients[c].receive(lists[side[c]].message(c).to_bytes())).signature for c in sorted(a | b)}
     for c in (1, 5):
-        known = tuple(sorted(set(clients[c]._boxes) | {c}))
+        known = tuple(sorted(set(clients[c]._box_ids.tolist()) | {c}))
         own = a if c in a else b
         for signers, why in [
             (tuple(sorted(a | b)), f"signature of client {min(b - own or a - own)} is invalid"),  # everyone's
