@@ -44,8 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     sys.path[:0] = [str(HERE), str(HERE.parents[1])]
     from client_app import app as client_app
-    from server_app import app as server_app
     from flwr.simulation import run_simulation
+    from server_app import app as server_app
 
     run_simulation(
         server_app=server_app,

@@ -194,9 +194,7 @@ def encode_update(cfg: FlowerDPConfig, update: np.ndarray, rng: np.random.Genera
     return codec.encode(x, noise=noise, rng=rng)
 
 
-def ideal_round(
-    cfg: FlowerDPConfig, updates: Mapping[int, np.ndarray], round_: int
-) -> tuple[np.ndarray, np.ndarray]:
+def ideal_round(cfg: FlowerDPConfig, updates: Mapping[int, np.ndarray], round_: int) -> tuple[np.ndarray, np.ndarray]:
     """Our ideal mode for the same seed and inputs: each client's :func:`encode_update` with
     :func:`client_generator` (``cfg.seed``, ``round_``, the client's key), summed mod q without cryptography.
     ``updates`` maps each client's key (Flower's partition id) to its update. Returns (residues, decoded sum)."""

@@ -160,8 +160,13 @@ class SecAggDPWorkflow:
         if not isinstance(cfg, FlowerDPConfig):
             raise TypeError(f"Argument 'cfg' must be a FlowerDPConfig, not {type(cfg).__name__}.")
         self.cfg, self.timeout = cfg, timeout
-        budget = {} if epsilon_budget is None else {"epsilon_budget": epsilon_budget, "delta": cfg.delta}
-        self.ledger = PrivacyLedger("replace-one", ORDERS, path=ledger_path, **budget)
+        self.ledger = PrivacyLedger(
+            "replace-one",
+            ORDERS,
+            path=ledger_path,
+            epsilon_budget=epsilon_budget,
+            delta=None if epsilon_budget is None else cfg.delta,
+        )
         self.server_accountant = CheckinAccountant("rdp", "replace-one", orders=ORDERS, observer="server")
 
     def sample(self, grid: Any, round_: int) -> list[int]:
@@ -221,4 +226,3 @@ class SecAggDPWorkflow:
     def close(self) -> None:
         """Close the ledger (its file, if any)."""
         self.ledger.close()
-
