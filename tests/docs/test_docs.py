@@ -45,9 +45,15 @@ def test_mkdocs_build_is_strict_and_offline(tmp_path):
         env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert (tmp_path / "site" / "accounting" / "checkin" / "index.html").is_file()
+    site = tmp_path / "site"
+    assert (site / "accounting" / "checkin" / "index.html").is_file()
+    # the mathematics renders offline: KaTeX is served with the site, no script or stylesheet from elsewhere
+    assert (site / "assets" / "katex" / "katex.min.js").is_file()
+    checkin = (site / "accounting" / "checkin" / "index.html").read_text()
+    assert checkin.count('class="arithmatex"') >= 10 and "assets/katex/katex.min.js" in checkin
+    assert not re.search(r'<(?:script|link)[^>]+(?:src|href)="(?:https?:)?//', checkin), "an asset from a CDN"
     # the API reference renders docstrings: they cite papers by author-year keys too (docs/bibliography.md)
-    for html in (tmp_path / "site").rglob("*.html"):
+    for html in site.rglob("*.html"):
         assert not _FILE_CITATION.search(html.read_text()), f"{html.relative_to(tmp_path)} cites a paper by file name"
 
 
@@ -73,6 +79,35 @@ def test_code_blocks_run_and_transcripts_match(page, tmp_path, monkeypatch):
                     f"{where}: output of {command!r} drifted; run python tests/tools/doc_blocks.py --write\n"
                     + "\n".join(actual)
                 )
+
+
+_RAW_FORMULA = re.compile(r"[Σ∫][_^]?\{|\be\^\{|expm1\(\(")
+
+
+@pytest.mark.parametrize("page", sorted((ROOT / "docs" / "accounting").glob("*.md")), ids=_id)
+def test_accounting_formulas_are_mathematics(page):
+    """Formulas are LaTeX between $ (rendered by KaTeX), not raw text such as Σ_{k≥1} or e^{(λ−1)ε}."""
+    prose = [
+        line
+        for b, line in _prose_lines(page)
+        if not b and "$" not in line  # lines inside code blocks and lines with math are not prose formulas
+    ]
+    raw = [line for line in prose if _RAW_FORMULA.search(line)]
+    assert not raw, raw
+
+
+def _prose_lines(page: Path) -> list[tuple[bool, str]]:
+    """(inside a code block or a display formula?, line) for each line of ``page``, inline code spans removed."""
+    out, fenced, display = [], False, False
+    for line in page.read_text().splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        if line.strip() == "$$":
+            display = not display
+            continue
+        out.append((fenced or display or line.startswith("    "), re.sub(r"`[^`]*`", "", line)))
+    return out
 
 
 def test_skip_markers_are_rare():
