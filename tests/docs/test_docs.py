@@ -52,6 +52,12 @@ def test_mkdocs_build_is_strict_and_offline(tmp_path):
     checkin = (site / "accounting" / "checkin" / "index.html").read_text()
     assert checkin.count('class="arithmatex"') >= 10 and "assets/katex/katex.min.js" in checkin
     assert not re.search(r'<(?:script|link)[^>]+(?:src|href)="(?:https?:)?//', checkin), "an asset from a CDN"
+    # docstrings' Sphinx roles are links (docs_ext/sphinx_roles.py), never raw text
+    for html in (site / "api").rglob("*.html"):
+        text = html.read_text()
+        assert not re.search(r":(?:mod|func|class|meth|attr|data|exc|obj):", text), f"raw role in {html}"
+    api = (site / "api" / "protocols" / "index.html").read_text()
+    assert 'class="autorefs autorefs-internal" title="run_secagg_round' in api
     # the API reference renders docstrings: they cite papers by author-year keys too (docs/bibliography.md)
     for html in site.rglob("*.html"):
         assert not _FILE_CITATION.search(html.read_text()), f"{html.relative_to(tmp_path)} cites a paper by file name"
