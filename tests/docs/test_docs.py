@@ -202,3 +202,31 @@ def test_every_public_name_is_documented():
 
 def test_readme_is_a_short_front_page():
     assert len((ROOT / "README.md").read_text().splitlines()) <= 200
+
+
+def test_config_table_lists_every_key():
+    """docs/simulator.md's config table names every key of every config section (simulations.config)."""
+    import dataclasses
+
+    from simulations import config as c
+
+    text = (ROOT / "docs" / "simulator.md").read_text()
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| (top level|`\[\w+\]`) \|(.*)\|\s*$", text, re.M)}
+    sections = {
+        "`[population]`": c.Population,
+        "`[secagg]`": c.SecAggParams,
+        "`[privacy]`": c.PrivacyParams,
+        "`[task]`": c.TaskParams,
+        "`[study]`": c.StudyParams,
+    }
+    missing = [
+        f"{s} {f.name}"
+        for s, cls in sections.items()
+        for f in dataclasses.fields(cls)
+        if not re.search(rf"`{f.name}\b", rows[s])
+    ]
+    nested = {"population", "secagg", "privacy", "task", "study"}
+    top = rows["top level"]
+    missing += [f"top level {f.name}" for f in dataclasses.fields(c.SimConfig) if f.name not in nested | {"raw"}]
+    missing = [m for m in missing if not (m.startswith("top level ") and f"`{m.split()[-1]}`" in top)]
+    assert not missing, missing
