@@ -26,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threshold", type=int, default=None, help="t (default: floor(2m/3) + 1)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--bits", type=int, default=20)
+    ap.add_argument("--mechanism", choices=("ddg", "skellam"), default="ddg")
+    ap.add_argument("--security", choices=("semi-honest", "active"), default="semi-honest")
     ap.add_argument("--z", type=float, default=1.0, help="noise multiplier: the m clients' noise has std z*clip")
     ap.add_argument("--seed", type=int, default=None, help="simulation only: reproducible keys and noise")
     ap.add_argument("--out", default=None, help="folder for rounds.json and ledger.sqlite")
@@ -37,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         FLOWER_APP_ROUNDS=str(args.rounds),
         FLOWER_APP_BITS=str(args.bits),
         FLOWER_APP_Z=str(args.z),
+        FLOWER_APP_MECHANISM=args.mechanism,
+        FLOWER_APP_SECURITY=args.security,
         FLOWER_APP_SEED="" if args.seed is None else str(args.seed),
         FLOWER_APP_OUT=args.out or "",
         # the app's modules and the package must be importable in the Simulation Engine's workers

@@ -27,6 +27,7 @@ def config_from_env() -> tuple[FlowerDPConfig, int, str | None]:
         threshold=int(e["FLOWER_APP_T"]),
         bits=int(e.get("FLOWER_APP_BITS", "20")),
         mechanism=e.get("FLOWER_APP_MECHANISM", "ddg"),
+        security=e.get("FLOWER_APP_SECURITY", "semi-honest"),
         seed=int(e["FLOWER_APP_SEED"]) if e.get("FLOWER_APP_SEED") else None,
     )
     return cfg, int(e.get("FLOWER_APP_ROUNDS", "3")), e.get("FLOWER_APP_OUT") or None

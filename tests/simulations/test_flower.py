@@ -55,13 +55,14 @@ def test_round_event_is_fixed_size_sampling_and_pays_for_missing_noise():
 
 
 @pytest.mark.slow
-def test_flower_simulation_equals_ideal_mode(tmp_path):
+@pytest.mark.parametrize(("mechanism", "security"), [("ddg", "semi-honest"), ("skellam", "active")])
+def test_flower_simulation_equals_ideal_mode(tmp_path, mechanism, security):
     pytest.importorskip("flwr", reason="the flower extra is not installed")
     pytest.importorskip("ray", reason="Flower's Simulation Engine needs flwr[simulation] (ray)")
     env = dict(os.environ, PYTHONPATH=str(ROOT), RAY_DEDUP_LOGS="0")
     proc = subprocess.run(
         [sys.executable, str(APP / "run.py"), "--nodes", "4", "--sample", "4", "--rounds", "2", "--seed", "7"]
-        + ["--out", str(tmp_path)],
+        + ["--mechanism", mechanism, "--security", security, "--out", str(tmp_path)],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -76,7 +77,7 @@ def test_flower_simulation_equals_ideal_mode(tmp_path):
         from task import DIM, local_train
     finally:
         sys.path.remove(str(APP))
-    cfg = _cfg(dim=DIM, seed=7)
+    cfg = _cfg(dim=DIM, seed=7, mechanism=mechanism, security=security)
     for rec in rounds:
         w = np.asarray(rec["model"])
         updates = {p: local_train(w, p) - w for p in range(4)}  # every node is sampled (m = N)
