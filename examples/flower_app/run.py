@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--security", choices=("semi-honest", "active"), default="semi-honest")
     ap.add_argument("--z", type=float, default=1.0, help="noise multiplier: the m clients' noise has std z*clip")
     ap.add_argument("--seed", type=int, default=None, help="simulation only: reproducible keys and noise")
+    ap.add_argument("--fail", default="", help="partition ids (comma-separated) whose train fails: dropouts")
     ap.add_argument("--out", default=None, help="folder for rounds.json and ledger.sqlite")
     args = ap.parse_args(argv)
     os.environ.update(
@@ -43,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         FLOWER_APP_SECURITY=args.security,
         FLOWER_APP_SEED="" if args.seed is None else str(args.seed),
         FLOWER_APP_OUT=args.out or "",
+        FLOWER_APP_FAIL=args.fail,
         # the app's modules and the package must be importable in the Simulation Engine's workers
         PYTHONPATH=os.pathsep.join([str(HERE), str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")]),
     )

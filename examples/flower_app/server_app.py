@@ -6,31 +6,14 @@ import json
 import os
 
 import numpy as np
+from app_config import config_from_env
 from flwr.app import ArrayRecord, Context
 from flwr.serverapp import Grid, ServerApp
 from task import DIM, loss
 
-from simulations.flower import FlowerDPConfig, SecAggDPWorkflow
+from simulations.flower import SecAggDPWorkflow
 
 app = ServerApp()
-
-
-def config_from_env() -> tuple[FlowerDPConfig, int, str | None]:
-    """The run's parameters (run.py sets them in the environment: the Simulation Engine starts the app)."""
-    e = os.environ
-    cfg = FlowerDPConfig(
-        dim=DIM,
-        clip=float(e.get("FLOWER_APP_CLIP", "1.0")),
-        noise_multiplier=float(e.get("FLOWER_APP_Z", "1.0")),
-        sample_size=int(e["FLOWER_APP_M"]),
-        population=int(e["FLOWER_APP_N"]),
-        threshold=int(e["FLOWER_APP_T"]),
-        bits=int(e.get("FLOWER_APP_BITS", "20")),
-        mechanism=e.get("FLOWER_APP_MECHANISM", "ddg"),
-        security=e.get("FLOWER_APP_SECURITY", "semi-honest"),
-        seed=int(e["FLOWER_APP_SEED"]) if e.get("FLOWER_APP_SEED") else None,
-    )
-    return cfg, int(e.get("FLOWER_APP_ROUNDS", "3")), e.get("FLOWER_APP_OUT") or None
 
 
 @app.main()
@@ -41,7 +24,16 @@ def main(grid: Grid, context: Context) -> None:
     log = []
     for r in range(rounds):
         res = workflow.run_round(grid, ArrayRecord([w]), r)
-        log.append({"round": r, "model": w.tolist(), "aggregate": [int(v) for v in res.aggregate]})
+        log.append(
+            {
+                "round": r,
+                "model": w.tolist(),
+                "aggregate": [int(v) for v in res.aggregate],
+                "included": res.included,
+                "epsilon": res.epsilon,
+                "server_epsilon": res.server_epsilon,
+            }
+        )
         w = w + res.mean
         print(
             f"round {r}: {res.included}/{cfg.sample_size} noised inputs, loss {loss(w, cfg.population):.4f}, "

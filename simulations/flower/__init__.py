@@ -19,6 +19,7 @@ __all__ = [
     "ideal_round",
     "round_event",
     "secagg_dp_mod",
+    "make_secagg_dp_mod",
     "SecAggDPWorkflow",
     "FlowerClientPool",
     "FlowerRound",
@@ -26,6 +27,7 @@ __all__ = [
 
 _LAZY = {
     "secagg_dp_mod": "simulations.flower.client",
+    "make_secagg_dp_mod": "simulations.flower.client",
     "SecAggDPWorkflow": "simulations.flower.server",
     "FlowerClientPool": "simulations.flower.server",
     "FlowerRound": "simulations.flower.server",

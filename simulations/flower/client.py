@@ -43,7 +43,7 @@ from simulations.flower.core import (
     unpack_registry,
 )
 
-__all__ = ["secagg_dp_mod", "RECORD", "STATE", "flatten_arrays"]
+__all__ = ["secagg_dp_mod", "make_secagg_dp_mod", "RECORD", "STATE", "flatten_arrays"]
 
 RECORD = "secagg-dp"  # the ConfigRecord of our workflow's messages and replies
 STATE = "secagg-dp.state"  # the node's state record (Context.state)
@@ -89,13 +89,55 @@ def _client(ctx: Any, state: Any) -> tuple[SecAggClient, RoundPlan]:
     return client, plan
 
 
+#: The fields a client can pin (:func:`make_secagg_dp_mod`): everything its privacy and the sum's security rest on.
+PINNED = (
+    "dim",
+    "clip",
+    "noise_multiplier",
+    "sample_size",
+    "population",
+    "bits",
+    "mechanism",
+    "security",
+    "k_stddevs",
+    "beta",
+)
+
+
+def make_secagg_dp_mod(pinned: FlowerDPConfig | None = None) -> Any:
+    """A Flower Mod like :func:`secagg_dp_mod` that refuses a round whose parameters differ from ``pinned`` in
+    any of :data:`PINNED` or whose threshold is lower (the reply is a Flower error, which the server counts as a
+    dropout). Without ``pinned`` the client takes the server's parameters as they come (trusted server)."""
+    if pinned is not None and not isinstance(pinned, FlowerDPConfig):
+        raise TypeError(f"Argument 'pinned' must be a FlowerDPConfig, not {type(pinned).__name__}.")
+
+    def mod(msg: Any, ctx: Any, call_next: Any) -> Any:
+        return _handle(msg, ctx, call_next, pinned)
+
+    return mod
+
+
 def secagg_dp_mod(msg: Any, ctx: Any, call_next: Any) -> Any:
     """Flower Mod: clip, encode onto Z_q, add discrete noise and run our masking protocol (module docstring).
 
     Use it as ``ClientApp(mods=[secagg_dp_mod])`` with a ``train`` function that returns the locally trained
     model as the first ``ArrayRecord`` of its reply, and :class:`~simulations.flower.SecAggDPWorkflow` on the
-    server."""
-    from flwr.app import ConfigRecord, Message, RecordDict
+    server. It trusts the server's parameters; :func:`make_secagg_dp_mod` pins them."""
+    return _handle(msg, ctx, call_next, None)
+
+
+def _refusal(cfg: FlowerDPConfig, pinned: FlowerDPConfig) -> str | None:
+    for name in PINNED:
+        if getattr(cfg, name) != getattr(pinned, name):
+            asked, own = getattr(cfg, name), getattr(pinned, name)
+            return f"the server asked for {name} = {asked!r}; this client is pinned to {own!r}"
+    if cfg.threshold < pinned.threshold:
+        return f"the server asked for threshold {cfg.threshold} < the pinned {pinned.threshold}"
+    return None
+
+
+def _handle(msg: Any, ctx: Any, call_next: Any, pinned: FlowerDPConfig | None) -> Any:
+    from flwr.app import ConfigRecord, Error, Message, RecordDict
 
     if RECORD not in msg.content.config_records:
         return call_next(msg, ctx)
@@ -107,6 +149,9 @@ def secagg_dp_mod(msg: Any, ctx: Any, call_next: Any) -> Any:
         out["identity"] = _identity(ctx, plan, int(rec["cid"])).public
     elif stage == "start":
         cfg = FlowerDPConfig.from_record({k[4:]: v for k, v in rec.items() if k.startswith("cfg.")})
+        why = None if pinned is None else _refusal(cfg, pinned)
+        if why is not None:
+            return Message(Error(code=0, reason=f"secagg-dp: {why}"), reply_to=msg)
         received = next(iter(msg.content.array_records.values()))
         before = flatten_arrays(received)
         reply = call_next(msg, ctx)

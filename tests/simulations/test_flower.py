@@ -54,15 +54,23 @@ def test_round_event_is_fixed_size_sampling_and_pays_for_missing_noise():
     assert server >= eps[0]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(("mechanism", "security"), [("ddg", "semi-honest"), ("skellam", "active")])
-def test_flower_simulation_equals_ideal_mode(tmp_path, mechanism, security):
+def test_pinned_client_refuses_other_privacy_parameters():
+    from simulations.flower.client import _refusal
+
+    pinned = _cfg(seed=None)
+    assert _refusal(pinned, pinned) is None
+    assert _refusal(_cfg(seed=None, threshold=4), pinned) is None  # a higher threshold is safer
+    assert "noise_multiplier" in _refusal(_cfg(seed=None, noise_multiplier=0.5), pinned)
+    assert "threshold" in _refusal(_cfg(seed=None, threshold=2), pinned)
+    assert "sample_size" in _refusal(_cfg(seed=None, sample_size=3, threshold=2), pinned)
+
+
+def _run_app(tmp_path, *args):
     pytest.importorskip("flwr", reason="the flower extra is not installed")
     pytest.importorskip("ray", reason="Flower's Simulation Engine needs flwr[simulation] (ray)")
     env = dict(os.environ, PYTHONPATH=str(ROOT), RAY_DEDUP_LOGS="0")
     proc = subprocess.run(
-        [sys.executable, str(APP / "run.py"), "--nodes", "4", "--sample", "4", "--rounds", "2", "--seed", "7"]
-        + ["--mechanism", mechanism, "--security", security, "--out", str(tmp_path)],
+        [sys.executable, str(APP / "run.py"), *args, "--out", str(tmp_path)],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -70,25 +78,55 @@ def test_flower_simulation_equals_ideal_mode(tmp_path, mechanism, security):
         timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    rounds = json.loads((tmp_path / "rounds.json").read_text())
-    assert len(rounds) == 2
     sys.path.insert(0, str(APP))
     try:
         from task import DIM, local_train
     finally:
         sys.path.remove(str(APP))
-    cfg = _cfg(dim=DIM, seed=7, mechanism=mechanism, security=security)
+    return proc, json.loads((tmp_path / "rounds.json").read_text()), DIM, local_train
+
+
+def _check_round(cfg, rec, partitions, local_train):
+    w = np.asarray(rec["model"])
+    updates = {p: local_train(w, p) - w for p in partitions}
+    residues, decoded = ideal_round(cfg, updates, rec["round"])
+    # bit for bit: the masks cancel exactly and each Flower client drew the ideal mode's rounding and noise
+    assert rec["aggregate"] == residues.tolist()
+    # and the decoded sum is the clipped updates' sum up to the noise (independent check of the decode:
+    # 6 sigma of the total noise plus the codec's rounding bound, false-failure rate < 1e-8 per round)
+    clipped = sum(u * min(1.0, cfg.clip / np.linalg.norm(u)) for u in updates.values())
+    noise_std = cfg.noise_multiplier * cfg.clip
+    bound = 6 * noise_std * math.sqrt(cfg.codec.padded_dim) + cfg.codec.decode_error_bound(len(partitions))
+    assert np.linalg.norm(decoded - clipped) < bound
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("mechanism", "security"), [("ddg", "semi-honest"), ("skellam", "active")])
+def test_flower_simulation_equals_ideal_mode(tmp_path, mechanism, security):
+    args = ["--nodes", "4", "--sample", "4", "--rounds", "2", "--seed", "7", "--mechanism", mechanism]
+    proc, rounds, dim, local_train = _run_app(tmp_path, *args, "--security", security)
+    cfg = _cfg(dim=dim, seed=7, mechanism=mechanism, security=security)
+    assert [r["round"] for r in rounds] == [0, 1] and all(r["included"] == 4 for r in rounds)
     for rec in rounds:
-        w = np.asarray(rec["model"])
-        updates = {p: local_train(w, p) - w for p in range(4)}  # every node is sampled (m = N)
-        residues, decoded = ideal_round(cfg, updates, rec["round"])
-        # bit for bit: the masks cancel exactly and each Flower client drew the ideal mode's rounding and noise
-        assert rec["aggregate"] == residues.tolist()
-        # and the decoded sum is the clipped updates' sum up to the noise (independent check of the decode:
-        # 6 sigma of the total noise plus the codec's rounding bound, false-failure rate < 1e-8 per round)
-        clipped = sum(u * min(1.0, cfg.clip / np.linalg.norm(u)) for u in updates.values())
-        noise_std = cfg.noise_multiplier * cfg.clip
-        bound = 6 * noise_std * math.sqrt(cfg.codec.padded_dim) + cfg.codec.decode_error_bound(4)
-        assert np.linalg.norm(decoded - clipped) < bound
+        _check_round(cfg, rec, range(4), local_train)
     assert "epsilon" in proc.stdout
     assert (tmp_path / "ledger.sqlite").is_file()
+
+
+@pytest.mark.slow
+def test_flower_dropout_is_left_out_and_costs_privacy(tmp_path):
+    # partition 2 fails in train: its node is silent from the start, so its data and noise are not in the sum
+    args = ["--nodes", "5", "--sample", "5", "--threshold", "4", "--rounds", "1", "--seed", "3", "--fail", "2"]
+    _, rounds, dim, local_train = _run_app(tmp_path, *args)
+    (rec,) = rounds
+    assert rec["included"] == 4
+    cfg = _cfg(dim=dim, seed=3, sample_size=5, population=5, threshold=4)
+    _check_round(cfg, rec, [0, 1, 3, 4], local_train)
+    # the ledger spent the round with the noise actually delivered (4 of 5 clients' shares): more than planned
+    from secagg_dp.accounting.checkin import CheckinAccountant
+    from simulations.privacy import ORDERS  # the ledger's orders
+
+    full, short = (
+        CheckinAccountant("rdp", orders=ORDERS).compose(round_event(cfg, k)).get_epsilon(cfg.delta) for k in (5, 4)
+    )
+    assert rec["epsilon"] == pytest.approx(short, rel=1e-9) and short > full
