@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import numpy as np
 from app_config import config_from_env
@@ -23,7 +24,9 @@ def main(grid: Grid, context: Context) -> None:
     w = np.zeros(DIM)
     log = []
     for r in range(rounds):
+        t0 = time.perf_counter()
         res = workflow.run_round(grid, ArrayRecord([w]), r)
+        seconds = time.perf_counter() - t0
         log.append(
             {
                 "round": r,
@@ -32,6 +35,7 @@ def main(grid: Grid, context: Context) -> None:
                 "included": res.included,
                 "epsilon": res.epsilon,
                 "server_epsilon": res.server_epsilon,
+                "seconds": seconds,
             }
         )
         w = w + res.mean
