@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["plot_run", "plot_study", "metric_name", "describe"]
+__all__ = ["plot_run", "plot_study", "metric_name", "describe", "epsilon_label", "observer_note"]
 
 
 def _plt():
@@ -60,6 +60,19 @@ def describe(doc: dict[str, Any], swept: tuple[str, ...] = ()) -> str:
     )
 
 
+def epsilon_label(privacy: dict[str, Any]) -> str:
+    """The ε axis label: whose certificate is plotted (results.json ``privacy.observer``; the rounds' epsilon
+    is that observer's) and at which δ, e.g. ``certified ε, analyst view (δ=1e-05)``."""
+    return f"certified ε, {privacy.get('observer', 'analyst')} view (δ={privacy['delta']:g})"
+
+
+def observer_note(privacy: dict[str, Any]) -> str:
+    """What the plotted observer sees, for the ε panel's title."""
+    observer = privacy.get("observer", "analyst")
+    sees = {"analyst": "sees K and the aggregates, not who took part", "server": "also sees who took part"}
+    return f"ε for the {observer} ({sees[observer]})" if observer in sees else f"ε for the {observer}"
+
+
 def plot_run(doc: dict[str, Any], out_dir: str | Path) -> list[Path]:
     """metric and certified epsilon against rounds, and metric against epsilon; returns the PNG paths."""
     plt = _plt()
@@ -76,7 +89,8 @@ def plot_run(doc: dict[str, Any], out_dir: str | Path) -> list[Path]:
         axes[0].set_yscale("log")
     axes[1].plot(all_rounds, all_eps, marker="o", ms=3, color="C1")
     axes[1].set_xlabel("round")
-    axes[1].set_ylabel(f"certified ε (δ={doc['privacy']['delta']:g})")
+    axes[1].set_ylabel(epsilon_label(doc["privacy"]))
+    axes[1].set_title(observer_note(doc["privacy"]), fontsize=8)
     fig.suptitle(f"{doc['config']['name']} (seed {doc['config']['seed']})\n{describe(doc)}", fontsize=9)
     fig.tight_layout()
     path = out / "rounds.png"
@@ -99,7 +113,7 @@ def plot_study(study: dict[str, Any], out_dir: str | Path) -> list[Path]:
         return []
     metric = metric_name(runs[0]["results"])
     x_key = study["study"].get("x", "epsilon")
-    delta = runs[0]["results"]["privacy"]["delta"]
+    privacy = runs[0]["results"]["privacy"]
     n_seeds = len({r.get("seed") for r in runs})
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     if x_key in ("epsilon", "round"):
@@ -108,7 +122,8 @@ def plot_study(study: dict[str, Any], out_dir: str | Path) -> list[Path]:
         _swept(axes, runs, metric, x_key)
     if metric == "mse":
         axes[0].set_yscale("log")
-    axes[1].set_ylabel(f"certified ε (δ={delta:g})")
+    axes[1].set_ylabel(epsilon_label(privacy))
+    axes[1].set_title(observer_note(privacy), fontsize=8)
     for ax in axes:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
@@ -152,7 +167,7 @@ def _per_round(axes, runs: list[dict[str, Any]], metric: str, x_key: str) -> Non
         axes[0].errorbar(xplot, [m for m, _ in stats], yerr=[s for _, s in stats], capsize=2, label=label, **_style(i))
         rounds = sorted(eps_at)
         axes[1].plot(rounds, [eps_at[r] for r in rounds], label=label, **_style(i))
-    axes[0].set_xlabel("certified ε" if x_key == "epsilon" else "round")
+    axes[0].set_xlabel(epsilon_label(runs[0]["results"]["privacy"]) if x_key == "epsilon" else "round")
     axes[0].set_ylabel(metric)
     axes[1].set_xlabel("round")
 

@@ -45,9 +45,21 @@ def test_mkdocs_build_is_strict_and_offline(tmp_path):
         env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert (tmp_path / "site" / "accounting" / "checkin" / "index.html").is_file()
+    site = tmp_path / "site"
+    assert (site / "accounting" / "checkin" / "index.html").is_file()
+    # the mathematics renders offline: KaTeX is served with the site, no script or stylesheet from elsewhere
+    assert (site / "assets" / "katex" / "katex.min.js").is_file()
+    checkin = (site / "accounting" / "checkin" / "index.html").read_text()
+    assert checkin.count('class="arithmatex"') >= 10 and "assets/katex/katex.min.js" in checkin
+    assert not re.search(r'<(?:script|link)[^>]+(?:src|href)="(?:https?:)?//', checkin), "an asset from a CDN"
+    # docstrings' Sphinx roles are links (docs_ext/sphinx_roles.py), never raw text
+    for html in (site / "api").rglob("*.html"):
+        text = html.read_text()
+        assert not re.search(r":(?:mod|func|class|meth|attr|data|exc|obj):", text), f"raw role in {html}"
+    api = (site / "api" / "protocols" / "index.html").read_text()
+    assert 'class="autorefs autorefs-internal" title="run_secagg_round' in api
     # the API reference renders docstrings: they cite papers by author-year keys too (docs/bibliography.md)
-    for html in (tmp_path / "site").rglob("*.html"):
+    for html in site.rglob("*.html"):
         assert not _FILE_CITATION.search(html.read_text()), f"{html.relative_to(tmp_path)} cites a paper by file name"
 
 
@@ -73,6 +85,35 @@ def test_code_blocks_run_and_transcripts_match(page, tmp_path, monkeypatch):
                     f"{where}: output of {command!r} drifted; run python tests/tools/doc_blocks.py --write\n"
                     + "\n".join(actual)
                 )
+
+
+_RAW_FORMULA = re.compile(r"[Σ∫][_^]?\{|\be\^\{|expm1\(\(")
+
+
+@pytest.mark.parametrize("page", sorted((ROOT / "docs" / "accounting").glob("*.md")), ids=_id)
+def test_accounting_formulas_are_mathematics(page):
+    """Formulas are LaTeX between $ (rendered by KaTeX), not raw text such as Σ_{k≥1} or e^{(λ−1)ε}."""
+    prose = [
+        line
+        for b, line in _prose_lines(page)
+        if not b and "$" not in line  # lines inside code blocks and lines with math are not prose formulas
+    ]
+    raw = [line for line in prose if _RAW_FORMULA.search(line)]
+    assert not raw, raw
+
+
+def _prose_lines(page: Path) -> list[tuple[bool, str]]:
+    """(inside a code block or a display formula?, line) for each line of ``page``, inline code spans removed."""
+    out, fenced, display = [], False, False
+    for line in page.read_text().splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        if line.strip() == "$$":
+            display = not display
+            continue
+        out.append((fenced or display or line.startswith("    "), re.sub(r"`[^`]*`", "", line)))
+    return out
 
 
 def test_skip_markers_are_rare():
@@ -161,3 +202,31 @@ def test_every_public_name_is_documented():
 
 def test_readme_is_a_short_front_page():
     assert len((ROOT / "README.md").read_text().splitlines()) <= 200
+
+
+def test_config_table_lists_every_key():
+    """docs/simulator.md's config table names every key of every config section (simulations.config)."""
+    import dataclasses
+
+    from simulations import config as c
+
+    text = (ROOT / "docs" / "simulator.md").read_text()
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| (top level|`\[\w+\]`) \|(.*)\|\s*$", text, re.M)}
+    sections = {
+        "`[population]`": c.Population,
+        "`[secagg]`": c.SecAggParams,
+        "`[privacy]`": c.PrivacyParams,
+        "`[task]`": c.TaskParams,
+        "`[study]`": c.StudyParams,
+    }
+    missing = [
+        f"{s} {f.name}"
+        for s, cls in sections.items()
+        for f in dataclasses.fields(cls)
+        if not re.search(rf"`{f.name}\b", rows[s])
+    ]
+    nested = {"population", "secagg", "privacy", "task", "study"}
+    top = rows["top level"]
+    missing += [f"top level {f.name}" for f in dataclasses.fields(c.SimConfig) if f.name not in nested | {"raw"}]
+    missing = [m for m in missing if not (m.startswith("top level ") and f"`{m.split()[-1]}`" in top)]
+    assert not missing, missing

@@ -1,0 +1,132 @@
+"""The Flower path: the example app in Flower's Simulation Engine unmasks to exactly our ideal mode's sum.
+
+The end-to-end test needs ``flwr[simulation]`` (the ``flower`` extra; CI installs it, see .ci/run) and is skipped
+without it. The parts that need no ``flwr`` (configuration record, privacy event) are tested always.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from secagg_dp.errors import ParameterError
+from simulations.flower import FlowerDPConfig, ideal_round, round_event
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = ROOT / "examples" / "flower_app"
+
+
+def _cfg(**kw):
+    base = dict(dim=10, clip=1.0, noise_multiplier=1.0, sample_size=4, population=4, threshold=3, seed=1)
+    return FlowerDPConfig(**{**base, **kw})
+
+
+def test_config_round_trips_through_a_flower_record():
+    cfg = _cfg(neighbours=3, mechanism="skellam", seed=None)
+    assert FlowerDPConfig.from_record(cfg.to_record()) == cfg
+    assert cfg.sigma_int == pytest.approx(cfg.sigma_local * cfg.scale)
+
+
+def test_bad_config_names_the_argument():
+    with pytest.raises(ParameterError, match="sample_size"):
+        _cfg(sample_size=5)
+    with pytest.raises(ParameterError, match="mechanism"):
+        _cfg(mechanism="gaussian")
+
+
+def test_round_event_is_fixed_size_sampling_and_pays_for_missing_noise():
+    from secagg_dp.accounting.checkin import CheckinAccountant
+
+    cfg = _cfg(population=100, sample_size=10, threshold=7)
+    full, short = round_event(cfg, 10), round_event(cfg, 7)
+    assert (full.sample_size, full.gamma, full.clients) == (10, None, 100)
+    eps = [CheckinAccountant("rdp").compose(e, 5).get_epsilon(1e-5) for e in (full, short)]
+    assert eps[1] > eps[0]  # 7 clients' noise is less noise
+    # the server chose the sample: its view (revealed participation) is never below the analyst's
+    server = CheckinAccountant("rdp", observer="server").compose(full, 5).get_epsilon(1e-5)
+    assert server >= eps[0]
+
+
+def test_pinned_client_refuses_other_privacy_parameters():
+    from simulations.flower.client import _refusal
+
+    pinned = _cfg(seed=None)
+    assert _refusal(pinned, pinned) is None
+    assert _refusal(_cfg(seed=None, threshold=4), pinned) is None  # a higher threshold is safer
+    assert "noise_multiplier" in _refusal(_cfg(seed=None, noise_multiplier=0.5), pinned)
+    assert "threshold" in _refusal(_cfg(seed=None, threshold=2), pinned)
+    assert "sample_size" in _refusal(_cfg(seed=None, sample_size=3, threshold=2), pinned)
+
+
+def _run_app(tmp_path, *args):
+    pytest.importorskip("flwr", reason="the flower extra is not installed")
+    pytest.importorskip("ray", reason="Flower's Simulation Engine needs flwr[simulation] (ray)")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), RAY_DEDUP_LOGS="0")
+    proc = subprocess.run(
+        [sys.executable, str(APP / "run.py"), *args, "--out", str(tmp_path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    sys.path.insert(0, str(APP))
+    try:
+        from task import DIM, local_train
+    finally:
+        sys.path.remove(str(APP))
+    return proc, json.loads((tmp_path / "rounds.json").read_text()), DIM, local_train
+
+
+def _check_round(cfg, rec, partitions, local_train):
+    w = np.asarray(rec["model"])
+    updates = {p: local_train(w, p) - w for p in partitions}
+    residues, decoded = ideal_round(cfg, updates, rec["round"])
+    # bit for bit: the masks cancel exactly and each Flower client drew the ideal mode's rounding and noise
+    assert rec["aggregate"] == residues.tolist()
+    # and the decoded sum is the clipped updates' sum up to the noise (independent check of the decode:
+    # 6 sigma of the total noise plus the codec's rounding bound, false-failure rate < 1e-8 per round)
+    clipped = sum(u * min(1.0, cfg.clip / np.linalg.norm(u)) for u in updates.values())
+    noise_std = cfg.noise_multiplier * cfg.clip
+    bound = 6 * noise_std * math.sqrt(cfg.codec.padded_dim) + cfg.codec.decode_error_bound(len(partitions))
+    assert np.linalg.norm(decoded - clipped) < bound
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("mechanism", "security"), [("ddg", "semi-honest"), ("skellam", "active")])
+def test_flower_simulation_equals_ideal_mode(tmp_path, mechanism, security):
+    args = ["--nodes", "4", "--sample", "4", "--rounds", "2", "--seed", "7", "--mechanism", mechanism]
+    proc, rounds, dim, local_train = _run_app(tmp_path, *args, "--security", security)
+    cfg = _cfg(dim=dim, seed=7, mechanism=mechanism, security=security)
+    assert [r["round"] for r in rounds] == [0, 1] and all(r["included"] == 4 for r in rounds)
+    for rec in rounds:
+        _check_round(cfg, rec, range(4), local_train)
+    assert "epsilon" in proc.stdout
+    assert (tmp_path / "ledger.sqlite").is_file()
+
+
+@pytest.mark.slow
+def test_flower_dropout_is_left_out_and_costs_privacy(tmp_path):
+    # partition 2 fails in train: its node is silent from the start, so its data and noise are not in the sum
+    args = ["--nodes", "5", "--sample", "5", "--threshold", "4", "--rounds", "1", "--seed", "3", "--fail", "2"]
+    _, rounds, dim, local_train = _run_app(tmp_path, *args)
+    (rec,) = rounds
+    assert rec["included"] == 4
+    cfg = _cfg(dim=dim, seed=3, sample_size=5, population=5, threshold=4)
+    _check_round(cfg, rec, [0, 1, 3, 4], local_train)
+    # the ledger spent the round with the noise actually delivered (4 of 5 clients' shares): more than planned
+    from secagg_dp.accounting.checkin import CheckinAccountant
+    from simulations.privacy import ORDERS  # the ledger's orders
+
+    full, short = (
+        CheckinAccountant("rdp", orders=ORDERS).compose(round_event(cfg, k)).get_epsilon(cfg.delta) for k in (5, 4)
+    )
+    assert rec["epsilon"] == pytest.approx(short, rel=1e-9) and short > full
