@@ -118,7 +118,7 @@ def _kron_transform(a: np.ndarray) -> np.ndarray:
         return a.copy()
     lo = (k + 1) // 2
     big_a, big_b = 1 << (k - lo), 1 << lo
-    y = np.matmul(a.reshape(m, big_a, big_b), sylvester(big_b))
+    y: np.ndarray = np.matmul(a.reshape(m, big_a, big_b), sylvester(big_b))
     if big_a > 1:
         y = np.matmul(sylvester(big_a), y)
     return y.reshape(m, d)
