@@ -24,6 +24,7 @@ __all__ = [
     "RoundSpec",
     "Block",
     "block_rng",
+    "noise_rng",
     "blocks_of",
     "chunks_of",
     "BLOCK",
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 # spawn-key purposes under (1, round, purpose[, client]) — documented in results.json "seeds"
-PURPOSE_CHECKIN, PURPOSE_DROPOUT, PURPOSE_ROTATION, PURPOSE_CRYPTO, PURPOSE_CLIENT = 0, 1, 2, 3, 4
+PURPOSE_CHECKIN, PURPOSE_DROPOUT, PURPOSE_ROTATION, PURPOSE_CRYPTO, PURPOSE_CLIENT, PURPOSE_NOISE = 0, 1, 2, 3, 4, 5
 BLOCK = 128  # participants per randomness block (one vectorised encode, ~1 MB arrays at d = 1024)
 CHUNK = 32  # consecutive blocks per unit of work (one Dask task, one partial sum); independent of the executor
 GENERATORS = ("aes-counter", "pcg64")
@@ -67,6 +68,9 @@ class RoundSpec:
     model: np.ndarray | None = None
     unit: str = "client"  # logreg: "client" (clip the update, noise once) or "sample" (DP-SGD steps)
     generator: str = "aes-counter"  # the block generator: "aes-counter" | "pcg64"
+    # False: the clients encode without noise and the ideal aggregator adds the sum of the included clients'
+    # noise as one draw (simulations.runner.aggregate_round; secagg_dp.noise.aggregate)
+    client_noise: bool = True
 
 
 @functools.lru_cache(maxsize=16)
@@ -82,7 +86,18 @@ def block_rng(root_seed: int, round_: int, block: int, generator: str = "aes-cou
     Keyed by ``SeedSequence(root_seed, spawn_key=(1, round, 4, block))``: AES-CTR (randomgen ``AESCounter``
     seeded from that sequence) for ``"aes-counter"``, numpy's PCG64 for ``"pcg64"``.
     """
-    seq = np.random.SeedSequence(root_seed, spawn_key=(1, round_, PURPOSE_CLIENT, block))
+    return _generator(np.random.SeedSequence(root_seed, spawn_key=(1, round_, PURPOSE_CLIENT, block)), generator)
+
+
+def noise_rng(root_seed: int, round_: int, generator: str = "aes-counter") -> np.random.Generator:
+    """The generator of the aggregate noise draw of round ``round`` (ideal aggregator, ``client_noise`` False).
+
+    Keyed by ``SeedSequence(root_seed, spawn_key=(1, round, 5))``, the same generator family as the blocks.
+    """
+    return _generator(np.random.SeedSequence(root_seed, spawn_key=(1, round_, PURPOSE_NOISE)), generator)
+
+
+def _generator(seq: np.random.SeedSequence, generator: str) -> np.random.Generator:
     if generator == "aes-counter":
         from randomgen import AESCounter
 
@@ -123,7 +138,9 @@ def _encode_mean(spec: RoundSpec, codec, ids: np.ndarray, rng: np.random.Generat
     from simulations.tasks.mean import client_vectors
 
     x = client_vectors(spec.root_seed, ids, spec.dim, spec.clip)
-    noise = draw_noise(spec.mechanism, spec.sigma_int, len(ids) * codec.padded_dim, rng).reshape(len(ids), -1)
+    noise = None
+    if spec.client_noise:
+        noise = draw_noise(spec.mechanism, spec.sigma_int, len(ids) * codec.padded_dim, rng).reshape(len(ids), -1)
     return codec.encode(x, noise=noise, rng=rng), x
 
 
@@ -145,7 +162,7 @@ def _encode_logreg_client(spec: RoundSpec, codec, cid: int, rng: np.random.Gener
                     * per_sample_gradients(w, x[chosen], y[chosen]).sum(axis=0)
                     / (spec.sample_rate * m)
                 )
-        noise = draw_noise(spec.mechanism, spec.sigma_int, codec.padded_dim, rng)
+        noise = draw_noise(spec.mechanism, spec.sigma_int, codec.padded_dim, rng) if spec.client_noise else None
         return codec.encode(w - spec.model, noise=noise, rng=rng)
     total = np.zeros(codec.padded_dim, dtype=np.uint64)
     for step in range(spec.local_steps):
