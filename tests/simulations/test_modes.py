@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from secagg_dp.noise.aggregate import sample_noise_sum
-
 from simulations.clients import blocks_of, noise_rng, run_blocks
 from simulations.executors import InProcessExecutor
 from simulations.runner import aggregate_both_modes, aggregate_noise_groups, aggregate_round, plan
