@@ -134,14 +134,21 @@ def draw_noise(mechanism: str, sigma_int: float, size: int, rng: np.random.Gener
     return sample_skellam(sigma_int**2, size, rng=rng)
 
 
-def _encode_mean(spec: RoundSpec, codec, ids: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def _mean_block(
+    spec: RoundSpec, codec, ids: np.ndarray, rng: np.random.Generator, keep: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mean task, one block: (rows, data) without ``keep`` (protocol input), else (modular sum of the kept rows,
+    plain float sum of their data). The same draws either way, so the sum equals the kept rows' sum bit for bit."""
     from simulations.tasks.mean import client_vectors
 
     x = client_vectors(spec.root_seed, ids, spec.dim, spec.clip)
     noise = None
     if spec.client_noise:
         noise = draw_noise(spec.mechanism, spec.sigma_int, len(ids) * codec.padded_dim, rng).reshape(len(ids), -1)
-    return codec.encode(x, noise=noise, rng=rng), x
+    if keep is None:
+        return codec.encode(x, noise=noise, rng=rng), x
+    part = codec.encode_sum(x, keep=keep, noise=noise, rng=rng)
+    return part, (x if keep.all() else x[keep]).sum(axis=0)
 
 
 def _encode_logreg_client(spec: RoundSpec, codec, cid: int, rng: np.random.Generator) -> np.ndarray:
@@ -195,19 +202,24 @@ def run_blocks(spec: RoundSpec, blocks: list[Block]) -> tuple[np.ndarray | None,
     for block, ids, keep in blocks:
         rng = block_rng(spec.root_seed, spec.round, block, spec.generator)
         if spec.task == "mean":
-            vecs, x = _encode_mean(spec, codec, ids, rng)
+            if summing:
+                assert keep is not None  # summing: every block carries a keep mask (ideal aggregator)
+                part, xsum = _mean_block(spec, codec, ids, rng, keep)
+                acc += part  # wraps mod 2^64; q divides 2^64, reduced below
+                assert truth is not None
+                truth += xsum
+                continue
+            vecs, _ = _mean_block(spec, codec, ids, rng, None)
         else:
-            vecs, x = np.stack([_encode_logreg_client(spec, codec, int(cid), rng) for cid in ids]), None
+            vecs = np.stack([_encode_logreg_client(spec, codec, int(cid), rng) for cid in ids])
         if not summing:
             ids_out.append(ids)
             rows.append(vecs)
             continue
         assert keep is not None  # summing: every block carries a keep mask (ideal aggregator)
         if not keep.all():  # (a boolean-mask copy costs as much as the sum: skip it when nobody dropped)
-            vecs, x = vecs[keep], None if x is None else x[keep]
+            vecs = vecs[keep]
         acc += vecs.sum(axis=0, dtype=np.uint64)  # wraps mod 2^64; q divides 2^64, reduced below
-        if x is not None:
-            truth += x.sum(axis=0)
     if summing:
         return None, acc & np.uint64((1 << spec.bits) - 1), truth
     if not rows:

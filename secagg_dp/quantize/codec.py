@@ -23,7 +23,7 @@ import numpy as np
 
 from secagg_dp._validate import check_finite_array, check_int, check_real
 from secagg_dp.errors import ParameterError
-from secagg_dp.quantize.hadamard import next_pow2, rademacher_signs, rotate, unrotate
+from secagg_dp.quantize.hadamard import fwht, next_pow2, rademacher_signs, rotate, unrotate
 from secagg_dp.quantize.rounding import conditional_round, rounded_l1_bound, rounded_l2_bound, shrink_to_norm
 from secagg_dp.quantize.scale import DEFAULT_BETA, MAX_CLIP_SCALE, WrapBound, scale_for, wrap_around_bound
 from secagg_dp.rng import resolve_rng
@@ -130,13 +130,28 @@ class ZqCodec:
         y = check_finite_array("y", y, length=self.padded_dim)
         return unrotate(y, self._signs)[..., : self.dim]
 
+    def _clip_rotate_scale(self, arr: np.ndarray) -> np.ndarray:
+        """s·R·pad(clip(x)) for checked rows ``arr`` (2-D), with exact ‖row‖₂ ≤ c·s (float64, shape (n, d)).
+
+        One pass computes the row norms; the clip factor min(1, c/‖x‖), the scale s and the signs ε of
+        D are applied while padding (one product), then H by :func:`fwht`, then :func:`shrink_to_norm`'s
+        guard against float error. The same map as ``s·rotate(clip_l2(x))`` up to float64 rounding.
+        """
+        n = arr.shape[0]
+        a = np.asarray(arr, dtype=np.float64)
+        norms = np.sqrt(np.einsum("ij,ij->i", a, a))
+        factor = self.scale * np.minimum(1.0, self.clip / np.where(norms > 0, norms, 1.0))
+        padded = np.zeros((n, self.padded_dim))
+        np.multiply(a, self._signs[: self.dim], out=padded[:, : self.dim])
+        padded[:, : self.dim] *= factor[:, None]
+        y = fwht(padded)
+        return shrink_to_norm(y, self.clip * self.scale)  # exact ‖y‖₂ ≤ c·s despite float error
+
     def quantize(self, x: np.ndarray, *, rng: np.random.Generator | None = None) -> np.ndarray:
         """Clip, rotate, scale and conditionally round: the int64 vector(s) x̃ with ‖x̃‖₂ ≤ Δ₂ (no noise, no wrap)."""
         rng = resolve_rng(rng)
         arr = self._check_input(x)
-        y = self.rotate(clip_l2(arr, self.clip))
-        y *= self.scale
-        y = shrink_to_norm(y, self.clip * self.scale)  # exact ‖y‖₂ ≤ c·s despite float error
+        y = self._clip_rotate_scale(arr.reshape(-1, self.dim)).reshape(arr.shape[:-1] + (self.padded_dim,))
         return conditional_round(y, self.l2_sensitivity, rng=rng, max_attempts=self.max_attempts)
 
     # ----- public codec ---------------------------------------------------------------------------
@@ -164,6 +179,42 @@ class ZqCodec:
             if z.shape != xq.shape:
                 raise ParameterError(f"Argument 'noise' must have shape {xq.shape}, not {z.shape}.")
             out = add_mod(out, wrap_int64(z, self.bits), self.bits)
+        return out
+
+    def encode_sum(
+        self,
+        x: np.ndarray,
+        *,
+        keep: np.ndarray | None = None,
+        noise: np.ndarray | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> np.ndarray:
+        """Σ_{kept rows} encode(x)_row mod q: the modular sum of a batch's encodings, shape (padded_dim,).
+
+        Equal bit for bit to ``zq.sum_mod(self.encode(x, noise=noise, rng=rng)[keep], bits)`` (the same draws
+        from ``rng``, in the same order: every row is rounded, kept or not, as every client of a real round
+        encodes), without wrapping each row: the int64 rows are summed mod 2^64 (q divides 2^64) and reduced
+        once. ``keep``: a boolean mask over the rows (None: all); ``noise``: int64 of shape (n, padded_dim).
+        """
+        arr = self._check_input(x)
+        if arr.ndim != 2:
+            raise ParameterError(f"Argument 'x' must have shape (n_clients, {self.dim}), not {arr.shape}.")
+        xq = self.quantize(arr, rng=rng)
+        if noise is not None:
+            z = np.asarray(noise)
+            if z.dtype != np.int64:
+                raise ParameterError(f"Argument 'noise' must have dtype int64, not {z.dtype}.")
+            if z.shape != xq.shape:
+                raise ParameterError(f"Argument 'noise' must have shape {xq.shape}, not {z.shape}.")
+            xq.view(np.uint64)[...] += z.view(np.uint64)  # mod 2^64, exact mod q
+        if keep is not None:
+            k = np.asarray(keep)
+            if k.dtype != np.bool_ or k.shape != (xq.shape[0],):
+                raise ParameterError(f"Argument 'keep' must be a boolean mask of shape ({xq.shape[0]},).")
+            if not k.all():
+                xq = xq[k]
+        total = xq.view(np.uint64).sum(axis=0, dtype=np.uint64)
+        out: np.ndarray = total & np.uint64((1 << self.bits) - 1)
         return out
 
     def decode(self, aggregate: np.ndarray) -> np.ndarray:
