@@ -33,6 +33,7 @@ __all__ = [
     "make_codec",
     "draw_noise",
     "run_blocks",
+    "tune_allocator",
     "client_truth",
 ]
 
@@ -185,6 +186,35 @@ def _encode_logreg_client(spec: RoundSpec, codec, cid: int, rng: np.random.Gener
     return total
 
 
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters (malloc.h)
+
+
+@functools.cache
+def tune_allocator() -> bool:
+    """Keep the block arrays' memory in this process's heap (glibc only; once per process; True if applied).
+
+    A block allocates and frees arrays of about 1 MB (128 clients x 1024 float64) many times. By default glibc
+    returns a freed top of heap above 2x the adaptive mmap threshold to the system, and the next block
+    page-faults the same memory back in: 2-3x the CPU of the Hadamard transform and of the rounding, measured on
+    a 2-core machine. Raising the trim threshold to 64 MB (and fixing the mmap threshold at 32 MB, since setting
+    one switches glibc's adaptive thresholds off) keeps that memory; the heap then holds at most 64 MB more
+    than is in use. Elsewhere (macOS, musl, Windows) nothing is changed and False is returned.
+    """
+    import ctypes
+    import ctypes.util
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, 32 << 20)) and bool(mallopt(_M_TRIM_THRESHOLD, 64 << 20))
+
+
 def run_blocks(spec: RoundSpec, blocks: list[Block]) -> tuple[np.ndarray | None, np.ndarray, np.ndarray | None]:
     """Encode (and noise) the participants of the given blocks.
 
@@ -193,6 +223,7 @@ def run_blocks(spec: RoundSpec, blocks: list[Block]) -> tuple[np.ndarray | None,
     summed in block order (None for logreg). Blocks without one give ``(ids, rows, None)``: one uint64 row
     per client, the input of the secure-aggregation protocol.
     """
+    tune_allocator()
     codec = make_codec(spec.dim, spec.bits, spec.clip, spec.scale, spec.rotation_seed, spec.beta)
     ids_out: list[np.ndarray] = []
     rows: list[np.ndarray] = []

@@ -78,6 +78,21 @@ def shrink_to_norm(y: np.ndarray, norm_bound: float) -> np.ndarray:
     return y * factor
 
 
+def _shrink_rows_inplace(y: npt.NDArray[np.float64], norm_bound: float) -> None:
+    """:func:`shrink_to_norm` in place on a 2-D float64 array (the same γ, target and guarantee).
+
+    The row norms come from one ``einsum`` pass; Higham's bound γ_d on a d-term float inner product holds
+    for any order of summation, so the γ band of :func:`shrink_to_norm` covers it. Only rows above the
+    target are rescaled (none when the caller already shrank by more than γ, as the codec does).
+    """
+    gamma = 4.0 * (y.shape[-1] + 2) * _EPS
+    target = norm_bound * (1.0 - gamma)
+    norms = np.sqrt(np.einsum("ij,ij->i", y, y))
+    over = np.flatnonzero(norms > target)
+    if over.size:
+        y[over] *= (target / norms[over])[:, None]
+
+
 def stochastic_round(y: npt.ArrayLike, *, rng: np.random.Generator | None = None) -> npt.NDArray[np.int64]:
     """Unbiased randomized rounding: ⌊y⌋ + Bernoulli(y − ⌊y⌋), coordinatewise, returned as int64.
 
@@ -157,6 +172,13 @@ def conditional_round(
     if y.size and not (float(y.max()) < 2.0**62 and float(y.min()) > -(2.0**62)):
         raise ParameterError("Argument 'y' must be finite with |y| < 2^62 to be rounded to int64.")
     y2 = y.reshape(1, -1) if y.ndim == 1 else y
+    return _conditional_round_rows(y2, bound, rng, max_attempts).astype(np.int64).reshape(y.shape)
+
+
+def _conditional_round_rows(
+    y2: npt.NDArray[np.float64], bound: float, rng: np.random.Generator, max_attempts: int
+) -> npt.NDArray[np.float64]:
+    """:func:`conditional_round` of the rows of a checked 2-D array (|y| < 2^62), as integer-valued float64."""
     r = _round_rows(y2, rng)  # first draw of every row, in place of the output
     ok = _within(r, bound)
     pending = np.flatnonzero(~ok)
@@ -173,4 +195,4 @@ def conditional_round(
             f"within max_attempts={max_attempts} draws. To fix, check that the input norm is at most the "
             "clip (the bound assumes it), raise 'max_attempts', or use a smaller 'beta' (β = 0 never rejects)."
         )
-    return r.astype(np.int64).reshape(y.shape)
+    return r

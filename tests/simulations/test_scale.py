@@ -25,8 +25,8 @@ def _reference_client_vector(root: int, cid: int, dim: int, clip: float) -> np.n
     mu /= np.linalg.norm(mu)
     bg = np.random.PCG64(np.random.SeedSequence(root, spawn_key=(0, 1)))
     bg.advance(cid * (1 << 70))
-    v = mu + np.random.Generator(bg).standard_normal(dim) * (1.0 / np.sqrt(dim))
-    return clip * v / np.sqrt(np.sum(v * v))
+    v = np.random.Generator(bg).standard_normal(dim) + mu * np.sqrt(dim)  # sqrt(d)·(mu + g), g ~ N(0, I/d)
+    return v * (clip / np.sqrt(np.einsum("ij,ij->i", v[None], v[None])[0]))  # the same float inner product
 
 
 def test_client_vectors_equal_per_client_reference_bit_for_bit():
