@@ -112,7 +112,7 @@ def stochastic_round(y: npt.ArrayLike, *, rng: np.random.Generator | None = None
 
 
 def _within(rows: npt.NDArray[np.int64] | npt.NDArray[np.float64], bound: float) -> npt.NDArray[np.bool_]:
-    """Exact test ‖row‖₂ ≤ bound for integer-valued rows (2-D, int64 or float64), float fast path with an exact fallback.
+    """Exact test ‖row‖₂ ≤ bound for integer-valued rows (2-D, int64 or float64): float path, exact fallback.
 
     The float64 inner product of a row with itself has relative error ≤ γ_d ≈ d·2^-53 (Higham, Accuracy
     and Stability of Numerical Algorithms, 2nd ed. 2002, §3.1); we use a 4(d + 2)·2^-53 band, and rows
