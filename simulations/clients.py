@@ -201,13 +201,12 @@ def tune_allocator() -> bool:
     than is in use. Elsewhere (macOS, musl, Windows) nothing is changed and False is returned.
     """
     import ctypes
-    import ctypes.util
     import sys
 
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = ctypes.CDLL("libc.so.6")  # glibc's soname (find_library would spawn ldconfig)
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False
