@@ -23,7 +23,7 @@ import numpy as np
 
 from secagg_dp._validate import check_finite_array, check_int, check_real
 from secagg_dp.errors import ParameterError
-from secagg_dp.quantize.hadamard import fwht, next_pow2, rademacher_signs, rotate, unrotate
+from secagg_dp.quantize.hadamard import hadamard_rows, next_pow2, rademacher_signs, rotate, unrotate
 from secagg_dp.quantize.rounding import (
     _EPS,
     _conditional_round_rows,
@@ -140,7 +140,8 @@ class ZqCodec:
         """s·R·pad(clip(x)) for checked float64 rows ``a`` (2-D), with exact ‖row‖₂ ≤ C = c·s (shape (n, d)).
 
         One pass computes the row norms; the clip factor min(1, c/‖x‖), the scale s and the signs ε of D
-        are applied while padding, then H by :func:`fwht`. The factor carries an extra (1 − 2γ),
+        are applied while padding (with the 1/√d of the orthonormal H), then the Sylvester matrix by
+        :func:`~secagg_dp.quantize.hadamard.hadamard_rows`. The factor carries an extra (1 − 2γ),
         γ = 4(d + 2)·2^-53, so that float error in the rotation (relative ~1e-15) leaves every row below
         :func:`shrink_to_norm`'s target C(1 − γ); its exact-norm guard still runs (in place) and rescales
         any row that is not. The same map as ``s·rotate(clip_l2(x))`` up to a relative 2γ (3e-12 at d = 1024).
@@ -148,12 +149,14 @@ class ZqCodec:
         n = a.shape[0]
         gamma = 4.0 * (self.padded_dim + 2) * _EPS
         norms = np.sqrt(np.einsum("ij,ij->i", a, a))
-        factor = (self.scale * (1.0 - 2.0 * gamma)) * np.minimum(1.0, self.clip / np.where(norms > 0, norms, 1.0))
-        padded = np.zeros((n, self.padded_dim))
+        unit = self.scale * (1.0 - 2.0 * gamma) / math.sqrt(self.padded_dim)  # s, the shrink and H's 1/√d
+        factor = unit * np.minimum(1.0, self.clip / np.where(norms > 0, norms, 1.0))
+        padded = np.empty((n, self.padded_dim))
+        padded[:, self.dim :] = 0.0
         head = padded[:, : self.dim]
         np.multiply(a, factor[:, None], out=head)
         head *= self._signs[: self.dim]
-        y = fwht(padded)
+        y = hadamard_rows(padded)
         _shrink_rows_inplace(y, self.clip * self.scale)  # exact ‖y‖₂ ≤ c·s despite float error
         return y
 

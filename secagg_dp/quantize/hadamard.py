@@ -27,7 +27,16 @@ import numpy as np
 from secagg_dp._validate import check_int
 from secagg_dp.errors import ParameterError
 
-__all__ = ["next_pow2", "fwht", "fwht_butterfly", "sylvester", "rademacher_signs", "rotate", "unrotate"]
+__all__ = [
+    "next_pow2",
+    "fwht",
+    "fwht_butterfly",
+    "hadamard_rows",
+    "sylvester",
+    "rademacher_signs",
+    "rotate",
+    "unrotate",
+]
 
 #: Largest padded dimension accepted (2^30 float64 coordinates = 8 GiB per vector).
 MAX_PADDED_DIM = 1 << 30
@@ -138,12 +147,22 @@ def fwht(x: np.ndarray) -> np.ndarray:
     d = _check_pow2_last_axis(arr)
     shape = arr.shape
     m = arr.size // d if d else 0
-    a = arr.reshape(m, d)
+    out = hadamard_rows(arr.reshape(m, d))
+    out *= 1.0 / math.sqrt(d)
+    return out.reshape(shape)
+
+
+def hadamard_rows(a: np.ndarray) -> np.ndarray:
+    """H_d · row for every row of a float64 (m, d) array, d a power of two, *unnormalised* (no 1/√d).
+
+    The transform of :func:`fwht` without its final scaling pass, for callers that fold 1/√d into a factor
+    they apply anyway (the codec folds it into the clip and scale). Returns a new array.
+    """
+    m, d = a.shape
     inner = min(d, 1 << _KRON_MAX_BITS)
     out = _kron_transform(a.reshape(m * (d // inner), inner)).reshape(m, d)
     _butterfly_stages(out, inner)
-    out *= 1.0 / math.sqrt(d)
-    return out.reshape(shape)
+    return out
 
 
 def rademacher_signs(rotation_seed: int, d: int) -> np.ndarray:
