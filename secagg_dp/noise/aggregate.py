@@ -13,9 +13,9 @@ as that sum instead of as K vectors:
 
   of it (Kairouz, Liu & Steinke 2021, arXiv:2102.06387 v4, Proposition 14 with the τ of Theorem 1: the
   closeness of a sum of discrete Gaussians to a discrete Gaussian on which their privacy bound rests; the
-  same τ the accountant pays for in :func:`secagg_dp.accounting.core.rdp.ddg_rdp`). Over d independent coordinates the TV
-  distance is at most d·τ_K(σ) (TV is subadditive over product measures). The terms decrease in k, so
-  τ_K(σ) ≤ 10(K − 1)·e^{−π²σ²}: at σ = 10 and K = 10^6, e^{−987 + 17} ≈ e^{−970}.
+  same τ the accountant pays for in :func:`secagg_dp.accounting.core.rdp.ddg_rdp`). Over d independent
+  coordinates the TV distance is at most d·τ_K(σ) (TV is subadditive over product measures). The terms
+  decrease in k, so τ_K(σ) ≤ 10(K − 1)·e^{−π²σ²}: at σ = 10 and K = 10^6, e^{−987 + 17} ≈ e^{−970}.
 
 :func:`sample_noise_sum` draws the sum one way or the other: one draw per coordinate (Skellam always, within
 the sampler's range; discrete Gaussian when d·τ ≤ :data:`TV_BUDGET` = 2^−60, far below the 2^−52 float
@@ -57,10 +57,10 @@ def discrete_gaussian_sum_log_tv_bound(n_terms: int, sigma: float) -> float:
     """log τ_K(σ), τ_K(σ) = 10·Σ_{k=1}^{K−1} exp(−2π²σ²·k/(k+1)), K = ``n_terms`` (see the module docstring).
 
     An upper bound on log d_TV(Σ_{i≤K} X_i, N_Z(0, Kσ²)) for independent X_i ~ N_Z(0, σ²) (Kairouz, Liu &
-    Steinke 2021, Proposition 14 / Theorem 1, stated for σ ≥ 1/2). Returns −inf for K = 1 (the two laws are equal) and +inf for σ < 1/2
-    (no bound). Computed in log space (τ is e^{−10^5} at the simulator's σ), rounded up: the first 2^16 terms
-    exactly (log-sum-exp, plus a relative 2^−50 per operation), the rest bounded by (K − 1 − 2^16) times the
-    last exact term, since the terms decrease in k.
+    Steinke 2021, Proposition 14 / Theorem 1, stated for σ ≥ 1/2). Returns −inf for K = 1 (the two laws are
+    equal) and +inf for σ < 1/2 (no bound). Computed in log space (τ is e^{−10^5} at the simulator's σ) and
+    rounded up: the first 2^16 terms exactly (log-sum-exp, plus a generous relative float margin), the rest
+    bounded by (K − 1 − 2^16) times the last exact term, since the terms decrease in k.
     """
     k_max = check_int("n_terms", n_terms, lo=1)
     s = check_real("sigma", sigma, lo=0.0, lo_open=True)
