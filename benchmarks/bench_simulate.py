@@ -234,9 +234,10 @@ def inprocess_round(n: int, dim: int, checkin: float) -> dict[str, float]:
     from simulations.executors import InProcessExecutor
     from simulations.runner import aggregate_round, plan
 
+    small = _round_config(2000, dim, checkin)  # warm-up on a small round: imports, caches (not timed)
+    aggregate_round(small, plan(small, 1), 1, 1, None, InProcessExecutor(), "ideal")
     cfg = _round_config(n, dim, checkin)
     p = plan(cfg, 1)
-    aggregate_round(cfg, p, 1, 1, None, InProcessExecutor(), "ideal")  # warm-up: imports, caches (not timed)
     floors = [randomness_floor(p.padded_dim)]
     w, c = time.perf_counter(), time.process_time()
     ra = aggregate_round(cfg, p, 1, 2, None, InProcessExecutor(), "ideal")
