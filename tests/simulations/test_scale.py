@@ -132,3 +132,13 @@ def test_cli_parser_imports_no_numerical_stack():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_tune_allocator_is_once_per_process_and_harmless():
+    from simulations.clients import tune_allocator
+
+    first = tune_allocator()
+    assert isinstance(first, bool) and tune_allocator() is first  # cached: applied once
+    if sys.platform.startswith("linux"):
+        assert first  # glibc's mallopt accepted both settings
+    assert np.ones((128, 1024)).sum() == 128 * 1024  # allocations still work
