@@ -12,6 +12,11 @@ participants, timed as repeated sums of a 16384 x d block of the real client vec
 cache-friendly memory; the simulator streams blocks too). A second floor: drawing two AES-CTR uniforms per
 padded coordinate (randomized rounding and noise need at least that much randomness).
 
+Ideal mode, first row per size: one round in this process (``simulations.runner.aggregate_round``, the function
+the command runs, in-process executor) in CPU and wall seconds against the randomness floor timed in the same
+process in the same units (CPU is the steadier ratio on a shared machine), with the CPU per participant of each
+client stage; runs on the previous revision too, for a same-method "before" (``--no-cli``: only this row).
+
     python benchmarks/bench_simulate.py                 # ideal n = 10^4, 10^5, 10^6; crypto SecAgg+ n = 10^3
     python benchmarks/bench_simulate.py --dask          # + the same configs on a 2-worker LocalCluster (crypto:
                                                         #   clients on the workers, server on the driver)
