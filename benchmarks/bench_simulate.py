@@ -12,6 +12,11 @@ participants, timed as repeated sums of a 16384 x d block of the real client vec
 cache-friendly memory; the simulator streams blocks too). A second floor: drawing two AES-CTR uniforms per
 padded coordinate (randomized rounding and noise need at least that much randomness).
 
+Ideal mode, first row per size: one round in this process (``simulations.runner.aggregate_round``, the function
+the command runs, in-process executor) in CPU and wall seconds against the randomness floor timed in the same
+process in the same units (CPU is the steadier ratio on a shared machine), with the CPU per participant of each
+client stage; runs on the previous revision too, for a same-method "before" (``--no-cli``: only this row).
+
     python benchmarks/bench_simulate.py                 # ideal n = 10^4, 10^5, 10^6; crypto SecAgg+ n = 10^3
     python benchmarks/bench_simulate.py --dask          # + the same configs on a 2-worker LocalCluster (crypto:
                                                         #   clients on the workers, server on the driver)
@@ -156,41 +161,138 @@ def randomness_floor_seconds(participants: int, padded_dim: int) -> float:
     return best * participants / 256
 
 
-def client_split(dim: int, n: int) -> dict[str, float]:
-    """Seconds per participant of each client stage, timed on one block of real ids in this process."""
-    from secagg_dp import zq
-    from simulations.clients import BLOCK, block_rng, draw_noise, make_codec
+def _round_config(n: int, dim: int, checkin: float):  # noqa: ANN202
     from simulations.config import build_config
-    from simulations.runner import plan
-    from simulations.tasks.mean import client_vectors
 
-    cfg = build_config(
+    return build_config(
         {
+            "mode": "ideal",
             "seed": 1,
-            "population": {"clients": n},
+            "rounds": 1,
+            "population": {"clients": n, "checkin": checkin, "dropout": 0.0},
             "secagg": {"bits": 32},
             "privacy": {"noise_multiplier": 4.0},
             "task": {"name": "mean", "dim": dim},
         }
     )
+
+
+def client_split(dim: int, n: int, checkin: float = 0.5) -> dict[str, float]:
+    """CPU seconds per participant of each client stage, timed on one block of real ids in this process, as
+    the round runs them: data; per-client noise (only where the round draws it per client); clip, rotate,
+    scale, conditional rounding and the block's modular sum (``ZqCodec.encode_sum``); the aggregate noise
+    draw of the round (once per round, shown per participant of a round of ``n * checkin``)."""
+    from secagg_dp import zq
+    from simulations.clients import BLOCK, block_rng, draw_noise, make_codec
+    from simulations.runner import plan
+    from simulations.tasks.mean import client_vectors
+
+    try:  # the allocator setting the round applies (absent before it existed)
+        from simulations.clients import tune_allocator
+
+        tune_allocator()
+    except ImportError:
+        pass
+    cfg = _round_config(n, dim, checkin)
     p = plan(cfg, 1)
     codec = make_codec(p.dim, 32, 1.0, p.scale, 12345, cfg.privacy.beta)
     ids = np.arange(BLOCK) * max(1, n // BLOCK)
-    split = dict.fromkeys(["data", "noise", "clip+rotate+round", "sum"], float("inf"))
-    for _ in range(3):
+    keep = np.ones(BLOCK, dtype=bool)
+    participants = max(1, round(n * checkin))
+    try:
+        from simulations.runner import aggregate_noise_groups
+
+        per_client_noise = aggregate_noise_groups(cfg, p, participants) is None
+    except ImportError:  # before the aggregate draw: every client draws its own noise
+        aggregate_noise_groups = None
+        per_client_noise = True
+    split = dict.fromkeys(["data", "noise", "clip+rotate+round+sum"], float("inf"))
+    for _ in range(5):
         rng = block_rng(1, 1, 0)
-        t = time.perf_counter()
+        t = time.process_time()
         x = client_vectors(1, ids, dim, 1.0)
-        t1 = time.perf_counter()
-        noise = draw_noise("ddg", p.sigma_int, BLOCK * p.padded_dim, rng).reshape(BLOCK, -1)
-        t2 = time.perf_counter()
-        v = codec.encode(x, noise=noise, rng=rng)
-        t3 = time.perf_counter()
-        zq.sum_mod(v, 32)
-        t4 = time.perf_counter()
-        for key, dt in zip(split, (t1 - t, t2 - t1, t3 - t2, t4 - t3), strict=True):
+        t1 = time.process_time()
+        noise = None
+        if per_client_noise:
+            noise = draw_noise("ddg", p.sigma_int, BLOCK * p.padded_dim, rng).reshape(BLOCK, -1)
+        t2 = time.process_time()
+        if hasattr(codec, "encode_sum"):
+            codec.encode_sum(x, keep=keep, noise=noise, rng=rng)
+        else:
+            zq.sum_mod(codec.encode(x, noise=noise, rng=rng), 32)
+        t3 = time.process_time()
+        for key, dt in zip(split, (t1 - t, t2 - t1, t3 - t2), strict=True):
             split[key] = min(split[key], dt / BLOCK)
+    if not per_client_noise:
+        from secagg_dp.noise.aggregate import sample_noise_sum
+
+        t = time.process_time()
+        sample_noise_sum("ddg", p.sigma_int, participants, p.padded_dim, rng=block_rng(1, 1, 1))
+        split["noise"] = (time.process_time() - t) / participants
     return split
+
+
+def inprocess_round(n: int, dim: int, checkin: float) -> dict[str, float]:
+    """One ideal round in this process (``simulations.runner.aggregate_round``, the function the command runs,
+    in-process executor), wall and CPU seconds, with the randomness floor timed just before and after in both
+    units (the lower of the two floor measurements)."""
+    from simulations.executors import InProcessExecutor
+    from simulations.runner import aggregate_round, plan
+
+    small = _round_config(2000, dim, checkin)  # warm-up on a small round: imports, caches (not timed)
+    aggregate_round(small, plan(small, 1), 1, 1, None, InProcessExecutor(), "ideal")
+    cfg = _round_config(n, dim, checkin)
+    p = plan(cfg, 1)
+    floors = [randomness_floor(p.padded_dim)]
+    w, c = time.perf_counter(), time.process_time()
+    ra = aggregate_round(cfg, p, 1, 2, None, InProcessExecutor(), "ideal")
+    wall, cpu = time.perf_counter() - w, time.process_time() - c
+    floors.append(randomness_floor(p.padded_dim))
+    k = len(ra.ids)
+    return {
+        "participants": k,
+        "wall": wall,
+        "cpu": cpu,
+        "floor_wall": min(f[0] for f in floors) * k,
+        "floor_cpu": min(f[1] for f in floors) * k,
+        "client_noise": float(getattr(ra.spec, "client_noise", True)),
+    }
+
+
+def randomness_floor(padded_dim: int, rows: int = 256, reps: int = 5) -> tuple[float, float]:
+    """Seconds (wall, CPU) per participant of drawing two AES-CTR uniforms per padded coordinate (best of reps)."""
+    from simulations.clients import block_rng
+
+    rng = block_rng(1, 1, 0)
+    out = np.empty((rows, padded_dim))
+    wall = cpu = float("inf")
+    for _ in range(reps):
+        w, c = time.perf_counter(), time.process_time()
+        rng.random(out=out)
+        rng.random(out=out)
+        wall, cpu = min(wall, time.perf_counter() - w), min(cpu, time.process_time() - c)
+    return wall / rows, cpu / rows
+
+
+def report_inprocess(label: str, r: dict[str, float], split: dict[str, float] | None) -> None:
+    print(f"\n{label}")
+    k = int(r["participants"])
+    print(
+        f"  participants {k}; round wall {r['wall']:.2f} s, CPU {r['cpu']:.2f} s "
+        f"({1e6 * r['cpu'] / k:.1f} us CPU per participant); noise "
+        + ("per client" if r["client_noise"] else "one aggregate draw")
+    )
+    if split is not None:
+        per = sum(split.values())
+        print(
+            "  stages, CPU per participant (one block, this process): "
+            + ", ".join(f"{key} {v * 1e6:.1f} us ({100 * v / per:.0f} %)" for key, v in split.items())
+        )
+    print(
+        "  randomness floor (2 AES-CTR uniforms per coordinate) "
+        f"CPU {r['floor_cpu']:.2f} s, wall {r['floor_wall']:.2f} s"
+    )
+    print(f"  round / randomness floor: CPU {r['cpu'] / r['floor_cpu']:.1f}x, wall {r['wall'] / r['floor_wall']:.1f}x")
 
 
 def report(label: str, doc: dict, dim: int, split: dict[str, float] | None) -> None:
@@ -217,7 +319,7 @@ def report(label: str, doc: dict, dim: int, split: dict[str, float] | None) -> N
     if split is not None:
         per = sum(split.values())
         print(
-            "  client stage per participant (one block, this process): "
+            "  client stage, CPU per participant (one block, this process): "
             + ", ".join(f"{k} {v * 1e6:.1f} us ({100 * v / per:.0f} %)" for k, v in split.items())
         )
     padded = 1 << (dim - 1).bit_length()
@@ -351,6 +453,8 @@ def main() -> None:
         help="SecAgg+ round on the in-process vs the Dask client pool: client CPU per stage and shard",
     )
     ap.add_argument("--timeout", type=float, default=3600.0, help="per case, seconds")
+    ap.add_argument("--no-cli", action="store_true", help="ideal: only the round in this process (no command)")
+    ap.add_argument("--no-inprocess", action="store_true", help="ideal: only the command in a fresh process")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; python {sys.version.split()[0]}")
     if args.startup:
@@ -359,7 +463,12 @@ def main() -> None:
     for n in args.pool:
         pool_split(n, args.dim, args.neighbours)
     for n in args.ideal:
-        split = client_split(args.dim, n)
+        split = client_split(args.dim, n, args.checkin)
+        if not args.no_inprocess:
+            r = inprocess_round(n, args.dim, args.checkin)
+            report_inprocess(f"ideal round in this process (aggregate_round): n = {n}, p = {args.checkin}", r, split)
+        if args.no_cli:
+            continue
         doc = run_cli(ideal_overrides(n, args.dim, args.checkin), [], args.timeout)
         report(f"ideal, in-process: n = {n}, p = {args.checkin}", doc, args.dim, split)
         if args.dask:

@@ -38,6 +38,7 @@ from simulations.clients import (
     chunks_of,
     client_truth,
     make_codec,
+    noise_rng,
     run_blocks,
 )
 from simulations.config import SimConfig
@@ -63,7 +64,9 @@ SIGMA_INT_MAX = SIGMA_MAX
 SEED_DERIVATION = (
     "numpy SeedSequence(root, spawn_key=...): data (0, ...) [mean: PCG64 of (0, 1), client i from draw i*2^70]; "
     "round r check-in (1, r, 0), dropouts (1, r, 1) [PCG64], public rotation seed (1, r, 2), protocol seed "
-    "(1, r, 3), participant block b (1, r, 4, b) [config 'rng': AES-CTR (randomgen AESCounter) or PCG64]"
+    "(1, r, 3), participant block b (1, r, 4, b) [config 'rng': AES-CTR (randomgen AESCounter) or PCG64], "
+    "ideal mode: the included clients' noise summed as one draw (1, r, 5) [config 'rng'] where exact "
+    "(Skellam) or within total variation 2^-60 (discrete Gaussian), else per client in the blocks"
 )
 _DRAW_CHUNK = 1 << 20  # check-in coins drawn per call: bounded memory at n = 10^7 (same stream as one call)
 
@@ -425,8 +428,39 @@ class RoundAggregate:
         return {s: int(counts[i]) for i, s in enumerate(aggregators.STAGES)}
 
 
-def aggregate_round(cfg: SimConfig, p: Plan, root: int, r: int, model: Any, executor: Any, mode: str) -> RoundAggregate:
-    """Check-in, dropouts, client encoding and the modular sum of round ``r`` in ``mode`` (ideal|crypto)."""
+def aggregate_noise_groups(cfg: SimConfig, p: Plan, included: int) -> list[int] | None:
+    """How the ideal aggregator draws the included clients' noise: group sizes of one draw each, or None.
+
+    None: every client adds its own noise in its block (the crypto mode always; the ideal mode for logreg with
+    per-sample noise, whose noise feeds the local steps, and where the discrete Gaussian TV bound is not below
+    2^-60, i.e. tiny sigma). Otherwise the sum of the ``included`` clients' noise is drawn directly
+    (:func:`secagg_dp.noise.aggregate.noise_sum_plan`): the same law for Skellam, within total variation
+    2^-60 of it for the discrete Gaussian.
+    """
+    if cfg.task.name != "mean" and cfg.privacy.unit != "client":
+        return None
+    from secagg_dp.noise.aggregate import noise_sum_plan
+
+    return noise_sum_plan(cfg.privacy.mechanism, p.sigma_int, included, p.padded_dim)
+
+
+def aggregate_round(
+    cfg: SimConfig,
+    p: Plan,
+    root: int,
+    r: int,
+    model: Any,
+    executor: Any,
+    mode: str,
+    *,
+    aggregate_noise: bool = True,
+) -> RoundAggregate:
+    """Check-in, dropouts, client encoding and the modular sum of round ``r`` in ``mode`` (ideal|crypto).
+
+    In the ideal mode with ``aggregate_noise`` (the default) the included clients' noise is one draw of its
+    sum where :func:`aggregate_noise_groups` allows it; ``aggregate_noise=False`` keeps per-client noise (then
+    the ideal sum equals the crypto mode's bit for bit, see :func:`aggregate_both_modes`).
+    """
     t0 = time.perf_counter()
     secs: dict[str, float] = {}
     ids = select_participants(cfg, root, r)
@@ -436,6 +470,7 @@ def aggregate_round(cfg: SimConfig, p: Plan, root: int, r: int, model: Any, exec
     t = cfg.secagg.threshold_for(len(ids))
     counts = np.bincount(stages, minlength=len(aggregators.STAGES) + 1)[: len(aggregators.STAGES)]
     secs["checkin"] = time.perf_counter() - t0
+    groups = aggregate_noise_groups(cfg, p, len(included)) if mode == "ideal" and aggregate_noise else None
     spec = RoundSpec(
         task=cfg.task.name,
         round=r,
@@ -455,6 +490,7 @@ def aggregate_round(cfg: SimConfig, p: Plan, root: int, r: int, model: Any, exec
         model=model,
         unit=cfg.privacy.unit,
         generator=cfg.rng,
+        client_noise=groups is None,
     )
     aggregate = truth = comm = None
     t1 = time.perf_counter()
@@ -466,6 +502,13 @@ def aggregate_round(cfg: SimConfig, p: Plan, root: int, r: int, model: Any, exec
             for pt in parts:  # in chunk order: the float truth is summed in the same order on every executor
                 aggregate = zq.add_mod(aggregate, pt[1], cfg.secagg.bits)
                 truth = pt[2] if truth is None else truth + pt[2]
+            if groups is not None:  # the included clients' noise, summed: one draw per coordinate and group
+                from secagg_dp.noise.aggregate import sample_noise_sum
+
+                noise = sample_noise_sum(
+                    cfg.privacy.mechanism, p.sigma_int, len(included), p.padded_dim, rng=noise_rng(root, r, cfg.rng)
+                )
+                aggregate = zq.add_mod(aggregate, zq.wrap_int64(noise, cfg.secagg.bits), cfg.secagg.bits)
         secs["clients"] = time.perf_counter() - t1
     else:
         survivors = None
@@ -555,13 +598,16 @@ def _one_round(cfg, p: Plan, task, model, root: int, r: int, executor, acct) -> 
 def aggregate_both_modes(
     cfg: SimConfig, round_: int = 1, executor: Any = None
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """The round's modular sum from the ideal aggregator and from the full protocol, same seeds."""
+    """The round's modular sum from the ideal aggregator and from the full protocol, same seeds.
+
+    The ideal side keeps per-client noise (``aggregate_noise=False``), so both sums are equal bit for bit.
+    """
     from simulations.executors import InProcessExecutor
 
     root = cfg.seed if cfg.seed is not None else 0
     p = plan(cfg, root)
     model = make_task(cfg).init_model(root)
     ex = executor or InProcessExecutor()
-    ideal = aggregate_round(cfg, p, root, round_, model, ex, "ideal").aggregate
+    ideal = aggregate_round(cfg, p, root, round_, model, ex, "ideal", aggregate_noise=False).aggregate
     crypto = aggregate_round(cfg, p, root, round_, model, ex, "crypto").aggregate
     return ideal, crypto

@@ -4,6 +4,8 @@
 * :func:`sample_discrete_gaussian_exact` — the same algorithm in exact rational arithmetic (slow, exact).
 * :func:`sample_skellam` — Poisson(v/2) − Poisson(v/2).
 * pmfs and log-pmfs normalised to double precision.
+* :mod:`secagg_dp.noise.aggregate` — the sum of K parties' noise as one draw (exact for Skellam, within a
+  proven total-variation bound for the discrete Gaussian).
 
 Randomness: ``rng=None`` means a fresh AES-CTR generator seeded from OS entropy
 (:func:`secagg_dp.rng.resolve_rng`); pass a seeded ``np.random.Generator`` for reproducibility.

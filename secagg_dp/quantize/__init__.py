@@ -4,7 +4,7 @@ Kairouz, Liu & Steinke 2021 (arXiv:2102.06387); seed paper 002 (Wang & Jia), Sec
 """
 
 from secagg_dp.quantize.codec import ZqCodec, clip_l2
-from secagg_dp.quantize.hadamard import fwht, next_pow2, rademacher_signs, rotate, unrotate
+from secagg_dp.quantize.hadamard import fwht, fwht_butterfly, next_pow2, rademacher_signs, rotate, sylvester, unrotate
 from secagg_dp.quantize.rounding import (
     conditional_round,
     rounded_l1_bound,
@@ -18,6 +18,8 @@ __all__ = [
     "ZqCodec",
     "clip_l2",
     "fwht",
+    "fwht_butterfly",
+    "sylvester",
     "next_pow2",
     "rademacher_signs",
     "rotate",

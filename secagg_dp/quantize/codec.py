@@ -23,8 +23,14 @@ import numpy as np
 
 from secagg_dp._validate import check_finite_array, check_int, check_real
 from secagg_dp.errors import ParameterError
-from secagg_dp.quantize.hadamard import next_pow2, rademacher_signs, rotate, unrotate
-from secagg_dp.quantize.rounding import conditional_round, rounded_l1_bound, rounded_l2_bound, shrink_to_norm
+from secagg_dp.quantize.hadamard import hadamard_rows, next_pow2, rademacher_signs, rotate, unrotate
+from secagg_dp.quantize.rounding import (
+    _EPS,
+    _conditional_round_rows,
+    _shrink_rows_inplace,
+    rounded_l1_bound,
+    rounded_l2_bound,
+)
 from secagg_dp.quantize.scale import DEFAULT_BETA, MAX_CLIP_SCALE, WrapBound, scale_for, wrap_around_bound
 from secagg_dp.rng import resolve_rng
 from secagg_dp.zq import add_mod, centered, check_bits, check_residues, wrap_int64
@@ -130,14 +136,41 @@ class ZqCodec:
         y = check_finite_array("y", y, length=self.padded_dim)
         return unrotate(y, self._signs)[..., : self.dim]
 
+    def _clip_rotate_scale(self, a: np.ndarray) -> np.ndarray:
+        """s·R·pad(clip(x)) for checked float64 rows ``a`` (2-D), with exact ‖row‖₂ ≤ C = c·s (shape (n, d)).
+
+        One pass computes the row norms; the clip factor min(1, c/‖x‖), the scale s and the signs ε of D
+        are applied while padding (with the 1/√d of the orthonormal H), then the Sylvester matrix by
+        :func:`~secagg_dp.quantize.hadamard.hadamard_rows`. The factor carries an extra (1 − 2γ),
+        γ = 4(d + 2)·2^-53, so that float error in the rotation (relative ~1e-15) leaves every row below
+        :func:`shrink_to_norm`'s target C(1 − γ); its exact-norm guard still runs (in place) and rescales
+        any row that is not. The same map as ``s·rotate(clip_l2(x))`` up to a relative 2γ (3e-12 at d = 1024).
+        """
+        n = a.shape[0]
+        gamma = 4.0 * (self.padded_dim + 2) * _EPS
+        norms = np.sqrt(np.einsum("ij,ij->i", a, a))
+        unit = self.scale * (1.0 - 2.0 * gamma) / math.sqrt(self.padded_dim)  # s, the shrink and H's 1/√d
+        factor = unit * np.minimum(1.0, self.clip / np.where(norms > 0, norms, 1.0))
+        padded = np.empty((n, self.padded_dim))
+        padded[:, self.dim :] = 0.0
+        head = padded[:, : self.dim]
+        np.multiply(a, factor[:, None], out=head)
+        head *= self._signs[: self.dim]
+        y = hadamard_rows(padded)
+        _shrink_rows_inplace(y, self.clip * self.scale)  # exact ‖y‖₂ ≤ c·s despite float error
+        return y
+
+    def _quantize_rows(self, a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Conditionally rounded rows of checked float64 ``a`` (2-D), as integer-valued float64 (|x̃| ≤ Δ₂)."""
+        y = self._clip_rotate_scale(a)
+        return _conditional_round_rows(y, self.l2_sensitivity, rng, self.max_attempts)
+
     def quantize(self, x: np.ndarray, *, rng: np.random.Generator | None = None) -> np.ndarray:
         """Clip, rotate, scale and conditionally round: the int64 vector(s) x̃ with ‖x̃‖₂ ≤ Δ₂ (no noise, no wrap)."""
         rng = resolve_rng(rng)
-        arr = self._check_input(x)
-        y = self.rotate(clip_l2(arr, self.clip))
-        y *= self.scale
-        y = shrink_to_norm(y, self.clip * self.scale)  # exact ‖y‖₂ ≤ c·s despite float error
-        return conditional_round(y, self.l2_sensitivity, rng=rng, max_attempts=self.max_attempts)
+        arr = np.asarray(self._check_input(x), dtype=np.float64)
+        rows = self._quantize_rows(arr.reshape(-1, self.dim), rng)
+        return rows.astype(np.int64).reshape(arr.shape[:-1] + (self.padded_dim,))
 
     # ----- public codec ---------------------------------------------------------------------------
 
@@ -164,6 +197,53 @@ class ZqCodec:
             if z.shape != xq.shape:
                 raise ParameterError(f"Argument 'noise' must have shape {xq.shape}, not {z.shape}.")
             out = add_mod(out, wrap_int64(z, self.bits), self.bits)
+        return out
+
+    def encode_sum(
+        self,
+        x: np.ndarray,
+        *,
+        keep: np.ndarray | None = None,
+        noise: np.ndarray | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> np.ndarray:
+        """Σ_{kept rows} encode(x)_row mod q: the modular sum of a batch's encodings, shape (padded_dim,).
+
+        Equal bit for bit to ``zq.sum_mod(self.encode(x, noise=noise, rng=rng)[keep], bits)`` (the same draws
+        from ``rng``, in the same order: every row is rounded, kept or not, as every client of a real round
+        encodes), without wrapping each row: the int64 rows are summed mod 2^64 (q divides 2^64) and reduced
+        once. ``keep``: a boolean mask over the rows (None: all); ``noise``: int64 of shape (n, padded_dim).
+        """
+        arr = np.asarray(self._check_input(x), dtype=np.float64)
+        if arr.ndim != 2:
+            raise ParameterError(f"Argument 'x' must have shape (n_clients, {self.dim}), not {arr.shape}.")
+        n = arr.shape[0]
+        k = None
+        if keep is not None:
+            k = np.asarray(keep)
+            if k.dtype != np.bool_ or k.shape != (n,):
+                raise ParameterError(f"Argument 'keep' must be a boolean mask of shape ({n},).")
+        z = None
+        if noise is not None:
+            z = np.asarray(noise)
+            if z.dtype != np.int64:
+                raise ParameterError(f"Argument 'noise' must have dtype int64, not {z.dtype}.")
+            if z.shape != (n, self.padded_dim):
+                raise ParameterError(f"Argument 'noise' must have shape {(n, self.padded_dim)}, not {z.shape}.")
+        rows = self._quantize_rows(arr, resolve_rng(rng))
+        mask = np.uint64((1 << self.bits) - 1)
+        if z is None and n * (self.l2_sensitivity + 1.0) < 2.0**53:
+            # every |x̃_ij| ≤ Δ₂, so each partial sum is an integer below 2^53: the float64 sum is exact
+            if k is not None and not k.all():
+                rows[~k] = 0.0
+            exact: np.ndarray = rows.sum(axis=0).astype(np.int64).view(np.uint64) & mask
+            return exact
+        xq = rows.astype(np.int64).view(np.uint64)
+        if z is not None:
+            xq += z.view(np.uint64)  # mod 2^64, exact mod q
+        if k is not None and not k.all():
+            xq = xq[k]
+        out: np.ndarray = xq.sum(axis=0, dtype=np.uint64) & mask
         return out
 
     def decode(self, aggregate: np.ndarray) -> np.ndarray:

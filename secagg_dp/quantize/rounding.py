@@ -78,6 +78,21 @@ def shrink_to_norm(y: np.ndarray, norm_bound: float) -> np.ndarray:
     return y * factor
 
 
+def _shrink_rows_inplace(y: npt.NDArray[np.float64], norm_bound: float) -> None:
+    """:func:`shrink_to_norm` in place on a 2-D float64 array (the same γ, target and guarantee).
+
+    The row norms come from one ``einsum`` pass; Higham's bound γ_d on a d-term float inner product holds
+    for any order of summation, so the γ band of :func:`shrink_to_norm` covers it. Only rows above the
+    target are rescaled (none when the caller already shrank by more than γ, as the codec does).
+    """
+    gamma = 4.0 * (y.shape[-1] + 2) * _EPS
+    target = norm_bound * (1.0 - gamma)
+    norms = np.sqrt(np.einsum("ij,ij->i", y, y))
+    over = np.flatnonzero(norms > target)
+    if over.size:
+        y[over] *= (target / norms[over])[:, None]
+
+
 def stochastic_round(y: npt.ArrayLike, *, rng: np.random.Generator | None = None) -> npt.NDArray[np.int64]:
     """Unbiased randomized rounding: ⌊y⌋ + Bernoulli(y − ⌊y⌋), coordinatewise, returned as int64.
 
@@ -96,16 +111,16 @@ def stochastic_round(y: npt.ArrayLike, *, rng: np.random.Generator | None = None
     return out
 
 
-def _within(rows: npt.NDArray[np.int64], bound: float) -> npt.NDArray[np.bool_]:
-    """Exact test ‖row‖₂ ≤ bound for int64 rows (2-D), float fast path with an exact fallback.
+def _within(rows: npt.NDArray[np.int64] | npt.NDArray[np.float64], bound: float) -> npt.NDArray[np.bool_]:
+    """Exact test ‖row‖₂ ≤ bound for integer-valued rows (2-D, int64 or float64): float path, exact fallback.
 
     The float64 inner product of a row with itself has relative error ≤ γ_d ≈ d·2^-53 (Higham, Accuracy
     and Stability of Numerical Algorithms, 2nd ed. 2002, §3.1); we use a 4(d + 2)·2^-53 band, and rows
     whose float result falls inside it are decided with Python integers against the exact square of the
-    float ``bound``.
+    float ``bound``. Float64 rows must hold integers exactly (as :func:`_round_rows` makes them).
     """
     d = rows.shape[-1]
-    f = rows.astype(np.float64)
+    f = rows if rows.dtype == np.float64 else rows.astype(np.float64)
     sq = np.einsum("ij,ij->i", f, f)
     b2 = bound * bound
     band = 4.0 * (d + 2) * _EPS
@@ -116,6 +131,20 @@ def _within(rows: npt.NDArray[np.int64], bound: float) -> npt.NDArray[np.bool_]:
         for i in undecided:
             ok[i] = sum(int(v) * int(v) for v in rows[i].tolist()) <= exact_b2
     return ok
+
+
+def _round_rows(y: npt.NDArray[np.float64], rng: np.random.Generator) -> npt.NDArray[np.float64]:
+    """⌊y⌋ + Bernoulli(y − ⌊y⌋) per coordinate, as integer-valued float64 (the draws of :func:`stochastic_round`).
+
+    Consumes ``rng.random(y.shape)`` exactly as :func:`stochastic_round` does and gives the same integers
+    without the int64 conversion: below 2^53 in magnitude ⌊y⌋ + 1 is exact in float64, and from 2^53 on every
+    float64 is an integer, so y − ⌊y⌋ = 0 and nothing is added.
+    """
+    out = np.floor(y)
+    frac = np.subtract(y, out)
+    up = rng.random(y.shape)
+    out += up < frac
+    return out
 
 
 def conditional_round(
@@ -140,20 +169,30 @@ def conditional_round(
     y = np.asarray(y, dtype=np.float64)
     if y.ndim not in (1, 2):
         raise ParameterError(f"Argument 'y' must be 1-D or 2-D, not shape {y.shape}.")
+    if y.size and not (float(y.max()) < 2.0**62 and float(y.min()) > -(2.0**62)):
+        raise ParameterError("Argument 'y' must be finite with |y| < 2^62 to be rounded to int64.")
     y2 = y.reshape(1, -1) if y.ndim == 1 else y
-    out = np.empty(y2.shape, dtype=np.int64)
-    pending = np.arange(y2.shape[0])
-    for _ in range(max_attempts):
+    return _conditional_round_rows(y2, bound, rng, max_attempts).astype(np.int64).reshape(y.shape)
+
+
+def _conditional_round_rows(
+    y2: npt.NDArray[np.float64], bound: float, rng: np.random.Generator, max_attempts: int
+) -> npt.NDArray[np.float64]:
+    """:func:`conditional_round` of the rows of a checked 2-D array (|y| < 2^62), as integer-valued float64."""
+    r = _round_rows(y2, rng)  # first draw of every row, in place of the output
+    ok = _within(r, bound)
+    pending = np.flatnonzero(~ok)
+    for _ in range(max_attempts - 1):
         if pending.size == 0:
             break
-        r = stochastic_round(y2[pending], rng=rng)
-        ok = _within(r, bound)
-        out[pending[ok]] = r[ok]
-        pending = pending[~ok]
+        again = _round_rows(y2[pending], rng)
+        good = _within(again, bound)
+        r[pending[good]] = again[good]
+        pending = pending[~good]
     if pending.size:
         raise RoundingError(
             f"Conditional randomized rounding did not reach ‖x̃‖₂ ≤ {bound:.6g} for {pending.size} vector(s) "
             f"within max_attempts={max_attempts} draws. To fix, check that the input norm is at most the "
             "clip (the bound assumes it), raise 'max_attempts', or use a smaller 'beta' (β = 0 never rejects)."
         )
-    return out.reshape(y.shape)
+    return r

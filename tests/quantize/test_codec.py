@@ -252,3 +252,43 @@ def test_wrap_bound_is_an_upper_bound_empirically() -> None:
         wrapped += int(np.sum((total < -(2 ** (bits - 1))) | (total >= 2 ** (bits - 1))))
     p_hat = wrapped / (trials * codec.padded_dim)
     assert 0 < p_hat <= wb.per_coordinate
+
+
+@pytest.mark.parametrize("bits", [16, 40, 62])
+def test_encode_sum_equals_sum_of_encoded_rows_bit_for_bit(bits: int) -> None:
+    # The ideal aggregator's fast path: the same draws as encode(), summed without wrapping each row.
+    codec = ZqCodec(37, bits, 1.0, 50.0, rotation_seed=4)
+    x = np.random.default_rng(1).normal(size=(9, 37))
+    noise = np.random.default_rng(2).integers(-(2**40), 2**40, size=(9, 64))
+    keep = np.array([True, False, True, True, False, True, True, True, False])
+    for z, k in ((None, None), (noise, None), (noise, keep), (None, keep)):
+        rows = codec.encode(x, noise=z, rng=np.random.default_rng(3))
+        want = sum_mod(rows if k is None else rows[k], bits)
+        got = codec.encode_sum(x, keep=k, noise=z, rng=np.random.default_rng(3))
+        assert got.dtype == np.uint64 and np.array_equal(got, want)
+    with pytest.raises(ParameterError, match="keep"):
+        codec.encode_sum(x, keep=keep[:3])
+    with pytest.raises(ParameterError, match="'x'"):
+        codec.encode_sum(x[0])
+    with pytest.raises(ParameterError, match="noise"):
+        codec.encode_sum(x, noise=noise.astype(np.int32))
+
+
+def test_quantize_equals_the_stepwise_pipeline() -> None:
+    # clip -> pad -> R = H D (dense scipy Hadamard) -> scale, then conditional rounding: the fused path rounds
+    # the same vector up to float64 rounding, so with the same uniforms it gives the same integers except where
+    # a coordinate's fraction lies within ~1e-9 of a uniform (never, for this seed).
+    import scipy.linalg
+
+    from secagg_dp.quantize import conditional_round, rademacher_signs
+
+    codec = ZqCodec(20, 30, 2.0, 1000.0, rotation_seed=8)
+    x = np.random.default_rng(5).normal(size=(6, 20)) * 3.0
+    xc = clip_l2(x, 2.0)
+    padded = np.zeros((6, 32))
+    padded[:, :20] = xc
+    dense = scipy.linalg.hadamard(32) / np.sqrt(32) @ np.diag(rademacher_signs(8, 32))
+    y = padded @ dense.T * 1000.0
+    want = conditional_round(y, codec.l2_sensitivity, rng=np.random.default_rng(6))
+    got = codec.quantize(x, rng=np.random.default_rng(6))
+    assert np.array_equal(got, want)

@@ -9,17 +9,56 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from secagg_dp.errors import ParameterError
-from secagg_dp.quantize import ZqCodec, fwht, next_pow2, rademacher_signs, rotate, unrotate
+from secagg_dp.quantize import (
+    ZqCodec,
+    fwht,
+    fwht_butterfly,
+    next_pow2,
+    rademacher_signs,
+    rotate,
+    sylvester,
+    unrotate,
+)
 
 
-@pytest.mark.parametrize("log_d", range(0, 11))
-def test_fwht_matches_dense_sylvester_hadamard(log_d: int) -> None:
-    # Oracle: scipy.linalg.hadamard builds the Sylvester matrix entry by entry, independent of our butterflies.
+@pytest.mark.parametrize("transform", [fwht, fwht_butterfly])
+@pytest.mark.parametrize("log_d", range(0, 13))
+def test_fwht_matches_dense_sylvester_hadamard(transform, log_d: int) -> None:  # noqa: ANN001
+    # Oracle: scipy.linalg.hadamard builds the Sylvester matrix entry by entry, independent of our butterflies
+    # and of our Kronecker factors.
     d = 1 << log_d
     h = scipy.linalg.hadamard(d).astype(np.float64) / np.sqrt(d)
     x = np.random.default_rng(log_d).normal(size=(3, d))
-    np.testing.assert_allclose(fwht(x), x @ h.T, rtol=0, atol=1e-12 * max(1.0, np.sqrt(d)))
-    np.testing.assert_allclose(fwht(x[0]), h @ x[0], rtol=0, atol=1e-12 * max(1.0, np.sqrt(d)))
+    np.testing.assert_allclose(transform(x), x @ h.T, rtol=0, atol=1e-12 * max(1.0, np.sqrt(d)))
+    np.testing.assert_allclose(transform(x[0]), h @ x[0], rtol=0, atol=1e-12 * max(1.0, np.sqrt(d)))
+
+
+@pytest.mark.parametrize("log_d", [0, 1, 5, 10, 12, 13, 15])
+def test_kronecker_fwht_equals_butterfly_to_rounding(log_d: int) -> None:
+    # Both compute ±1 combinations of the inputs, in a different order of additions: each output differs by
+    # at most a few ulps of the row norm (log2(d) + 2 roundings of sums bounded by ||x||_1 / sqrt(d)).
+    d = 1 << log_d
+    x = np.random.default_rng(100 + log_d).normal(size=(4, 2, d)) * 1e3
+    a, b = fwht(x), fwht_butterfly(x)
+    assert a.shape == b.shape == x.shape
+    bound = (log_d + 2) * 2.0**-52 * np.abs(x).sum(axis=-1, keepdims=True) / np.sqrt(d)
+    assert np.all(np.abs(a - b) <= bound)
+    np.testing.assert_array_equal(fwht(np.ones(d)) * np.sqrt(d), np.eye(d)[0] * d)  # H·1 = d·e_0 exactly
+
+
+@pytest.mark.parametrize("d", [1, 2, 4, 32, 64, 4096])
+def test_sylvester_is_scipy_hadamard(d: int) -> None:
+    np.testing.assert_array_equal(sylvester(d), scipy.linalg.hadamard(d))
+    with pytest.raises(ParameterError):
+        sylvester(3)
+
+
+def test_fwht_does_not_modify_input_and_long_vectors_take_butterfly_stages() -> None:
+    x = np.random.default_rng(9).normal(size=(2, 1 << 14))
+    keep = x.copy()
+    y = fwht(x)
+    np.testing.assert_array_equal(x, keep)
+    np.testing.assert_allclose(fwht(y), x, atol=1e-12)  # H is its own inverse
 
 
 def test_rotation_matches_dense_h_times_d() -> None:

@@ -25,8 +25,8 @@ def _reference_client_vector(root: int, cid: int, dim: int, clip: float) -> np.n
     mu /= np.linalg.norm(mu)
     bg = np.random.PCG64(np.random.SeedSequence(root, spawn_key=(0, 1)))
     bg.advance(cid * (1 << 70))
-    v = mu + np.random.Generator(bg).standard_normal(dim) * (1.0 / np.sqrt(dim))
-    return clip * v / np.sqrt(np.sum(v * v))
+    v = np.random.Generator(bg).standard_normal(dim) + mu * np.sqrt(dim)  # sqrt(d)·(mu + g), g ~ N(0, I/d)
+    return v * (clip / np.sqrt(np.einsum("ij,ij->i", v[None], v[None])[0]))  # the same float inner product
 
 
 def test_client_vectors_equal_per_client_reference_bit_for_bit():
@@ -62,8 +62,9 @@ def test_checkin_chunked_equals_one_call(monkeypatch):
     assert got.tolist() == [i for i in range(95) if coins[i]]
 
 
+@pytest.mark.parametrize("per_client_noise", [False, True])
 @pytest.mark.parametrize("generator", ["aes-counter", "pcg64"])
-def test_ideal_round_equals_per_block_reference(generator):
+def test_ideal_round_equals_per_block_reference(generator, per_client_noise):
     # dropout small enough for the active-mode threshold t > 2n/3 to survive the three dropout stages
     cfg = small_config(
         population={"clients": 700, "checkin": 0.8, "dropout": 0.05},
@@ -72,7 +73,8 @@ def test_ideal_round_equals_per_block_reference(generator):
     )
     root, r = 11, 2
     p = plan(cfg, root)
-    ra = aggregate_round(cfg, p, root, r, None, InProcessExecutor(), "ideal")
+    ra = aggregate_round(cfg, p, root, r, None, InProcessExecutor(), "ideal", aggregate_noise=not per_client_noise)
+    assert ra.spec.client_noise is per_client_noise
     assert len(ra.ids) > 2 * BLOCK  # several blocks, a ragged last one
     codec = make_codec(p.dim, 40, cfg.privacy.clip, p.scale, ra.spec.rotation_seed, cfg.privacy.beta)
     included = set(ra.included.tolist())
@@ -82,12 +84,22 @@ def test_ideal_round_equals_per_block_reference(generator):
         rng = np.random.Generator(AESCounter(seq) if generator == "aes-counter" else np.random.PCG64(seq))
         ids = ra.ids[lo : lo + BLOCK].tolist()
         x = np.stack([_reference_client_vector(root, c, p.dim, cfg.privacy.clip) for c in ids])
-        noise = sample_discrete_gaussian(p.sigma_int, len(ids) * p.padded_dim, rng=rng).reshape(len(ids), -1)
+        noise = None
+        if per_client_noise:
+            noise = sample_discrete_gaussian(p.sigma_int, len(ids) * p.padded_dim, rng=rng).reshape(len(ids), -1)
         rows = codec.encode(x, noise=noise, rng=rng)
         for c, row, xi in zip(ids, rows, x, strict=True):
             if c in included:
                 total = total + np.array([int(v) for v in row], dtype=object)  # Python ints: no wrap
                 truth += xi
+    if not per_client_noise:  # the included clients' noise as one N_Z(0, K sigma^2) draw from stream (1, r, 5)
+        seq = np.random.SeedSequence(root, spawn_key=(1, r, 5))
+        rng = np.random.Generator(AESCounter(seq) if generator == "aes-counter" else np.random.PCG64(seq))
+        # in groups of g clients, g = floor(1e12 / sigma^2) (at least 1), so that sigma * sqrt(g) <= 1e6
+        k, g = len(included), max(1, int(1e12 / p.sigma_int**2 * (1 - 1e-9)))
+        for size in [g] * (k // g) + ([k % g] if k % g else []):
+            draw = sample_discrete_gaussian(p.sigma_int * np.sqrt(size), p.padded_dim, rng=rng)
+            total = total + np.array([int(v) for v in draw], dtype=object)
     assert [int(v) for v in ra.aggregate] == [int(v) % (1 << 40) for v in total]
     assert np.allclose(ra.truth, truth, rtol=0, atol=1e-9)
     assert 0 < len(included) < len(ra.ids)
@@ -120,3 +132,13 @@ def test_cli_parser_imports_no_numerical_stack():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_tune_allocator_is_once_per_process_and_harmless():
+    from simulations.clients import tune_allocator
+
+    first = tune_allocator()
+    assert isinstance(first, bool) and tune_allocator() is first  # cached: applied once
+    if sys.platform.startswith("linux"):
+        assert first  # glibc's mallopt accepted both settings
+    assert np.ones((128, 1024)).sum() == 128 * 1024  # allocations still work
