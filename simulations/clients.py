@@ -33,6 +33,8 @@ __all__ = [
     "draw_noise",
     "run_blocks",
     "client_truth",
+    "noise_master",
+    "noise_schedule",
 ]
 
 # spawn-key purposes under (1, round, purpose[, client]) — documented in results.json "seeds"
@@ -67,6 +69,12 @@ class RoundSpec:
     model: np.ndarray | None = None
     unit: str = "client"  # logreg: "client" (clip the update, noise once) or "sample" (DP-SGD steps)
     generator: str = "aes-counter"  # the block generator: "aes-counter" | "pcg64"
+    # add-then-remove noise (privacy.noise_enforcement): the round's schedule (target variance in the sum,
+    # roster size N, tolerance) and the groups whose components stay in the client's own vector: the groups
+    # kept after removal (ideal mode: the removal is applied here), or () (crypto mode: the protocol client
+    # adds every group and the server removes them). None: no enforcement.
+    enforcement: tuple[float, int, float] | None = None
+    kept_groups: tuple[int, ...] = ()
 
 
 @functools.lru_cache(maxsize=16)
@@ -119,11 +127,45 @@ def draw_noise(mechanism: str, sigma_int: float, size: int, rng: np.random.Gener
     return sample_skellam(sigma_int**2, size, rng=rng)
 
 
+def noise_master(root_seed: int, round_: int, client: int) -> bytes:
+    """Client ``client``'s 32-byte add-then-remove master seed in round ``round_`` of a simulation: HKDF of
+    the root seed (simulation only; a deployed client draws it from ``os.urandom``)."""
+    from secagg_dp.crypto import kdf
+
+    info = kdf.context(kdf.LABEL_SIM_NOISE_MASTER, b"", round_, client)
+    return kdf.derive(int(root_seed).to_bytes(32, "big"), info=info)
+
+
+def noise_schedule(spec: RoundSpec):  # noqa: ANN201  (a NoiseSchedule, or None without enforcement)
+    """The round's :class:`~secagg_dp.noise.add_then_remove.NoiseSchedule` (None without enforcement)."""
+    if spec.enforcement is None:
+        return None
+    from secagg_dp.noise.add_then_remove import NoiseSchedule
+
+    target, roster, tolerance = spec.enforcement
+    return NoiseSchedule(target, roster, tolerance)
+
+
+def _client_noise(spec: RoundSpec, ids: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
+    """One int64 noise row per client: the mechanism's draw, or with enforcement level 0 plus the kept groups
+    from each client's master seed (deterministic, so the protocol's removal matches bit for bit)."""
+    schedule = noise_schedule(spec)
+    if schedule is None:
+        return draw_noise(spec.mechanism, spec.sigma_int, len(ids) * size, rng).reshape(len(ids), size)
+    from secagg_dp.noise.add_then_remove import client_noise
+
+    rows = [
+        client_noise(schedule, noise_master(spec.root_seed, spec.round, int(c)), size, keep=spec.kept_groups)
+        for c in ids
+    ]
+    return np.stack(rows) if rows else np.zeros((0, size), dtype=np.int64)
+
+
 def _encode_mean(spec: RoundSpec, codec, ids: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     from simulations.tasks.mean import client_vectors
 
     x = client_vectors(spec.root_seed, ids, spec.dim, spec.clip)
-    noise = draw_noise(spec.mechanism, spec.sigma_int, len(ids) * codec.padded_dim, rng).reshape(len(ids), -1)
+    noise = _client_noise(spec, ids, codec.padded_dim, rng)
     return codec.encode(x, noise=noise, rng=rng), x
 
 
@@ -145,7 +187,7 @@ def _encode_logreg_client(spec: RoundSpec, codec, cid: int, rng: np.random.Gener
                     * per_sample_gradients(w, x[chosen], y[chosen]).sum(axis=0)
                     / (spec.sample_rate * m)
                 )
-        noise = draw_noise(spec.mechanism, spec.sigma_int, codec.padded_dim, rng)
+        noise = _client_noise(spec, np.array([cid]), codec.padded_dim, rng)[0]
         return codec.encode(w - spec.model, noise=noise, rng=rng)
     total = np.zeros(codec.padded_dim, dtype=np.uint64)
     for step in range(spec.local_steps):

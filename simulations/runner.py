@@ -456,6 +456,8 @@ def aggregate_round(cfg: SimConfig, p: Plan, root: int, r: int, model: Any, exec
         unit=cfg.privacy.unit,
         generator=cfg.rng,
     )
+    if cfg.privacy.noise_enforcement == "add-then-remove":
+        spec = _enforced_spec(cfg, p, spec, stages, len(included), mode)
     aggregate = truth = comm = None
     t1 = time.perf_counter()
     if mode == "ideal":
@@ -512,6 +514,26 @@ def aggregate_round(cfg: SimConfig, p: Plan, root: int, r: int, model: Any, exec
             truth = client_truth(spec, included)
         secs["secagg"] = time.perf_counter() - t2
     return RoundAggregate(ids, stages, included, t, spec, aggregate, truth, secs, comm)
+
+
+def _enforced_spec(cfg: SimConfig, p: Plan, spec: RoundSpec, stages: np.ndarray, included: int, mode: str) -> RoundSpec:
+    """The round's add-then-remove schedule: roster N = the clients that advertised keys (did not drop at
+    advertise_keys), d = N - (inputs in the sum), target mu = K_exp sigma_int^2. Ideal mode applies the removal
+    the server would make (each client keeps level 0 and the groups not removable at d); crypto mode keeps
+    level 0 only in the client's input and lets the protocol add and remove the groups."""
+    from dataclasses import replace
+
+    from secagg_dp.noise.add_then_remove import NoiseSchedule
+    from simulations.privacy import enforced_target_variance
+
+    roster = max(int(np.count_nonzero(stages >= 1)), 1)
+    target, tolerance = enforced_target_variance(p), cfg.privacy.dropout_tolerance
+    schedule = NoiseSchedule(target, roster, tolerance)
+    kept: tuple[int, ...] = ()
+    if mode == "ideal":
+        gone = set(schedule.removable(min(max(roster - included, 0), roster)))
+        kept = tuple(g for g in range(1, schedule.groups + 1) if g not in gone)
+    return replace(spec, enforcement=(target, roster, tolerance), kept_groups=kept)
 
 
 def _one_round(cfg, p: Plan, task, model, root: int, r: int, executor, acct) -> tuple[RoundRecord, Any]:

@@ -25,6 +25,7 @@ __all__ = [
     "LABEL_SIM_IDENTITY",
     "LABEL_NOISE_LEVEL_SEED",
     "LABEL_NOISE_COMPONENT",
+    "LABEL_SIM_NOISE_MASTER",
     "LABELS",
     "derive",
     "context",
@@ -39,6 +40,7 @@ LABEL_SIM_ROUND = b"secagg-dp/v1/simulation/round-id"
 LABEL_SIM_IDENTITY = b"secagg-dp/v1/simulation/identity-key"
 LABEL_NOISE_LEVEL_SEED = b"secagg-dp/v1/noise-level-seed"
 LABEL_NOISE_COMPONENT = b"secagg-dp/v1/noise-component-key"
+LABEL_SIM_NOISE_MASTER = b"secagg-dp/v1/simulation/noise-master-seed"
 LABELS = (
     LABEL_CHANNEL,
     LABEL_PAIRWISE_MASK,
@@ -49,6 +51,7 @@ LABELS = (
     LABEL_SIM_IDENTITY,
     LABEL_NOISE_LEVEL_SEED,
     LABEL_NOISE_COMPONENT,
+    LABEL_SIM_NOISE_MASTER,
 )
 
 

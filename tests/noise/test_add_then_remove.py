@@ -143,3 +143,13 @@ def test_bad_inputs_name_the_parameter() -> None:
         check_enforceable("ddg")
     with pytest.raises(ParameterError, match="group"):
         removed_noise(NoiseSchedule(1.0, 10, 0.3), {0: b"\x00" * 16}, 3)
+
+
+def test_large_group_variance_is_split_into_seeded_parts() -> None:
+    s = NoiseSchedule(3e9, 4, 0.5, "every")  # D = 2: group variances mu/12 and mu/6, above 1e8
+    assert max(s.group_variances) > 1e8
+    seeds = level_seeds(b"\x05" * 32, s.groups)
+    a = component(s, seeds[2], 2, 3000)
+    assert np.array_equal(a, component(s, seeds[2], 2, 3000))
+    # variance check: |s^2 / v - 1| within 6 standard errors sqrt(2/m) (false-failure rate < 1e-8, normal law)
+    assert abs(float(np.var(a)) / s.group_variances[1] - 1.0) < 6 * np.sqrt(2 / 3000)
