@@ -65,6 +65,10 @@ __all__ = [
     "NoiseSchedule",
     "check_enforceable",
     "level_seeds",
+    "next_level_seed",
+    "chain_from",
+    "noise_commitment",
+    "NoiseSpec",
     "sample_skellam_seeded",
     "seeded_skellam_pmf",
     "component",
@@ -186,16 +190,63 @@ class NoiseSchedule:
 
 
 def level_seeds(master: bytes, groups: int) -> list[bytes]:
-    """The 128-bit seeds of level 0 (index 0, never shared) and groups 1..``groups``, derived from one
-    32-byte ``master`` seed by HKDF-SHA256 with a distinct label per level: revealing some of them reveals
-    nothing about the others or the master (HKDF is a PRF in its info argument)."""
+    """The 128-bit seeds of level 0 (index 0, never shared) and groups 1..``groups``.
+
+    Level 0 and group 1 are HKDF-SHA256 of the 32-byte ``master`` with distinct labels; group g + 1 is
+    :func:`next_level_seed` of group g, a one-way chain: the seed of group g gives those of every group above
+    it (exactly what a removal at d reveals, the groups g*..G) and nothing about the groups below it or level 0
+    (HKDF is a PRF in its info argument and one-way in its key)."""
     if not isinstance(master, (bytes, bytearray)) or len(master) != MASTER_SEED_LEN:
         raise ParameterError(f"Argument 'master' must be {MASTER_SEED_LEN} bytes.")
     groups = check_int("groups", groups, lo=0)
-    return [
+    out = [
         kdf.derive(master, info=kdf.context(kdf.LABEL_NOISE_LEVEL_SEED, b"", g), length=LEVEL_SEED_LEN)
-        for g in range(groups + 1)
+        for g in range(min(groups, 1) + 1)
     ]
+    while len(out) <= groups:
+        out.append(next_level_seed(out[-1]))
+    return out
+
+
+def next_level_seed(seed: bytes) -> bytes:
+    """The seed of the next group up: HKDF-SHA256(seed, label ``noise-level-seed`` || "chain"), 128 bits."""
+    if not isinstance(seed, (bytes, bytearray)) or len(seed) != LEVEL_SEED_LEN:
+        raise ParameterError(f"Argument 'seed' must be {LEVEL_SEED_LEN} bytes.")
+    return kdf.derive(bytes(seed), info=kdf.context(kdf.LABEL_NOISE_LEVEL_SEED, b"chain"), length=LEVEL_SEED_LEN)
+
+
+def chain_from(seed: bytes, group: int, groups: int) -> dict[int, bytes]:
+    """``{g: seed of group g}`` for g = ``group``..``groups``, from the seed of group ``group``."""
+    group = check_int("group", group, lo=1)
+    out = {group: bytes(seed)}
+    for g in range(group + 1, check_int("groups", groups, lo=group) + 1):
+        out[g] = next_level_seed(out[g - 1])
+    return out
+
+
+def noise_commitment(top_seed: bytes, *, round_id: bytes, owner: int) -> bytes:
+    """SHA-256(label || round || owner || seed of the top group G): any group's seed, chained up to G, opens it
+    (the seed has 128 bits of entropy, so the digest hides it in the random-oracle model)."""
+    import hashlib
+
+    return hashlib.sha256(kdf.context(kdf.LABEL_NOISE_LEVEL_SEED, round_id, owner) + bytes(top_seed)).digest()
+
+
+@dataclass(frozen=True)
+class NoiseSpec:
+    """What a round's add-then-remove noise is, before the roster is known: target variance of the sum
+    (grid units), tolerance and grouping. :meth:`schedule` gives the schedule for a roster of N clients."""
+
+    target_variance: float
+    tolerance: float
+    grouping: str = "log2"
+
+    def __post_init__(self) -> None:
+        NoiseSchedule(self.target_variance, 1, self.tolerance, self.grouping)  # validates every field
+
+    def schedule(self, roster: int) -> NoiseSchedule:
+        """The :class:`NoiseSchedule` of a roster of ``roster`` clients."""
+        return NoiseSchedule(self.target_variance, roster, self.tolerance, self.grouping)
 
 
 @functools.lru_cache(maxsize=64)

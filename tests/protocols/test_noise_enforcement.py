@@ -1,0 +1,128 @@
+"""Add-then-remove noise in the protocol: exact sums after removal under dropouts at every stage (full graph
+and SecAgg+, both security modes), and an active server asking for more noise groups than the dropouts allow,
+refused by every honest client before it reveals anything."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import protocols.round as round_module
+from protocols import messages as m
+from protocols.pool import InProcessClientPool, seeded_sources, simulated_noise_master
+from protocols.round import run_pooled_round, run_secagg_round
+from protocols.server import SecAggServer
+from protocols.stages import ClientStage
+from secagg_dp import zq
+from secagg_dp.errors import AbortError
+from secagg_dp.noise.add_then_remove import NoiseSpec, client_noise
+
+BITS, DIM, N = 24, 40, 12
+SPEC = NoiseSpec(800.0, 0.25)  # D = floor(0.25 N)
+
+
+def _inputs(n: int = N) -> dict[int, np.ndarray]:
+    rng = np.random.default_rng(3)
+    return {i: rng.integers(0, 1 << 10, DIM).astype(np.uint64) for i in range(n)}
+
+
+def _expected(inputs, survivors, roster: int, seed: int, round_id: bytes) -> np.ndarray:
+    """Oracle: sum over the survivors of x_u plus the noise each keeps after removal at d = N - |survivors|
+    (level 0 and the groups not removable), regenerated from the seeded master seeds."""
+    sched = SPEC.schedule(roster)
+    gone = set(sched.removable(roster - len(survivors)))
+    keep = tuple(g for g in range(1, sched.groups + 1) if g not in gone)
+    total = 0 * np.zeros(DIM, dtype=object)
+    for u in sorted(survivors):
+        z = client_noise(sched, simulated_noise_master(seed, round_id, u), DIM, keep=keep)
+        total = total + inputs[u].astype(object) + z.astype(object)  # Python integers: an independent sum
+    return np.array([int(v) % (1 << BITS) for v in total], dtype=np.uint64)
+
+
+CASES = [
+    ("semi-honest", None, 4, {"masked_input": {3}}),
+    ("semi-honest", None, 4, {"advertise_keys": {0}, "share_keys": {2}, "masked_input": {3}, "unmasking": {5}}),
+    ("active", None, 9, {"masked_input": {3}, "unmasking": {5}}),
+    ("active", 8, 5, {"share_keys": {2}, "masked_input": {3}, "unmasking": {7}}),
+    ("semi-honest", 6, 4, {"advertise_keys": {1}, "masked_input": {3, 4}}),
+    ("semi-honest", None, 4, {"masked_input": {1, 2, 3, 4}}),  # d = 4 > D = 3: nothing removed (degraded)
+]
+
+
+@pytest.mark.parametrize(("security", "neighbours", "threshold", "drops"), CASES)
+def test_exact_sum_after_removal(security, neighbours, threshold, drops) -> None:
+    inputs, seed = _inputs(), 7
+    rid = seeded_sources(seed)[0]
+    res = run_secagg_round(
+        inputs,
+        modulus_bits=BITS,
+        threshold=threshold,
+        dropouts=drops,
+        neighbours=neighbours,
+        security=security,
+        seed=seed,
+        round_id=rid,
+        noise=SPEC,
+    )
+    roster = N - len(drops.get("advertise_keys", ()))
+    sched = SPEC.schedule(roster)
+    d = roster - len(res.survivors)
+    removable = sched.removable(d)
+    assert res.noise_removed == removable
+    assert (d >= sched.max_dropouts) == (removable == ())  # at d = D every level stays
+    assert np.array_equal(res.aggregate, _expected(inputs, res.survivors, roster, seed, rid))
+
+
+def test_without_noise_the_round_is_unchanged() -> None:
+    inputs = _inputs()
+    a = run_secagg_round(inputs, modulus_bits=BITS, threshold=9, seed=3, round_id=seeded_sources(3)[0])
+    assert a.noise_removed == () and np.array_equal(a.aggregate, zq.sum_mod(list(inputs.values()), BITS))
+
+
+class _GreedyServer(SecAggServer):
+    """An active server that asks every client for group ``GREEDY`` and above (more than d allows)."""
+
+    GREEDY = 1
+
+    def _unmask_requests(self, responders, sigs):  # noqa: ANN001, ANN202
+        out = super()._unmask_requests(responders, sigs)
+        self._noise_group = self.GREEDY
+        return [(u, dataclasses.replace(m.decode(b), noise_group=self.GREEDY).to_bytes()) for u, b in out]
+
+
+@pytest.mark.parametrize("greedy", [1, 2])
+@pytest.mark.parametrize(
+    ("security", "neighbours", "threshold"), [("active", None, 9), ("active", 8, 5), ("semi-honest", None, 4)]
+)
+def test_server_asking_for_more_noise_groups_is_refused_by_every_honest_client(
+    monkeypatch, security, neighbours, threshold, greedy
+) -> None:
+    """d = 2 roster members drop before their input, so groups 1 and 2 (levels 1 and 2, part of the target
+    noise) must stay; the server asks for one of them anyway. Every client that receives the request refuses
+    it (the round aborts with no response, so no share of any noise seed, self-mask seed or key leaves a
+    client). Semi-honest SecAgg+ is not listed: there a client sees only its neighbourhood and trusts d."""
+    monkeypatch.setattr(_GreedyServer, "GREEDY", greedy)
+    monkeypatch.setattr(round_module, "SecAggServer", _GreedyServer)
+    inputs = _inputs()
+    pool = InProcessClientPool(inputs)
+    drops = {"masked_input": {3, 4}}
+    with pytest.raises(AbortError, match="answered the unmask request"):
+        run_pooled_round(
+            pool,
+            sorted(inputs),
+            DIM,
+            modulus_bits=BITS,
+            threshold=threshold,
+            dropouts=drops,
+            neighbours=neighbours,
+            security=security,
+            seed=5,
+            round_id=seeded_sources(5)[0],
+            noise=SPEC,
+        )
+    asked = [c for cid, c in pool.clients.items() if cid not in drops["masked_input"]]
+    assert asked and all(c.stage is not ClientStage.DONE for c in asked)
+    # what an honest server asks at d = 2 (boundaries 0, 1, 2, 3): group 3 only; groups 1 and 2 hold the target
+    assert SPEC.schedule(N).boundaries == (0, 1, 2, 3) and SPEC.schedule(N).removable(2) == (3,)
