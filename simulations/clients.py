@@ -75,6 +75,8 @@ class RoundSpec:
     # adds every group and the server removes them). None: no enforcement.
     enforcement: tuple[float, int, float] | None = None
     kept_groups: tuple[int, ...] = ()
+    noise_seed: int = 0  # the round's crypto seed: the clients' master seeds derive from it and the round id
+    noise_in_protocol: bool = False  # crypto mode: the protocol client adds every level (the vector has none)
 
 
 @functools.lru_cache(maxsize=16)
@@ -127,13 +129,13 @@ def draw_noise(mechanism: str, sigma_int: float, size: int, rng: np.random.Gener
     return sample_skellam(sigma_int**2, size, rng=rng)
 
 
-def noise_master(root_seed: int, round_: int, client: int) -> bytes:
-    """Client ``client``'s 32-byte add-then-remove master seed in round ``round_`` of a simulation: HKDF of
-    the root seed (simulation only; a deployed client draws it from ``os.urandom``)."""
-    from secagg_dp.crypto import kdf
+def noise_master(spec: RoundSpec, client: int) -> bytes:
+    """Client ``client``'s 32-byte add-then-remove master seed in this round: the one the protocol's seeded
+    clients use (:func:`protocols.pool.simulated_noise_master` of the round's crypto seed and round id), so the
+    ideal aggregator applies exactly the noise of the crypto round (simulation only)."""
+    from protocols.pool import seeded_sources, simulated_noise_master
 
-    info = kdf.context(kdf.LABEL_SIM_NOISE_MASTER, b"", round_, client)
-    return kdf.derive(int(root_seed).to_bytes(32, "big"), info=info)
+    return simulated_noise_master(spec.noise_seed, seeded_sources(spec.noise_seed)[0], client)
 
 
 def noise_schedule(spec: RoundSpec):  # noqa: ANN201  (a NoiseSchedule, or None without enforcement)
@@ -152,12 +154,11 @@ def _client_noise(spec: RoundSpec, ids: np.ndarray, size: int, rng: np.random.Ge
     schedule = noise_schedule(spec)
     if schedule is None:
         return draw_noise(spec.mechanism, spec.sigma_int, len(ids) * size, rng).reshape(len(ids), size)
+    if spec.noise_in_protocol:
+        return np.zeros((len(ids), size), dtype=np.int64)
     from secagg_dp.noise.add_then_remove import client_noise
 
-    rows = [
-        client_noise(schedule, noise_master(spec.root_seed, spec.round, int(c)), size, keep=spec.kept_groups)
-        for c in ids
-    ]
+    rows = [client_noise(schedule, noise_master(spec, int(c)), size, keep=spec.kept_groups) for c in ids]
     return np.stack(rows) if rows else np.zeros((0, size), dtype=np.int64)
 
 

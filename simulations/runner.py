@@ -77,6 +77,7 @@ class _CryptoArgs(TypedDict):
     neighbours: int | None
     seed: int
     security: str
+    noise: Any  # a secagg_dp.noise.add_then_remove.NoiseSpec, or None
 
 
 @dataclass(frozen=True)
@@ -478,6 +479,7 @@ def aggregate_round(cfg: SimConfig, p: Plan, root: int, r: int, model: Any, exec
             neighbours=cfg.secagg.neighbours,
             seed=_round_int(root, r, PURPOSE_CRYPTO),
             security=cfg.secagg.security,
+            noise=_noise_spec(cfg, p),
         )
         if hasattr(executor, "client_pool") and len(ids) >= max(t, 2):
             # clients live on the workers for the round: each shard encodes its own blocks there
@@ -533,7 +535,23 @@ def _enforced_spec(cfg: SimConfig, p: Plan, spec: RoundSpec, stages: np.ndarray,
     if mode == "ideal":
         gone = set(schedule.removable(min(max(roster - included, 0), roster)))
         kept = tuple(g for g in range(1, schedule.groups + 1) if g not in gone)
-    return replace(spec, enforcement=(target, roster, tolerance), kept_groups=kept)
+    return replace(
+        spec,
+        enforcement=(target, roster, tolerance),
+        kept_groups=kept,
+        noise_seed=_round_int(spec.root_seed, spec.round, PURPOSE_CRYPTO),
+        noise_in_protocol=mode == "crypto",
+    )
+
+
+def _noise_spec(cfg: SimConfig, p: Plan):  # noqa: ANN202
+    """The protocol's :class:`~secagg_dp.noise.add_then_remove.NoiseSpec` (None without enforcement)."""
+    if cfg.privacy.noise_enforcement != "add-then-remove":
+        return None
+    from secagg_dp.noise.add_then_remove import NoiseSpec
+    from simulations.privacy import enforced_target_variance
+
+    return NoiseSpec(enforced_target_variance(p), cfg.privacy.dropout_tolerance)
 
 
 def _one_round(cfg, p: Plan, task, model, root: int, r: int, executor, acct) -> tuple[RoundRecord, Any]:

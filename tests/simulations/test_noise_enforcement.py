@@ -3,6 +3,7 @@ sum (statistical test) and the certificate under dropouts."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -14,7 +15,7 @@ from secagg_dp.noise.add_then_remove import NoiseSchedule
 from simulations.clients import RoundSpec, _client_noise, noise_master
 from simulations.config import build_config, load_config
 from simulations.privacy import make_accountant
-from simulations.runner import plan
+from simulations.runner import aggregate_both_modes, plan
 from tests.simulations.conftest import small_config
 
 #: Two-sided false-failure rate of the variance test, and its normal critical value.
@@ -77,8 +78,31 @@ def test_noise_left_in_the_sum_has_the_target_variance() -> None:
 
 
 def test_noise_master_is_per_client_and_round() -> None:
-    a, b, c = noise_master(1, 2, 3), noise_master(1, 2, 4), noise_master(1, 3, 3)
-    assert len(a) == 32 and len({a, b, c}) == 3 and noise_master(1, 2, 3) == a
+    spec = RoundSpec(
+        task="mean", round=1, root_seed=0, n_clients=4, dim=2, bits=20, clip=1.0, scale=1.0, rotation_seed=0,
+        beta=0.5, mechanism="skellam", sigma_int=1.0, noise_seed=9,
+    )  # fmt: skip
+    a, b = noise_master(spec, 3), noise_master(spec, 4)
+    c = noise_master(dataclasses.replace(spec, noise_seed=10), 3)
+    assert len(a) == 32 and len({a, b, c}) == 3 and noise_master(spec, 3) == a
+
+
+@pytest.mark.parametrize(
+    ("security", "neighbours", "dropout"),
+    [("active", None, 0.03), ("semi-honest", None, 0.15), ("semi-honest", 6, 0.1)],
+)
+def test_crypto_round_is_bit_exact_against_the_ideal_one(security, neighbours, dropout) -> None:
+    """The same seed in both modes: the ideal aggregator applies the removal the server makes, the crypto round
+    adds every group in the clients and removes the survivors' groups in the server."""
+    cfg = small_config(
+        population={"clients": 16, "checkin": 0.9, "dropout": dropout},
+        secagg={"bits": 24, "threshold_fraction": 0.3, "security": security, "neighbours": neighbours},
+        privacy={"mechanism": "skellam", "noise_enforcement": "add-then-remove", "dropout_tolerance": 0.2},
+    )
+    for r in (1, 2, 3):
+        ideal, crypto = aggregate_both_modes(cfg, round_=r)
+        assert ideal is not None and crypto is not None
+        assert np.array_equal(ideal, crypto)
 
 
 @pytest.mark.slow
