@@ -298,11 +298,32 @@ def sample_skellam_seeded(seed: bytes, variance: float, size: int) -> npt.NDArra
     variance = check_real("variance", variance, lo=0.0, hi=SEEDED_VARIANCE_MAX, lo_open=True)
     size = check_int("size", size, lo=0)
     thr, half = _table(variance)
+    lo, ambiguous = _prefix_index(variance)
     key = kdf.derive(bytes(seed), info=kdf.LABEL_NOISE_COMPONENT)
     words = np.frombuffer(keystream(key, 8 * size), dtype="<u8")
-    out: npt.NDArray[np.int64] = np.searchsorted(thr, words, side="right").astype(np.int64)
+    prefix = (words >> np.uint64(64 - _PREFIX_BITS)).astype(np.intp)
+    out: npt.NDArray[np.int64] = lo[prefix].astype(np.int64)
+    hard = np.flatnonzero(ambiguous[prefix])  # a threshold falls inside this word's prefix bucket: search
+    if hard.size:
+        out[hard] = np.searchsorted(thr, words[hard], side="right")
     out -= half
     return out
+
+
+_PREFIX_BITS = 16
+
+
+@functools.lru_cache(maxsize=64)
+def _prefix_index(variance: float) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_]]:
+    """For each 16-bit prefix p of a word: the table index of every word in [p 2^48, (p + 1) 2^48) when no
+    threshold falls inside that range (then ``ambiguous[p]`` is False), the same value searchsorted would give.
+    Only words in a bucket holding a threshold are searched, at most (2K + 1) of 2^16 buckets."""
+    thr, _ = _table(variance)
+    starts = np.arange(1 << _PREFIX_BITS, dtype=np.uint64) << np.uint64(64 - _PREFIX_BITS)
+    ends = starts + np.uint64((1 << (64 - _PREFIX_BITS)) - 1)
+    lo = np.searchsorted(thr, starts, side="right")
+    hi = np.searchsorted(thr, ends, side="right")
+    return lo.astype(np.int32), lo != hi
 
 
 def component(schedule: NoiseSchedule, seed: bytes, level: int, size: int) -> npt.NDArray[np.int64]:

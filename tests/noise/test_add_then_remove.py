@@ -153,3 +153,17 @@ def test_large_group_variance_is_split_into_seeded_parts() -> None:
     assert np.array_equal(a, component(s, seeds[2], 2, 3000))
     # variance check: |s^2 / v - 1| within 6 standard errors sqrt(2/m) (false-failure rate < 1e-8, normal law)
     assert abs(float(np.var(a)) / s.group_variances[1] - 1.0) < 6 * np.sqrt(2 / 3000)
+
+
+@pytest.mark.parametrize("variance", [0.01, 3.0, 900.0, 2e6])
+def test_prefix_lookup_equals_a_plain_search_of_the_table(variance: float) -> None:
+    """The sampler's 16-bit prefix shortcut gives, word for word, the inverse CDF by binary search."""
+    from secagg_dp.crypto import kdf
+    from secagg_dp.crypto.prg import keystream
+    from secagg_dp.noise.add_then_remove import _table
+
+    seed = b"\x11" * 16
+    thr, half = _table(variance)
+    words = np.frombuffer(keystream(kdf.derive(seed, info=kdf.LABEL_NOISE_COMPONENT), 8 * 50_000), dtype="<u8")
+    want = np.searchsorted(thr, words, side="right").astype(np.int64) - half
+    assert np.array_equal(sample_skellam_seeded(seed, variance, 50_000), want)
