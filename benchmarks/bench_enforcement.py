@@ -74,8 +74,8 @@ def main(argv: list[str] | None = None) -> None:
     g = sched.groups
     print(
         f"add-then-remove, n={n} (D={sched.max_dropouts}, G={g} groups, boundaries {sched.boundaries}), k={K}, t={T}, "
-        f"d={d:,}, {BITS} bits, active SecAgg+, {len(range(0, n, 20))} clients dropping before their input; removed groups "
-        f"{enf.noise_removed}"
+        f"d={d:,}, {BITS} bits, active SecAgg+, {len(range(0, n, 20))} clients dropping before their input; "
+        f"removed groups {enf.noise_removed}"
     )
     print(
         f"client CPU per client: {cpu_enf * 1e3:.1f} ms with enforcement vs {cpu_base * 1e3:.1f} ms without "
