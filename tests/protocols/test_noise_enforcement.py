@@ -126,3 +126,26 @@ def test_server_asking_for_more_noise_groups_is_refused_by_every_honest_client(
     assert asked and all(c.stage is not ClientStage.DONE for c in asked)
     # what an honest server asks at d = 2 (boundaries 0, 1, 2, 3): group 3 only; groups 1 and 2 hold the target
     assert SPEC.schedule(N).boundaries == (0, 1, 2, 3) and SPEC.schedule(N).removable(2) == (3,)
+
+
+def test_decoded_noise_of_a_crypto_round_has_the_target_variance() -> None:
+    """Zero inputs, d = 2 dropouts before the masked input (D = 3, boundaries 0..3: no grouping excess): the
+    unmasked sum, lifted to (-q/2, q/2], is the noise left after removal, Sk(mu) per coordinate. Its sample
+    variance over m coordinates against mu: for Skellam every even cumulant equals the variance, so
+    Var(s^2) ~ (mu + 2 mu^2) / m; |z| <= 4.8916 = norm.isf(0.5e-6), false-failure rate 1e-6 (normal law)."""
+    m_coords, mu = 20_000, 800.0
+    inputs = {i: np.zeros(m_coords, dtype=np.uint64) for i in range(N)}
+    res = run_secagg_round(
+        inputs,
+        modulus_bits=BITS,
+        threshold=4,
+        dropouts={"masked_input": {3, 5}},
+        security="semi-honest",
+        seed=11,
+        round_id=seeded_sources(11)[0],
+        noise=SPEC,
+    )
+    assert res.noise_removed == (3,) and SPEC.schedule(N).excess_variance(2) == 0.0
+    noise = zq.centered(res.aggregate, BITS).astype(np.float64)
+    z = (float(np.var(noise, ddof=1)) - mu) / np.sqrt((mu + 2 * mu * mu) / m_coords)
+    assert abs(z) <= 4.8916, z

@@ -105,3 +105,26 @@ def test_provider_and_bad_inputs() -> None:
         EnforcedSkellamSum(1.0, 1.0, 1.0, 10, 0.1, roster_rate=0.2, sum_rate=0.3)
     with pytest.raises(ParameterError, match="tolerance"):
         EnforcedSkellamSum(1.0, 1.0, 1.0, 10, 1.0, roster_rate=0.2, sum_rate=0.1)
+
+
+def test_the_certificate_goes_through_the_accountant_contract_and_the_ledger_format() -> None:
+    """The enforced round is an ordinary CheckinRound: the check-in accountant (core contract) certifies it with
+    the rdp and window methods, and the ledger's JSON form rebuilds an equal event (same RDP curve)."""
+    from secagg_dp.accounting.checkin.accountant import CheckinAccountant
+    from secagg_dp.accounting.checkin.events import CheckinRound
+    from secagg_dp.accounting.checkin.mixture import checkin_orders
+    from secagg_dp.accounting.core.event_json import event_from_json, event_to_json
+
+    prov = enforced_checkin_provider(
+        200, target_variance=400.0, l2_sensitivity=3.0, dim=16, tolerance=0.1, roster_rate=0.27, sum_rate=0.22
+    )
+    event = CheckinRound(provider=prov, clients=200, gamma=0.22, sample_size=None, neighbouring="replace-one")
+    orders = checkin_orders(64)
+    back = event_from_json(event_to_json(event))
+    assert back == event
+    np.testing.assert_array_equal(back.rdp(orders), event.rdp(orders))
+    for method in ("rdp", "window"):
+        acc = CheckinAccountant(method, "replace-one", orders=orders)
+        assert acc.supports(event)
+        cert = acc.compose(event, 10).certificate(1e-5)
+        assert cert.neighbouring == "replace-one" and 0.0 < cert.epsilon < float("inf")
