@@ -533,7 +533,7 @@ class SecAggClient:
         if self.active and alive != known & set(self._survivors.tolist()):
             raise ProtocolError(f"client {self.id}: unmask request contradicts the survivor set we signed")
         half = shamir.PIECES_PER_32_BYTES
-        group = self._check_noise_group(msg, alive)
+        group = self._check_noise_group(msg, alive, known)
         owners, plaintexts, failed, tails = [], [], [], []
         plen = m.SharePlaintext.LEN
         for v in sorted(known - {self.id}):
@@ -589,12 +589,14 @@ class SecAggClient:
         self.stage = ClientStage.DONE
         return out
 
-    def _check_noise_group(self, msg: m.UnmaskRequest, alive: set[int]) -> int:
+    def _check_noise_group(self, msg: m.UnmaskRequest, alive: set[int], known: set[int]) -> int:
         """The noise group g the request asks to remove (0: none), refused unless every group g..G lies above
         the dropout count d: d = N - |U3| with |U3| the survivor count we signed in the consistency round
         (active mode); on the full graph in semi-honest mode d = N - |survivors listed|; semi-honest SecAgg+
         sees only its neighbourhood and trusts the server's d (a trusted server). d above the tolerance D
-        allows no removal at all."""
+        allows no removal at all. Active mode also refuses a signed survivor set that counts one of our share
+        holders that never sent us a share box (``known``: it dropped before sharing keys, so its input cannot
+        be in the sum; counting it would shrink d)."""
         g = msg.noise_group
         if not g:
             return 0
@@ -602,6 +604,13 @@ class SecAggClient:
         if sched is None or not sched.groups or g > sched.groups:
             raise ProtocolError(f"client {self.id}: request names noise group {g}, which we did not add")
         if self.active:
+            holders = set(self._view.ids.tolist()) if self._view.graph.full else set(self._index_of) | {self.id}
+            phantom = (set(self._survivors.tolist()) & holders) - known
+            if phantom:
+                raise ProtocolError(
+                    f"client {self.id}: refusing to reveal noise seeds: the signed survivor set counts client "
+                    f"{min(phantom)}, which never shared keys with us"
+                )
             d: int | None = self._n - self._signed_count
         elif self._view.graph.full:
             d = self._n - len(alive)

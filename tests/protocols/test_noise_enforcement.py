@@ -149,3 +149,48 @@ def test_decoded_noise_of_a_crypto_round_has_the_target_variance() -> None:
     noise = zq.centered(res.aggregate, BITS).astype(np.float64)
     z = (float(np.var(noise, ddof=1)) - mu) / np.sqrt((mu + 2 * mu * mu) / m_coords)
     assert abs(z) <= 4.8916, z
+
+
+class _InflatingServer(SecAggServer):
+    """An active server that counts the clients that dropped before sharing keys as survivors in the signed
+    survivor set (they have no masks, so the sum would still come out), shrinking d by their number."""
+
+    def _close_masked(self):  # noqa: ANN202
+        from protocols.pki import consistency_statement
+        from protocols.server import survivor_lists
+
+        self._u3 = frozenset(self._masked) | (self._u1 - self._u2)
+        self._requests = {}
+        lists = survivor_lists(self.round_id, self._graph, self._u3)
+        self._statement = consistency_statement(self.round_id, self._roster_statement, lists.root, len(self._u3))
+        return [(u, lists.message(u).to_bytes()) for u in sorted(self._masked)]
+
+
+@pytest.mark.parametrize(("neighbours", "threshold"), [(None, 9), (8, 5)])
+def test_survivor_set_counting_clients_that_never_shared_is_refused(monkeypatch, neighbours, threshold) -> None:
+    """Client 2 drops at share_keys and 3 at masked_input: d = 2 allows group 3 only. The server counts 2 as a
+    survivor (d = 1 would allow groups 2 and 3) and asks for group 2. Every honest client that holds a share
+    for client 2's neighbourhood sees a survivor that never sent it a box and refuses (on the full graph: all)."""
+    monkeypatch.setattr(round_module, "SecAggServer", _InflatingServer)
+    inputs = _inputs()
+    pool = InProcessClientPool(inputs)
+    with pytest.raises(AbortError):
+        run_pooled_round(
+            pool,
+            sorted(inputs),
+            DIM,
+            modulus_bits=BITS,
+            threshold=threshold,
+            dropouts={"share_keys": {2}, "masked_input": {3}},
+            neighbours=neighbours,
+            security="active",
+            seed=5,
+            round_id=seeded_sources(5)[0],
+            noise=SPEC,
+        )
+    refused = {cid for cid, c in pool.clients.items() if cid not in (2, 3) and c.stage is not ClientStage.DONE}
+    if neighbours is None:
+        assert refused == set(inputs) - {2, 3}
+    else:  # at least client 2's share holders (its ring neighbours) refuse
+        holders = {c for c in inputs if c not in (2, 3) and 2 in pool.clients[c]._index_of}
+        assert holders and holders <= refused
