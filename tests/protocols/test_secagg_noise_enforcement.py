@@ -45,6 +45,7 @@ CASES = [
     ("semi-honest", None, 4, {"masked_input": {3}}),
     ("semi-honest", None, 4, {"advertise_keys": {0}, "share_keys": {2}, "masked_input": {3}, "unmasking": {5}}),
     ("active", None, 9, {"masked_input": {3}, "unmasking": {5}}),
+    ("active", None, 9, {"share_keys": {1}, "masked_input": {3}, "consistency": {6}}),
     ("active", 8, 5, {"share_keys": {2}, "masked_input": {3}, "unmasking": {7}}),
     ("semi-honest", 6, 4, {"advertise_keys": {1}, "masked_input": {3, 4}}),
     ("semi-honest", None, 4, {"masked_input": {1, 2, 3, 4}}),  # d = 4 > D = 3: nothing removed (degraded)
