@@ -218,7 +218,12 @@ class SimAccountant:
             "citation": cert.citation,
             "rounds": rounds,
             "planned_epsilon": self.server_planned_epsilon,
-            "sees": "who took part and who dropped, and the aggregate",
+            "sees": "who took part and who dropped, and the aggregate"
+            + (
+                " (and the noise components it removed: the noise left in the sum is the analyst's)"
+                if self.cfg.privacy.noise_enforcement == "add-then-remove"
+                else ""
+            ),
             "ex_post": {
                 "epsilon": post,
                 "ex_post": True,
