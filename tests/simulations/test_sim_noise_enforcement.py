@@ -119,3 +119,15 @@ def test_enforced_epsilon_does_not_grow_with_dropout_up_to_the_tolerance() -> No
         eps[p] = acc.planned_epsilon
         acc.close()
     assert all(eps[p] <= 1.01 * eps[0.0] for p in eps), eps
+
+
+def test_cli_override_runs_both_modes(tmp_path) -> None:
+    from simulations.cli import main
+
+    for mode in ("ideal", "crypto"):
+        out = tmp_path / mode
+        args = ["simulate", "--out", str(out), "--no-plots", "--no-progress", "--seed", "2", f"mode={mode}"]
+        args += ["rounds=2", "privacy.mechanism=skellam", "privacy.noise_enforcement=add-then-remove"]
+        assert main(args) == 0
+        doc = json.loads((out / "results.json").read_text())
+        assert doc["privacy"]["noise_enforcement"] == "add-then-remove" and doc["privacy"]["dropout_tolerance"] == 0.1
