@@ -133,9 +133,17 @@ def noise_master(spec: RoundSpec, client: int) -> bytes:
     """Client ``client``'s 32-byte add-then-remove master seed in this round: the one the protocol's seeded
     clients use (:func:`protocols.pool.simulated_noise_master` of the round's crypto seed and round id), so the
     ideal aggregator applies exactly the noise of the crypto round (simulation only)."""
-    from protocols.pool import seeded_sources, simulated_noise_master
+    from protocols.pool import simulated_noise_master
 
-    return simulated_noise_master(spec.noise_seed, seeded_sources(spec.noise_seed)[0], client)
+    return simulated_noise_master(spec.noise_seed, _round_id(spec.noise_seed), client)
+
+
+@functools.lru_cache(maxsize=16)
+def _round_id(seed: int) -> bytes:
+    """The round id a seeded crypto round uses (``protocols.pool.seeded_sources``), once per round."""
+    from protocols.pool import seeded_sources
+
+    return seeded_sources(seed)[0]
 
 
 def noise_schedule(spec: RoundSpec):  # noqa: ANN201  (a NoiseSchedule, or None without enforcement)
