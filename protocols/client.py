@@ -27,7 +27,8 @@ from secagg_dp.crypto import aead, masking, merkle, shamir, signing
 from secagg_dp.crypto.keys import KeyPair, generate_keypair, load_public
 from secagg_dp.crypto.randomness import RandomSource, resolve_source
 from secagg_dp.errors import AuthenticationError, ParameterError, ProtocolError
-from secagg_dp.zq import check_bits, check_residues
+from secagg_dp.noise import add_then_remove as atr
+from secagg_dp.zq import add_mod, check_bits, check_residues, wrap_int64
 
 __all__ = ["SecAggClient"]
 
@@ -114,8 +115,19 @@ class SecAggClient:
         identity: signing.SigningKey | None = None,
         registry: KeyRegistry | None = None,
         source: RandomSource | None = None,
+        noise: atr.NoiseSpec | None = None,
+        noise_master: bytes | None = None,
     ) -> None:
         self.id = check_int("client_id", client_id, lo=0, hi=m.MAX_CLIENT_ID)
+        if noise is not None and not isinstance(noise, atr.NoiseSpec):
+            raise TypeError(f"Argument 'noise' must be a NoiseSpec or None, not {type(noise).__name__}.")
+        if noise_master is not None and (not isinstance(noise_master, bytes) or len(noise_master) != 32):
+            raise ParameterError("Argument 'noise_master' must be 32 bytes (or None: drawn from 'source').")
+        # add-then-remove noise (docs/noise-enforcement.md): this client adds level 0 and every removable group
+        # to its masked input; ``noise_master`` (simulation only) fixes the seeds, else they come from ``source``
+        self._noise, self._noise_master = noise, noise_master
+        self._noise_sched: atr.NoiseSchedule | None = None
+        self._noise_tail = 0  # bytes of noise-seed shares after the share plaintext in each box
         self.bits = check_bits(bits)
         arr = check_residues("x", x, self.bits)
         if arr.ndim != 1:
@@ -204,7 +216,7 @@ class SecAggClient:
             rows = self._k + 3  # the chord of an odd degree adds one holder
             return _HEAD + 44 + rows * (4 + _ROSTER_ROW) + rows * 32 * m.HASH_LEN
         if kind is m.Kind.SHARE_BUNDLE:
-            return _HEAD + 4 + len(self._peers) * (8 + _BOX_LEN)
+            return _HEAD + 4 + len(self._peers) * (8 + _BOX_LEN + self._noise_tail)
         n = self._n
         if kind is m.Kind.SURVIVOR_LIST:
             chunks = -(-n // 256)
@@ -212,7 +224,7 @@ class SecAggClient:
                 return _HEAD + 48 + 36 * chunks
             near = (self._view.graph.offsets.size + 1) ** 2
             return _HEAD + 48 + near * (4 + m.HASH_LEN * (1 + merkle.depth_for(chunks)) + 4)
-        return _HEAD + 12 + 4 * (len(self._peers) + 1) + (4 + m.SIG_LEN) * n  # UNMASK_REQUEST
+        return _HEAD + 16 + 4 * (len(self._peers) + 1) + (4 + m.SIG_LEN) * n  # UNMASK_REQUEST (+ noise group)
 
     # -- stage 0/1: check-in and AdvertiseKeys -------------------------------------------------------------
     def decide_check_in(self, data: bytes) -> bytes | None:
@@ -322,6 +334,20 @@ class SecAggClient:
         )
         digest = bytes(32) if graph.full else holders_statement(self.round_id, self.id, holders)
         plaintexts = m.SharePlaintext.pack_rows(self.id, holders, shares, digest)
+        noise_commit, own_noise = b"", None
+        if self._noise is not None:  # the removable groups' seeds, shared like b_u with the same holders
+            sched = self._noise_sched = self._noise.schedule(n)
+            master = self._noise_master if self._noise_master is not None else self._src.bytes(atr.MASTER_SEED_LEN)
+            self._noise_master = master
+            if sched.groups:
+                seeds = atr.level_seeds(master, sched.groups)
+                nsh = shamir.share(seeds[1:], threshold=self._t, points=[points[v] for v in holders], source=self._src)
+                tails = nsh.astype(">u4").tobytes()
+                w = nsh.shape[1] * 4
+                self._noise_tail = w
+                plaintexts = [pt + tails[j * w : (j + 1) * w] for j, pt in enumerate(plaintexts)]
+                own_noise = nsh[holders.index(self.id)].copy()
+                noise_commit = atr.noise_commitment(seeds[-1], round_id=self.round_id, owner=self.id)
         peers: dict[int, tuple[bytes, X25519PublicKey]] = {}
         recipients, boxes = [], []
         for j, (v, row) in enumerate(zip(holders, rows.tolist(), strict=True)):
@@ -336,8 +362,11 @@ class SecAggClient:
             recipients.append(v)
             peers[v] = (ck, view.public_key(row, mask=True))
         commitment = masking.self_mask_commitment(self_seed, round_id=self.round_id, owner=self.id)
-        out = m.ShareKeys(self.round_id, self.id, m.SERVER, commitment, tuple(recipients), tuple(boxes)).to_bytes()
+        out = m.ShareKeys(
+            self.round_id, self.id, m.SERVER, commitment, tuple(recipients), tuple(boxes), noise_commit
+        ).to_bytes()
         self._self_seed, self._own_share, self._peers = self_seed, own, peers
+        self._own_noise_share = own_noise
         self._n, self._view, self._index, self._roster_statement = n, view, index, msg.statement
         self._index_of = (
             {} if graph.full else dict(zip(holders, msg.indices, strict=True))
@@ -383,6 +412,9 @@ class SecAggClient:
         from our packed x: no unpacked vector of length d and no mask vector of length d exists at once."""
         d, bits, blk = self._dim, self.bits, wire.PACK_BLOCK
         x_blocks = (wire.unpack_residues(self._x, d, bits, start=i, stop=min(i + blk, d)) for i in range(0, d, blk))
+        if self._noise_sched is not None and self._noise_master is not None:  # x + level 0 + every group
+            z = wrap_int64(atr.client_noise(self._noise_sched, self._noise_master, d), bits)
+            x_blocks = (add_mod(xb, z[i : i + xb.size], bits) for i, xb in zip(range(0, d, blk), x_blocks, strict=True))
         out = bytearray(wire.packed_len(d, bits))
         blocks = masking.mask_input_blocks(x_blocks, bits=bits, self_seed=self._self_seed, pairwise=pairwise)
         for i, yb in zip(range(0, d, blk), blocks, strict=True):
@@ -429,6 +461,7 @@ class SecAggClient:
             if wrong.size:
                 raise ProtocolError(f"client {self.id}: survivor list misplaces client {int(wrong[0])}")
         self._near = near
+        self._signed_count = int(msg.count)  # |U3| as signed: bounds the noise groups we will reveal
         self._survivors = np.sort(self._near_ids[alive_at])  # survivors among the holders of what we hold
         statement = consistency_statement(self.round_id, self._roster_statement, msg.root, msg.count)
         sig = self._sign(signing.LABEL_SURVIVOR_SET, statement)
@@ -500,15 +533,20 @@ class SecAggClient:
         if self.active and alive != known & set(self._survivors.tolist()):
             raise ProtocolError(f"client {self.id}: unmask request contradicts the survivor set we signed")
         half = shamir.PIECES_PER_32_BYTES
-        owners, plaintexts, failed = [], [], []
+        group = self._check_noise_group(msg, alive, known)
+        owners, plaintexts, failed, tails = [], [], [], []
+        plen = m.SharePlaintext.LEN
         for v in sorted(known - {self.id}):
             try:
                 ad = aead.associated_data(self.round_id, v, self.id)
-                plaintexts.append(aead.open_sealed(self._peers[v][0], self._box(v), ad))
+                opened = aead.open_sealed(self._peers[v][0], self._box(v), ad)
+                plaintexts.append(opened[:plen])
+                tails.append(opened[plen:])
                 owners.append(v)
             except AuthenticationError:
                 failed.append(v)  # reported to the server; never fatal on its own
         ok, rows = m.SharePlaintext.unpack_rows(plaintexts, owners, self.id)
+        noise_rows = self._noise_rows(tails, ok)
         failed = sorted(
             failed + [v for v, good in zip(owners, ok.tolist(), strict=True) if not good]
         )  # malformed or misnamed
@@ -519,10 +557,20 @@ class SecAggClient:
                 digests[self.id] = holders_statement(self.round_id, self.id, self._index_of)
             self._check_signatures(msg, [self.id, *good_owners], digests)
         self_owners, self_rows, key_owners, key_rows = [self.id], [self._own_share[half:]], [], []
-        for v, good, row in zip(owners, ok.tolist(), rows, strict=True):
+        noise_owners, noise_out = [], []
+        if group:
+            own = self._own_noise_share
+            if own is None:  # unreachable: _check_noise_group refuses a group when we shared no noise seeds
+                raise ProtocolError(f"client {self.id}: no noise-seed shares to reveal")
+            noise_owners.append(self.id)
+            noise_out.append(own.reshape(-1, m.NOISE_PIECES)[group - 1])
+        for v, good, row, nrow in zip(owners, ok.tolist(), rows, noise_rows, strict=True):
             if good and v in alive:
                 self_owners.append(v)
                 self_rows.append(row[half:])
+                if group:
+                    noise_owners.append(v)
+                    noise_out.append(nrow[group - 1])
             elif good:
                 key_owners.append(v)
                 key_rows.append(row[:half])
@@ -535,6 +583,61 @@ class SecAggClient:
             tuple(key_owners),
             np.array(key_rows, dtype=np.uint32).reshape(-1, half),
             tuple(failed),
+            tuple(noise_owners),
+            np.array(noise_out, dtype=np.uint32).reshape(-1, m.NOISE_PIECES),
         ).to_bytes()
         self.stage = ClientStage.DONE
+        return out
+
+    def _check_noise_group(self, msg: m.UnmaskRequest, alive: set[int], known: set[int]) -> int:
+        """The noise group g the request asks to remove (0: none), refused unless every group g..G lies above
+        the dropout count d: d = N - |U3| with |U3| the survivor count we signed in the consistency round
+        (active mode); on the full graph in semi-honest mode d = N - |survivors listed|; semi-honest SecAgg+
+        sees only its neighbourhood and trusts the server's d (a trusted server). d above the tolerance D
+        allows no removal at all. Active mode also refuses a signed survivor set that counts one of our share
+        holders that never sent us a share box (``known``: it dropped before sharing keys, so its input cannot
+        be in the sum; counting it would shrink d)."""
+        g = msg.noise_group
+        if not g:
+            return 0
+        sched = self._noise_sched
+        if sched is None or not sched.groups or g > sched.groups:
+            raise ProtocolError(f"client {self.id}: request names noise group {g}, which we did not add")
+        if self.active:
+            holders = set(self._view.ids.tolist()) if self._view.graph.full else set(self._index_of) | {self.id}
+            phantom = (set(self._survivors.tolist()) & holders) - known
+            if phantom:
+                raise ProtocolError(
+                    f"client {self.id}: refusing to reveal noise seeds: the signed survivor set counts client "
+                    f"{min(phantom)}, which never shared keys with us"
+                )
+            d: int | None = self._n - self._signed_count
+        elif self._view.graph.full:
+            d = self._n - len(alive)
+        else:
+            d = None
+        if d is not None:
+            allowed = sched.removable(min(max(d, 0), self._n))
+            if not allowed or g < min(allowed):
+                raise ProtocolError(
+                    f"client {self.id}: refusing to reveal noise group {g}: with d = {d} dropouts (roster {self._n}, "
+                    f"tolerance D = {sched.max_dropouts}) only groups "
+                    f"{'>= ' + str(min(allowed)) if allowed else '(none)'} may be removed"
+                )
+        return g
+
+    def _noise_rows(self, tails: list[bytes], ok: np.ndarray) -> list[np.ndarray]:
+        """Each opened box's noise-seed shares as (G, NOISE_PIECES) rows; a box whose tail is malformed is
+        marked not ok (reported as failed, like a malformed share plaintext)."""
+        groups = self._noise_sched.groups if self._noise_sched is not None else 0
+        out = []
+        for i, tail in enumerate(tails):
+            if len(tail) != self._noise_tail:
+                ok[i] = False
+                out.append(np.zeros((groups, m.NOISE_PIECES), dtype=np.uint32))
+                continue
+            arr = np.frombuffer(tail, dtype=">u4").astype(np.uint32).reshape(groups, m.NOISE_PIECES)
+            if arr.size and int(arr.max()) >= shamir.PRIME:
+                ok[i] = False
+            out.append(arr)
         return out

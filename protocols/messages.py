@@ -48,6 +48,9 @@ from secagg_dp.crypto import merkle
 from secagg_dp.crypto.shamir import PIECES_PER_32_BYTES, PRIME
 from secagg_dp.errors import ProtocolError
 
+#: Shamir pieces of one 128-bit noise-group seed (two bytes per GF(65537) element).
+NOISE_PIECES = PIECES_PER_32_BYTES // 2
+
 _PAIR = struct.Struct(">II")
 
 
@@ -68,6 +71,7 @@ __all__ = [
     "KEY_LEN",
     "SIG_LEN",
     "SHARE_BYTES",
+    "NOISE_PIECES",
     "SECURITY_CODES",
     "Kind",
     "peek_kind",
@@ -280,6 +284,7 @@ class ShareKeys(Header):
     commitment: bytes
     recipients: tuple[int, ...]
     boxes: tuple[bytes, ...]
+    noise_commitment: bytes = b""  # add-then-remove: commitment to the top group's seed (empty without)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -287,9 +292,11 @@ class ShareKeys(Header):
         check_ids("recipients", self.recipients)
         if len(self.recipients) != len(self.boxes) or not _all_bytes(self.boxes):
             raise ProtocolError("recipients and boxes differ in length")
+        if self.noise_commitment:
+            check_bytes("noise_commitment", self.noise_commitment, 32)
 
     def to_bytes(self) -> bytes:
-        return self._head() + self.commitment + pack_boxes(self.recipients, self.boxes)
+        return self._head() + self.commitment + pack_boxes(self.recipients, self.boxes) + self.noise_commitment
 
 
 @dataclass(frozen=True)
@@ -449,6 +456,7 @@ class UnmaskRequest(Header):
     dropped: tuple[int, ...]
     signers: tuple[int, ...] = ()
     signatures: np.ndarray = field(default_factory=lambda: np.zeros((0, SIG_LEN), dtype=np.uint8))
+    noise_group: int = 0  # add-then-remove: remove groups noise_group..G of every survivor (0: none)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -456,6 +464,7 @@ class UnmaskRequest(Header):
         check_ids("dropped", self.dropped)
         check_ids("signers", self.signers)
         check_sig_rows("signatures", self.signatures, len(self.signers))
+        check_id("noise_group", self.noise_group)
 
     def __repr__(self) -> str:
         return (
@@ -470,6 +479,7 @@ class UnmaskRequest(Header):
             + pack_ids(self.dropped)
             + pack_ids(self.signers)
             + self.signatures.tobytes()
+            + (struct.pack(">I", self.noise_group) if self.noise_group else b"")
         )
 
 
@@ -487,16 +497,29 @@ class UnmaskResponse(Header):
     key_owners: tuple[int, ...] = ()
     key_shares: np.ndarray = field(default_factory=lambda: _no_shares())
     failed: tuple[int, ...] = ()
+    noise_owners: tuple[int, ...] = ()  # add-then-remove: survivors whose requested group seed is shared
+    noise_shares: np.ndarray = field(default_factory=lambda: np.zeros((0, NOISE_PIECES), dtype=np.uint32))
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_ids("self_owners", self.self_owners)
         check_ids("key_owners", self.key_owners)
         check_ids("failed", self.failed)
+        check_ids("noise_owners", self.noise_owners)
         check_shares("self_shares", self.self_shares, len(self.self_owners))
         check_shares("key_shares", self.key_shares, len(self.key_owners))
+        a = self.noise_shares
+        if not (
+            isinstance(a, np.ndarray)
+            and a.dtype == np.uint32
+            and a.shape == (len(self.noise_owners), NOISE_PIECES)
+            and (a.size == 0 or int(a.max()) < PRIME)
+        ):
+            raise ProtocolError(f"field 'noise_shares' must be ({len(self.noise_owners)}, {NOISE_PIECES}) GF(p) uint32")
         if set(self.self_owners) & set(self.key_owners):
             raise ProtocolError("a response may not carry both shares for one client")
+        if not set(self.noise_owners) <= set(self.self_owners):
+            raise ProtocolError("noise-seed shares are only for clients whose self-mask share is revealed")
 
     def __repr__(self) -> str:
         return (
@@ -513,6 +536,7 @@ class UnmaskResponse(Header):
             + block(self.self_owners, self.self_shares)
             + block(self.key_owners, self.key_shares)
             + struct.pack(f">I{len(self.failed)}I", len(self.failed), *self.failed)
+            + (block(self.noise_owners, self.noise_shares) if self.noise_owners else b"")
         )
 
 
@@ -631,7 +655,8 @@ def decode(data: bytes) -> Message:
         msg = AdvertiseKeys(*h, r.take(KEY_LEN), r.take(KEY_LEN), r.take(SIG_LEN))
     elif kind is Kind.SHARE_KEYS:
         com = r.take(32)
-        msg = ShareKeys(*h, com, *r.boxes())
+        recipients, boxes = r.boxes()
+        msg = ShareKeys(*h, com, recipients, boxes, r.take(32) if r.pos < len(data) else b"")
     elif kind is Kind.SHARE_BUNDLE:
         msg = ShareBundle(*h, *r.boxes())
     elif kind is Kind.MASKED_INPUT:
@@ -653,13 +678,28 @@ def decode(data: bytes) -> Message:
         msg = SurvivorSignature(*h, r.take(SIG_LEN))
     elif kind is Kind.UNMASK_REQUEST:
         alive, gone, signers = r.ids(), r.ids(), r.ids()
-        msg = UnmaskRequest(*h, alive, gone, signers, r.sigs(len(signers)))
+        sigs = r.sigs(len(signers))
+        group = 0
+        if r.pos < len(data):
+            group = r.u32()
+            if group == 0:
+                raise ProtocolError("noise group 0 is encoded by its absence")
+        msg = UnmaskRequest(*h, alive, gone, signers, sigs, group)
     else:
         so = r.ids()
         ss = r.shares(len(so))
         ko = r.ids()
         ks = r.shares(len(ko))
-        msg = UnmaskResponse(*h, so, ss, ko, ks, r.ids())
+        failed = r.ids()
+        no: tuple[int, ...] = ()
+        ns = np.zeros((0, NOISE_PIECES), dtype=np.uint32)
+        if r.pos < len(data):
+            no = r.ids()
+            if not no:
+                raise ProtocolError("empty noise-share block")
+            raw = r.take(len(no) * 4 * NOISE_PIECES)
+            ns = np.frombuffer(raw, dtype=">u4").astype(np.uint32).reshape(len(no), NOISE_PIECES)
+        msg = UnmaskResponse(*h, so, ss, ko, ks, failed, no, ns)
     r.done()
     return msg
 

@@ -26,8 +26,18 @@ from protocols.transport import Envelope
 from secagg_dp.crypto import kdf, signing
 from secagg_dp.crypto.randomness import SeededRandom
 from secagg_dp.errors import ParameterError, ProtocolError
+from secagg_dp.noise.add_then_remove import NoiseSpec
 
-__all__ = ["RoundPlan", "ClientPool", "InProcessClientPool", "Reply", "serve", "merge", "seeded_sources"]
+__all__ = [
+    "RoundPlan",
+    "ClientPool",
+    "InProcessClientPool",
+    "Reply",
+    "serve",
+    "merge",
+    "seeded_sources",
+    "simulated_noise_master",
+]
 
 _ORDER = {s: i for i, s in enumerate(STAGE_NAMES)}
 
@@ -56,6 +66,14 @@ def seeded_sources(
     return round_id, client_source, server_source, identity_source
 
 
+def simulated_noise_master(seed: int, round_id: bytes, cid: int) -> bytes:
+    """Client ``cid``'s add-then-remove master seed in a seeded simulation: HKDF of (seed, round id, client id),
+    so the ideal aggregator can apply exactly the noise the protocol's clients add (simulation only: a deployed
+    client draws its master seed from ``os.urandom``)."""
+    ikm = hashlib.sha256(b"secagg-dp/v1/simulation-seed" + seed.to_bytes(32, "big")).digest()
+    return kdf.derive(ikm, info=kdf.context(kdf.LABEL_SIM_NOISE_MASTER, round_id, cid))
+
+
 @dataclass(frozen=True)
 class RoundPlan:
     """What every client of one round is configured with, apart from its input and identity key.
@@ -76,6 +94,7 @@ class RoundPlan:
     seed: int | None = None
     min_roster: int | None = None
     clients: int = DEFAULT_MAX_CLIENTS
+    noise: NoiseSpec | None = None  # add-then-remove noise the clients add and the server removes
 
     @property
     def policy(self) -> ClientPolicy:
@@ -92,6 +111,13 @@ class RoundPlan:
     def client_source(self, cid: int) -> SeededRandom | None:
         """Client ``cid``'s per-round randomness (None: os.urandom)."""
         return None if self.seed is None else seeded_sources(self.seed, self.round_id)[1](cid)
+
+    def noise_master(self, cid: int) -> bytes | None:
+        """Client ``cid``'s add-then-remove master seed: None (drawn by the client from its source) unless the
+        round is seeded (:func:`simulated_noise_master`) and has noise."""
+        if self.noise is None or self.seed is None:
+            return None
+        return simulated_noise_master(self.seed, self.round_id, cid)
 
     def identity_source(self, cid: int) -> SeededRandom | None:
         """Where client ``cid``'s long-term identity key comes from (None: os.urandom)."""
@@ -227,6 +253,8 @@ class InProcessClientPool:
                 identity=self._identities.get(cid),
                 registry=registry,
                 source=plan.client_source(cid),
+                noise=plan.noise,
+                noise_master=plan.noise_master(cid),
             )
         self._make = None  # each client holds its own (packed) copy
 

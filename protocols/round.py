@@ -21,6 +21,7 @@ from protocols.transport import Envelope, FaultInjector, InProcessTransport
 from secagg_dp._validate import check_int
 from secagg_dp.crypto import shamir
 from secagg_dp.errors import ParameterError, ProtocolError
+from secagg_dp.noise.add_then_remove import NoiseSpec
 from secagg_dp.zq import check_bits, check_residues
 
 __all__ = ["SecAggResult", "run_secagg_round", "run_pooled_round", "drive_round", "STAGES"]
@@ -36,7 +37,7 @@ class SecAggResult:
     ``dropped``: clients that shared keys but whose masked input did not arrive; ``reports``: rejected
     messages and recovered faults; ``timings``: seconds per phase (all clients + server, sequential);
     ``communication``: bytes each client sent and received per stage (:class:`~protocols.communication.Communication`,
-    counted by the transport).
+    counted by the transport); ``noise_removed``: the add-then-remove noise groups removed from every survivor.
     """
 
     aggregate: np.ndarray = field(repr=False)
@@ -45,6 +46,7 @@ class SecAggResult:
     reports: tuple[str, ...] = ()
     timings: Mapping[str, float] = field(default_factory=dict)
     communication: Communication | None = field(default=None, repr=False)
+    noise_removed: tuple[int, ...] = ()  # add-then-remove: the noise groups removed from every survivor
 
     def __post_init__(self) -> None:
         if self.survivors & self.dropped:
@@ -108,6 +110,7 @@ def drive_round(
         tuple(reports + server.reports),
         timings,
         communication=transport.communication(),
+        noise_removed=out.noise_removed,
     )
 
 
@@ -122,6 +125,7 @@ def run_secagg_round(
     seed: int | None = None,
     round_id: bytes | None = None,
     min_roster: int | None = None,
+    noise: NoiseSpec | None = None,
 ) -> SecAggResult:
     """Securely aggregate ``inputs`` (client id -> uint64 vector of residues mod 2^modulus_bits).
 
@@ -145,6 +149,10 @@ def run_secagg_round(
     ``min_roster``: the smallest roster an active client accepts (its own idea of the population, see
     :class:`~protocols.security.ClientPolicy`); default: every client that does not drop out at
     ``"advertise_keys"``, which is what an honest server admits here.
+
+    ``noise``: add-then-remove noise enforcement (:class:`~secagg_dp.noise.add_then_remove.NoiseSpec`;
+    docs/noise-enforcement.md): every client adds level 0 and every removable group of Skellam noise, shares the
+    groups' seeds with its share holders, and the server removes the survivors' groups above the dropout count.
 
     Returns a :class:`SecAggResult`; raises :class:`~secagg_dp.errors.AbortError` (a ``ProtocolError``) when
     the round must abort, in which case nothing is reconstructed.
@@ -177,6 +185,7 @@ def run_secagg_round(
         seed=seed,
         round_id=round_id,
         min_roster=min_roster,
+        noise=noise,
     )
 
 
@@ -194,6 +203,7 @@ def run_pooled_round(
     round_id: bytes | None = None,
     faults: FaultInjector | None = None,
     min_roster: int | None = None,
+    noise: NoiseSpec | None = None,
 ) -> SecAggResult:
     """:func:`run_secagg_round` with the clients in ``pool`` (which holds the inputs of the clients ``ids``,
     vectors of length ``dim``); the server and the transport (with ``faults``, if given) run here. Same
@@ -270,6 +280,7 @@ def run_pooled_round(
         seed=seed,
         min_roster=min_roster,
         clients=n,
+        noise=noise,
     )
     registry = None
     if security == "active":
@@ -286,6 +297,7 @@ def run_pooled_round(
         registry=registry,
         round_id=round_id,
         source=plan.server_source(),
+        noise=noise,
     )
     pool.start(plan, registry, silent_from)
     return drive_round(server, pool, InProcessTransport(rng=rng, faults=faults, keep_log=False))

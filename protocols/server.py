@@ -44,7 +44,8 @@ from secagg_dp.crypto.keys import is_low_order, keypair_from_private
 from secagg_dp.crypto.prg import accumulate_mask
 from secagg_dp.crypto.randomness import RandomSource, resolve_source
 from secagg_dp.errors import AbortError, AuthenticationError, ParameterError, ProtocolError
-from secagg_dp.zq import check_bits
+from secagg_dp.noise import add_then_remove as atr
+from secagg_dp.zq import check_bits, sub_mod, wrap_int64
 
 __all__ = ["SecAggServer", "RoundOutcome", "survivor_lists", "SurvivorLists"]
 
@@ -72,7 +73,8 @@ class _Shared:
         """Record ``msg``, parsed from exactly ``data`` (header, commitment, count, then (id, length, box))."""
         lengths = np.fromiter(map(len, msg.boxes), dtype=np.int64, count=len(msg.boxes))
         ends = m.HEADER_LEN + 32 + 4 + np.cumsum(lengths + 8)
-        if (ends[-1] if ends.size else m.HEADER_LEN + 36) != len(data):  # guards the layout assumption
+        tail = len(msg.noise_commitment)  # add-then-remove: the noise commitment follows the boxes
+        if (ends[-1] if ends.size else m.HEADER_LEN + 36) + tail != len(data):  # guards the layout assumption
             raise ProtocolError("ShareKeys layout does not match its bytes")
         return cls(msg.commitment, msg.recipients, bytes(data), np.stack([ends - lengths, ends], axis=1))
 
@@ -151,6 +153,7 @@ class RoundOutcome:
     aggregate: np.ndarray = field(repr=False)
     survivors: frozenset[int]
     dropped: frozenset[int]
+    noise_removed: tuple[int, ...] = ()  # add-then-remove: the noise groups removed from every survivor
 
     def __post_init__(self) -> None:
         if self.survivors & self.dropped:
@@ -178,8 +181,16 @@ class SecAggServer:
         registry: KeyRegistry | None = None,
         round_id: bytes | None = None,
         source: RandomSource | None = None,
+        noise: atr.NoiseSpec | None = None,
     ) -> None:
         self.bits = check_bits(bits)
+        if noise is not None and not isinstance(noise, atr.NoiseSpec):
+            raise TypeError(f"Argument 'noise' must be a NoiseSpec or None, not {type(noise).__name__}.")
+        self.noise = noise  # add-then-remove noise: remove the survivors' groups above the dropout count
+        self._noise_sched: atr.NoiseSchedule | None = None
+        self._noise_tail = 0
+        self._noise_commitments: dict[int, bytes] = {}
+        self._noise_group = 0
         self.dim = check_int("dim", dim, lo=1, hi=(1 << 32) - 1)
         self.threshold = check_int("threshold", threshold, lo=2, hi=shamir.MAX_HOLDERS)
         self.k = None if neighbours is None else check_int("neighbours", neighbours, lo=2, hi=shamir.MAX_HOLDERS - 1)
@@ -275,7 +286,11 @@ class SecAggServer:
             case m.ShareKeys():
                 if set(msg.recipients) != self._holders[u] - {u}:
                     raise ProtocolError(f"client {u} addressed shares to the wrong set of holders")
+                if bool(msg.noise_commitment) != bool(self._noise_tail):
+                    raise ProtocolError(f"client {u} sent a noise commitment where none is expected, or none")
                 self._shares[u] = _Shared.of(msg, data)
+                if msg.noise_commitment:
+                    self._noise_commitments[u] = msg.noise_commitment
             case m.MaskedInput():
                 if msg.bits != self.bits or msg.y.size != self.dim:
                     raise ProtocolError(f"client {u} sent a masked input of the wrong shape or modulus")
@@ -291,6 +306,8 @@ class SecAggServer:
                 owners_ok = set(msg.self_owners) <= alive and set(msg.key_owners) <= gone
                 if not (owners_ok and set(msg.failed) <= alive | gone):
                     raise ProtocolError(f"client {u} sent shares for clients it was not asked about")
+                if msg.noise_owners and not self._noise_group:
+                    raise ProtocolError(f"client {u} sent noise-seed shares that were not asked for")
                 self._responses[u] = msg
             case _:  # unreachable: SERVER_ACCEPTS admits only the kinds above
                 raise ProtocolError(f"server cannot handle a {kind.name} message")
@@ -354,13 +371,15 @@ class SecAggServer:
         if kind is m.Kind.ADVERTISE_KEYS:
             return _HEAD + 64 + m.SIG_LEN
         if kind is m.Kind.SHARE_KEYS:
-            return _HEAD + 32 + 4 + (len(self._holders[u]) - 1) * (8 + _BOX_LEN)
+            boxes = (len(self._holders[u]) - 1) * (8 + _BOX_LEN + self._noise_tail)
+            return _HEAD + 32 + 4 + boxes + (32 if self._noise_tail else 0)
         if kind is m.Kind.MASKED_INPUT:
             return _HEAD + 5 + wire.packed_len(self.dim, self.bits)
         if kind is m.Kind.SURVIVOR_SIGNATURE:
             return _HEAD + m.SIG_LEN
         h = len(self._holders[u])
-        return _HEAD + 12 + h * (4 + _SHARE_ROW + 4)
+        noise = 4 + h * (4 + 4 * m.NOISE_PIECES) if self._noise_group else 0
+        return _HEAD + 12 + h * (4 + _SHARE_ROW + 4) + noise
 
     # -- deadlines -----------------------------------------------------------------------------------------
     def advance(self) -> Outgoing:
@@ -398,6 +417,9 @@ class SecAggServer:
         self._need("checked in", self._keys)
         self._u1 = frozenset(self._keys)
         ids = tuple(sorted(self._u1))
+        if self.noise is not None:  # N = the roster size, known to every client from its roster message
+            self._noise_sched = self.noise.schedule(len(ids))
+            self._noise_tail = 4 * m.NOISE_PIECES * self._noise_sched.groups
         full = self.k is None or self.k >= len(ids) - 1
         if full and self.k is not None and self.security == "active":
             raise self._abort(
@@ -495,12 +517,17 @@ class SecAggServer:
         to see t signers among the holders of every secret it holds a share of (:meth:`_signer_cover`)."""
         out = []
         pick = self._signer_cover(sigs) if sigs else None
+        if self._noise_sched is not None:  # d = N - |U3|: remove the groups whose every level lies above d
+            removable = self._noise_sched.removable(len(self._u1) - len(self._u3))
+            self._noise_group = min(removable) if removable else 0
         for u in sorted(responders):
             mine = self._holders[u] & self._u2
             alive, gone = mine & self._u3, mine - self._u3
             self._requests[u] = (alive, gone)
             signers, arr = pick(mine) if pick else ((), np.zeros((0, m.SIG_LEN), dtype=np.uint8))
-            req = m.UnmaskRequest(self.round_id, m.SERVER, u, tuple(sorted(alive)), tuple(sorted(gone)), signers, arr)
+            req = m.UnmaskRequest(
+                self.round_id, m.SERVER, u, tuple(sorted(alive)), tuple(sorted(gone)), signers, arr, self._noise_group
+            )
             out.append((u, req.to_bytes()))
         return out
 
@@ -559,6 +586,7 @@ class SecAggServer:
         self._need("answered the unmask request", self._responses)
         self_sh: dict[int, list[tuple[int, np.ndarray]]] = defaultdict(list)
         key_sh: dict[int, list[tuple[int, np.ndarray]]] = defaultdict(list)
+        noise_sh: dict[int, list[tuple[int, np.ndarray]]] = defaultdict(list)
         points: dict[int, dict[int, int]] = {}  # owner -> holder -> point, for the owners seen here
         for r in sorted(self._responses):
             msg = self._responses[r]
@@ -568,12 +596,17 @@ class SecAggServer:
             for owner, row in zip(msg.key_owners, msg.key_shares, strict=True):
                 pts = points.get(owner) or points.setdefault(owner, self._points[owner])
                 key_sh[owner].append((pts[r], row))
+            for owner, row in zip(msg.noise_owners, msg.noise_shares, strict=True):
+                noise_sh[owner].append((self._points[owner][r], row))
             for owner in msg.failed:
                 self.reports.append(f"client {r} rejected the share box from client {owner} (authentication failed)")
         dropped = self._u2 - self._u3
         need_keys = sorted(v for v in dropped if self._holders[v] & self._u3)  # v itself is not in U3
         short = [u for u in sorted(self._u3) if len(self_sh[u]) < self.threshold]
         short += [v for v in need_keys if len(key_sh[v]) < self.threshold]
+        group, sched = self._noise_group, self._noise_sched
+        if group:
+            short += [u for u in sorted(self._u3) if len(noise_sh[u]) < self.threshold]
         if short:  # decide before reconstructing anything
             raise self._abort(f"fewer than threshold shares for clients {short[:5]}")
 
@@ -585,7 +618,17 @@ class SecAggServer:
             {v: key_sh[v] for v in need_keys},
             lambda v, s: keypair_from_private(s).public == self._keys[v][1],
         )
-        self.reconstructions = len(b_seeds) + len(sk)
+        noise_seeds: dict[int, bytes] = {}
+        if group and sched is not None:
+            top = sched.groups
+            noise_seeds = self._reconstruct_all(
+                {u: noise_sh[u] for u in self._u3},
+                lambda u, s: (
+                    atr.noise_commitment(atr.chain_from(s, group, top)[top], round_id=self.round_id, owner=u)
+                    == self._noise_commitments.get(u)
+                ),
+            )
+        self.reconstructions = len(b_seeds) + len(sk) + len(noise_seeds)
 
         total, self._acc = self._acc, None  # sum of y_u over U3, accumulated on arrival (_accumulate)
         if total is None:  # U3 is non-empty here (_close_masked checked the threshold), so y_u arrived
@@ -600,7 +643,14 @@ class SecAggServer:
                 # y_w carries sign(w, v) * PRG(s_wv); remove it.
                 accumulate_mask(total, seed, self.bits, sign=-masking.mask_sign(w, v))
         total = masking.finish_accumulator(total, self.bits)
-        return RoundOutcome(total, frozenset(self._u3), frozenset(dropped))
+        removed: tuple[int, ...] = ()
+        if noise_seeds and sched is not None:  # regenerate the survivors' groups g..G and subtract them in Z_q
+            removed = tuple(range(group, sched.groups + 1))
+            excess = np.zeros(self.dim, dtype=np.int64)
+            for u in sorted(noise_seeds):
+                excess += atr.removed_noise(sched, atr.chain_from(noise_seeds[u], group, sched.groups), self.dim)
+            total = sub_mod(total, wrap_int64(excess, self.bits), self.bits)
+        return RoundOutcome(total, frozenset(self._u3), frozenset(dropped), removed)
 
     def _reconstruct_all(self, shares: dict[int, list[tuple[int, np.ndarray]]], verify: _Verify) -> dict[int, bytes]:
         """Reconstruct each owner's 32-byte secret from exactly t shares, batching owners with equal points."""

@@ -114,6 +114,7 @@ def crypto_aggregate(
     neighbours: int | None,
     seed: int,
     security: str = "active",
+    noise=None,  # noqa: ANN001  (a secagg_dp.noise.add_then_remove.NoiseSpec: add-then-remove noise)
 ) -> tuple[np.ndarray, frozenset[int]]:
     """Run the full protocol on the clients' vectors (one row per id) with every client in this process:
     :func:`crypto_aggregate_on` an ``InProcessClientPool``, which is what ``protocols.run_secagg_round`` runs.
@@ -127,6 +128,7 @@ def crypto_aggregate(
         neighbours=neighbours,
         seed=seed,
         security=security,
+        noise=noise,
     )
     return res.aggregate, frozenset(res.survivors)
 
@@ -141,6 +143,7 @@ def crypto_round(
     neighbours: int | None,
     seed: int,
     security: str = "active",
+    noise=None,  # noqa: ANN001  (a secagg_dp.noise.add_then_remove.NoiseSpec: add-then-remove noise)
 ):  # noqa: ANN201  (a protocols.SecAggResult)
     """:func:`crypto_aggregate`, returning the ``protocols.SecAggResult`` (survivors, reports, timings and
     the bytes each client sent and received, ``communication``)."""
@@ -162,6 +165,7 @@ def crypto_round(
         neighbours=neighbours,
         seed=seed,
         security=security,
+        noise=noise,
     )
 
 
@@ -176,6 +180,7 @@ def crypto_aggregate_on(
     neighbours: int | None,
     seed: int,
     security: str = "active",
+    noise=None,  # noqa: ANN001  (a secagg_dp.noise.add_then_remove.NoiseSpec: add-then-remove noise)
 ) -> tuple[np.ndarray, frozenset[int]]:
     """:func:`crypto_aggregate` with the clients (and their inputs, vectors of length ``dim``) in ``pool``;
     the server runs here (``protocols.run_pooled_round``). Same seed, same result as in-process."""
@@ -189,6 +194,7 @@ def crypto_aggregate_on(
         neighbours=neighbours,
         seed=seed,
         security=security,
+        noise=noise,
     )
     return res.aggregate, frozenset(res.survivors)
 
@@ -204,6 +210,7 @@ def crypto_round_on(
     neighbours: int | None,
     seed: int,
     security: str = "active",
+    noise=None,  # noqa: ANN001  (a secagg_dp.noise.add_then_remove.NoiseSpec: add-then-remove noise)
 ):  # noqa: ANN201  (a protocols.SecAggResult)
     """:func:`crypto_aggregate_on`, returning the ``protocols.SecAggResult`` (aggregate checked as residues).
 
@@ -226,5 +233,6 @@ def crypto_round_on(
         seed=seed,
         security=security,
         round_id=seeded_sources(seed)[0],
+        noise=noise,
     )
     return replace(result, aggregate=zq.check_residues("aggregate", result.aggregate, bits))

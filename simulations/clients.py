@@ -35,6 +35,8 @@ __all__ = [
     "run_blocks",
     "tune_allocator",
     "client_truth",
+    "noise_master",
+    "noise_schedule",
 ]
 
 # spawn-key purposes under (1, round, purpose[, client]) — documented in results.json "seeds"
@@ -72,6 +74,14 @@ class RoundSpec:
     # False: the clients encode without noise and the ideal aggregator adds the sum of the included clients'
     # noise as one draw (simulations.runner.aggregate_round; secagg_dp.noise.aggregate)
     client_noise: bool = True
+    # add-then-remove noise (privacy.noise_enforcement): the round's schedule (target variance in the sum,
+    # roster size N, tolerance) and the groups whose components stay in the client's own vector: the groups
+    # kept after removal (ideal mode: the removal is applied here), or () (crypto mode: the protocol client
+    # adds every group and the server removes them). None: no enforcement.
+    enforcement: tuple[float, int, float] | None = None
+    kept_groups: tuple[int, ...] = ()
+    noise_seed: int = 0  # the round's crypto seed: the clients' master seeds derive from it and the round id
+    noise_in_protocol: bool = False  # crypto mode: the protocol client adds every level (the vector has none)
 
 
 @functools.lru_cache(maxsize=16)
@@ -135,6 +145,47 @@ def draw_noise(mechanism: str, sigma_int: float, size: int, rng: np.random.Gener
     return sample_skellam(sigma_int**2, size, rng=rng)
 
 
+def noise_master(spec: RoundSpec, client: int) -> bytes:
+    """Client ``client``'s 32-byte add-then-remove master seed in this round: the one the protocol's seeded
+    clients use (:func:`protocols.pool.simulated_noise_master` of the round's crypto seed and round id), so the
+    ideal aggregator applies exactly the noise of the crypto round (simulation only)."""
+    from protocols.pool import simulated_noise_master
+
+    return simulated_noise_master(spec.noise_seed, _round_id(spec.noise_seed), client)
+
+
+@functools.lru_cache(maxsize=16)
+def _round_id(seed: int) -> bytes:
+    """The round id a seeded crypto round uses (``protocols.pool.seeded_sources``), once per round."""
+    from protocols.pool import seeded_sources
+
+    return seeded_sources(seed)[0]
+
+
+def noise_schedule(spec: RoundSpec):  # noqa: ANN201  (a NoiseSchedule, or None without enforcement)
+    """The round's :class:`~secagg_dp.noise.add_then_remove.NoiseSchedule` (None without enforcement)."""
+    if spec.enforcement is None:
+        return None
+    from secagg_dp.noise.add_then_remove import NoiseSchedule
+
+    target, roster, tolerance = spec.enforcement
+    return NoiseSchedule(target, roster, tolerance)
+
+
+def _client_noise(spec: RoundSpec, ids: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
+    """One int64 noise row per client: the mechanism's draw, or with enforcement level 0 plus the kept groups
+    from each client's master seed (deterministic, so the protocol's removal matches bit for bit)."""
+    schedule = noise_schedule(spec)
+    if schedule is None:
+        return draw_noise(spec.mechanism, spec.sigma_int, len(ids) * size, rng).reshape(len(ids), size)
+    if spec.noise_in_protocol:
+        return np.zeros((len(ids), size), dtype=np.int64)
+    from secagg_dp.noise.add_then_remove import client_noise
+
+    rows = [client_noise(schedule, noise_master(spec, int(c)), size, keep=spec.kept_groups) for c in ids]
+    return np.stack(rows) if rows else np.zeros((0, size), dtype=np.int64)
+
+
 def _mean_block(
     spec: RoundSpec, codec, ids: np.ndarray, rng: np.random.Generator, keep: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -143,9 +194,7 @@ def _mean_block(
     from simulations.tasks.mean import client_vectors
 
     x = client_vectors(spec.root_seed, ids, spec.dim, spec.clip)
-    noise = None
-    if spec.client_noise:
-        noise = draw_noise(spec.mechanism, spec.sigma_int, len(ids) * codec.padded_dim, rng).reshape(len(ids), -1)
+    noise = _client_noise(spec, ids, codec.padded_dim, rng) if spec.client_noise else None
     if keep is None:
         return codec.encode(x, noise=noise, rng=rng), x
     part = codec.encode_sum(x, keep=keep, noise=noise, rng=rng)
@@ -170,7 +219,7 @@ def _encode_logreg_client(spec: RoundSpec, codec, cid: int, rng: np.random.Gener
                     * per_sample_gradients(w, x[chosen], y[chosen]).sum(axis=0)
                     / (spec.sample_rate * m)
                 )
-        noise = draw_noise(spec.mechanism, spec.sigma_int, codec.padded_dim, rng) if spec.client_noise else None
+        noise = _client_noise(spec, np.array([cid]), codec.padded_dim, rng)[0] if spec.client_noise else None
         return codec.encode(w - spec.model, noise=noise, rng=rng)
     total = np.zeros(codec.padded_dim, dtype=np.uint64)
     for step in range(spec.local_steps):

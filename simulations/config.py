@@ -43,6 +43,9 @@ client runs.
     # epsilon_budget = 3.0      # optional: the ledger refuses the round that would exceed it (at delta)
     unit = "client"             # "client": clip the whole update, noise once (replace-one of a client);
                                 # "sample" (logreg): per-sample clipping and noise at every local step
+    noise_enforcement = "none"  # "none" | "add-then-remove" (skellam: the sum keeps the target noise
+                                # whatever fraction <= dropout_tolerance of the roster drops)
+    dropout_tolerance = 0.1     # D / N, the tolerated fraction of the roster dropping before its input
 
     [task]
     name = "mean"               # "mean" | "logreg"
@@ -231,9 +234,13 @@ class PrivacyParams:
     method: str
     epsilon_budget: float | None = None
     unit: str = "client"  # unit of privacy: "client" (replace-one of a client) or "sample" (add-remove, logreg)
+    noise_enforcement: str = "none"  # "none" | "add-then-remove" (docs/noise-enforcement.md)
+    dropout_tolerance: float = 0.1  # D / N: dropouts the enforced noise tolerates (add-then-remove)
 
     def __post_init__(self) -> None:
         _choice("privacy.unit", self.unit, ("client", "sample"))
+        _choice("privacy.noise_enforcement", self.noise_enforcement, ("none", "add-then-remove"))
+        _real("privacy.dropout_tolerance", self.dropout_tolerance, 0.0, 1.0, hi_open=True)
         _choice("privacy.mechanism", self.mechanism, ("ddg", "skellam"))
         _real("privacy.clip", self.clip, 0.0, lo_open=True)
         _real("privacy.noise_multiplier", self.noise_multiplier, 0.0, lo_open=True)
@@ -339,6 +346,17 @@ class SimConfig:
                 "Config key 'privacy.unit' must be 'client' for task 'mean' (one vector per client), "
                 f"not {self.privacy.unit!r}."
             )
+        if self.privacy.noise_enforcement == "add-then-remove":
+            if self.privacy.mechanism != "skellam":
+                raise ConfigError(
+                    "Config key 'privacy.mechanism' must be 'skellam' with noise_enforcement = 'add-then-remove' "
+                    f"(the discrete Gaussian is not infinitely divisible), not {self.privacy.mechanism!r}."
+                )
+            if self.privacy.unit != "client" or self.population.sampling != "checkin":
+                raise ConfigError(
+                    "Config key 'privacy.noise_enforcement' = 'add-then-remove' needs privacy.unit = 'client' and "
+                    "population.sampling = 'checkin' (one noise draw per client and round)."
+                )
         if self.task.name == "mean" and self.task.local_steps != 1:
             raise ConfigError("Config key 'task.local_steps' applies to task 'logreg' only; task 'mean' has one step.")
 

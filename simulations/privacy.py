@@ -158,6 +158,8 @@ class SimAccountant:
             "methods_compared": self.methods_compared,
             "neighbouring": self.neighbouring,
             "unit": self.cfg.privacy.unit,
+            "noise_enforcement": self.cfg.privacy.noise_enforcement,
+            "dropout_tolerance": self.cfg.privacy.dropout_tolerance,
             "observer": "analyst",
             "delta": self.delta,
             "gamma": None if self.fixed else self.gamma,
@@ -216,7 +218,12 @@ class SimAccountant:
             "citation": cert.citation,
             "rounds": rounds,
             "planned_epsilon": self.server_planned_epsilon,
-            "sees": "who took part and who dropped, and the aggregate",
+            "sees": "who took part and who dropped, and the aggregate"
+            + (
+                " (and the noise components it removed: the noise left in the sum is the analyst's)"
+                if self.cfg.privacy.noise_enforcement == "add-then-remove"
+                else ""
+            ),
             "ex_post": {
                 "epsilon": post,
                 "ex_post": True,
@@ -287,8 +294,47 @@ def checkin_provider_for(cfg, plan):  # noqa: ANN001, ANN201
     )
 
 
+def enforced_provider_for(cfg, plan):  # noqa: ANN001, ANN201
+    """The per-k provider with add-then-remove noise (``privacy.noise_enforcement``): target variance in the sum
+    mu = K_exp sigma_int^2 (what the expected check-ins add without enforcement), tolerance
+    ``privacy.dropout_tolerance``, roster rate r = p (1 - p') (survived advertise_keys) and sum rate gamma."""
+    from secagg_dp.accounting.checkin.enforced import enforced_checkin_provider
+
+    pop = cfg.population
+    return enforced_checkin_provider(
+        pop.clients,
+        target_variance=enforced_target_variance(plan),
+        l2_sensitivity=plan.l2_sensitivity,
+        l1_sensitivity=plan.l1_sensitivity,
+        dim=plan.padded_dim,
+        tolerance=cfg.privacy.dropout_tolerance,
+        roster_rate=effective_roster_rate(pop.checkin, pop.dropout),
+        sum_rate=effective_gamma(pop.checkin, pop.dropout),
+    )
+
+
+def enforced_target_variance(plan) -> float:  # noqa: ANN001
+    """mu: the target noise variance of the sum on the grid, K_exp sigma_int^2 (the expected check-ins' noise)."""
+    return float(plan.expected_checkins * plan.sigma_int**2)
+
+
+def effective_roster_rate(checkin: float, dropout: float) -> float:
+    """P(a client is in the roster) = p (1 - p'): it checked in and did not drop at advertise_keys."""
+    from secagg_dp.accounting.checkin.dropout import effective_checkin_rate
+
+    return effective_checkin_rate(checkin, dropout, 1)
+
+
 def _provider(cfg, plan):  # noqa: ANN001, ANN202
     """The per-k provider of the check-in mixture for this config, and a one-line label."""
+    if cfg.privacy.noise_enforcement == "add-then-remove":
+        provider = enforced_provider_for(cfg, plan)
+        mech = provider.mechanism
+        return provider, (
+            f"EnforcedSkellamSum(mu={mech.target_variance:.6g}, tolerance={mech.tolerance:g}, "
+            f"Delta2={mech.l2_sensitivity:.6g}, Delta1={mech.l1_sensitivity:.6g}) subsampled w/o replacement at "
+            f"k/n, n={cfg.population.clients}, add-then-remove noise"
+        )
     if cfg.task.name == "logreg" and cfg.privacy.unit == "sample":
         return _logreg_provider(cfg, plan)
     n = cfg.population.clients

@@ -80,6 +80,7 @@ class _CryptoArgs(TypedDict):
     neighbours: int | None
     seed: int
     security: str
+    noise: Any  # a secagg_dp.noise.add_then_remove.NoiseSpec, or None
 
 
 @dataclass(frozen=True)
@@ -431,14 +432,17 @@ class RoundAggregate:
 def aggregate_noise_groups(cfg: SimConfig, p: Plan, included: int) -> list[int] | None:
     """How the ideal aggregator draws the included clients' noise: group sizes of one draw each, or None.
 
-    None: every client adds its own noise in its block (the crypto mode always; the ideal mode for logreg with
-    per-sample noise, whose noise feeds the local steps, and where the discrete Gaussian TV bound is not below
-    2^-60, i.e. tiny sigma). Otherwise the sum of the ``included`` clients' noise is drawn directly
+    None: every client adds its own noise in its block (the crypto mode always; add-then-remove noise
+    enforcement, whose components come from each client's seeds; the ideal mode for logreg with per-sample
+    noise, whose noise feeds the local steps; and where the discrete Gaussian TV bound is not below 2^-60,
+    i.e. tiny sigma). Otherwise the sum of the ``included`` clients' noise is drawn directly
     (:func:`secagg_dp.noise.aggregate.noise_sum_plan`): the same law for Skellam, within total variation
     2^-60 of it for the discrete Gaussian.
     """
     if cfg.task.name != "mean" and cfg.privacy.unit != "client":
         return None
+    if cfg.privacy.noise_enforcement != "none":
+        return None  # add-then-remove: each client's components come from its own seeds (removal is per group)
     from secagg_dp.noise.aggregate import noise_sum_plan
 
     return noise_sum_plan(cfg.privacy.mechanism, p.sigma_int, included, p.padded_dim)
@@ -492,6 +496,8 @@ def aggregate_round(
         generator=cfg.rng,
         client_noise=groups is None,
     )
+    if cfg.privacy.noise_enforcement == "add-then-remove":
+        spec = _enforced_spec(cfg, p, spec, stages, len(included), mode)
     aggregate = truth = comm = None
     t1 = time.perf_counter()
     if mode == "ideal":
@@ -519,6 +525,7 @@ def aggregate_round(
             neighbours=cfg.secagg.neighbours,
             seed=_round_int(root, r, PURPOSE_CRYPTO),
             security=cfg.secagg.security,
+            noise=_noise_spec(cfg, p),
         )
         if hasattr(executor, "client_pool") and len(ids) >= max(t, 2):
             # clients live on the workers for the round: each shard encodes its own blocks there
@@ -555,6 +562,42 @@ def aggregate_round(
             truth = client_truth(spec, included)
         secs["secagg"] = time.perf_counter() - t2
     return RoundAggregate(ids, stages, included, t, spec, aggregate, truth, secs, comm)
+
+
+def _enforced_spec(cfg: SimConfig, p: Plan, spec: RoundSpec, stages: np.ndarray, included: int, mode: str) -> RoundSpec:
+    """The round's add-then-remove schedule: roster N = the clients that advertised keys (did not drop at
+    advertise_keys), d = N - (inputs in the sum), target mu = K_exp sigma_int^2. Ideal mode applies the removal
+    the server would make (each client keeps level 0 and the groups not removable at d); crypto mode keeps
+    level 0 only in the client's input and lets the protocol add and remove the groups."""
+    from dataclasses import replace
+
+    from secagg_dp.noise.add_then_remove import NoiseSchedule
+    from simulations.privacy import enforced_target_variance
+
+    roster = max(int(np.count_nonzero(stages >= 1)), 1)
+    target, tolerance = enforced_target_variance(p), cfg.privacy.dropout_tolerance
+    schedule = NoiseSchedule(target, roster, tolerance)
+    kept: tuple[int, ...] = ()
+    if mode == "ideal":
+        gone = set(schedule.removable(min(max(roster - included, 0), roster)))
+        kept = tuple(g for g in range(1, schedule.groups + 1) if g not in gone)
+    return replace(
+        spec,
+        enforcement=(target, roster, tolerance),
+        kept_groups=kept,
+        noise_seed=_round_int(spec.root_seed, spec.round, PURPOSE_CRYPTO),
+        noise_in_protocol=mode == "crypto",
+    )
+
+
+def _noise_spec(cfg: SimConfig, p: Plan):  # noqa: ANN202
+    """The protocol's :class:`~secagg_dp.noise.add_then_remove.NoiseSpec` (None without enforcement)."""
+    if cfg.privacy.noise_enforcement != "add-then-remove":
+        return None
+    from secagg_dp.noise.add_then_remove import NoiseSpec
+    from simulations.privacy import enforced_target_variance
+
+    return NoiseSpec(enforced_target_variance(p), cfg.privacy.dropout_tolerance)
 
 
 def _one_round(cfg, p: Plan, task, model, root: int, r: int, executor, acct) -> tuple[RoundRecord, Any]:

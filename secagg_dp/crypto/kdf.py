@@ -23,6 +23,9 @@ __all__ = [
     "LABEL_SIM_SERVER",
     "LABEL_SIM_ROUND",
     "LABEL_SIM_IDENTITY",
+    "LABEL_NOISE_LEVEL_SEED",
+    "LABEL_NOISE_COMPONENT",
+    "LABEL_SIM_NOISE_MASTER",
     "LABELS",
     "derive",
     "context",
@@ -35,6 +38,9 @@ LABEL_SIM_CLIENT = b"secagg-dp/v1/simulation/client-randomness"
 LABEL_SIM_SERVER = b"secagg-dp/v1/simulation/server-randomness"
 LABEL_SIM_ROUND = b"secagg-dp/v1/simulation/round-id"
 LABEL_SIM_IDENTITY = b"secagg-dp/v1/simulation/identity-key"
+LABEL_NOISE_LEVEL_SEED = b"secagg-dp/v1/noise-level-seed"
+LABEL_NOISE_COMPONENT = b"secagg-dp/v1/noise-component-key"
+LABEL_SIM_NOISE_MASTER = b"secagg-dp/v1/simulation/noise-master-seed"
 LABELS = (
     LABEL_CHANNEL,
     LABEL_PAIRWISE_MASK,
@@ -43,6 +49,9 @@ LABELS = (
     LABEL_SIM_SERVER,
     LABEL_SIM_ROUND,
     LABEL_SIM_IDENTITY,
+    LABEL_NOISE_LEVEL_SEED,
+    LABEL_NOISE_COMPONENT,
+    LABEL_SIM_NOISE_MASTER,
 )
 
 
