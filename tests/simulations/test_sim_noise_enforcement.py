@@ -105,6 +105,29 @@ def test_crypto_round_is_bit_exact_against_the_ideal_one(security, neighbours, d
         assert np.array_equal(ideal, crypto)
 
 
+def test_ideal_default_path_keeps_the_enforced_noise() -> None:
+    """The ideal aggregator's default path (which may draw the round's noise as one sum) must not bypass
+    enforcement: with add-then-remove it equals the crypto round bit for bit, as the per-client path does."""
+    from simulations.executors import InProcessExecutor
+    from simulations.runner import aggregate_round
+    from simulations.tasks import make_task
+
+    cfg = small_config(
+        population={"clients": 16, "checkin": 0.9, "dropout": 0.05},
+        secagg={"bits": 24, "threshold_fraction": 0.3, "security": "semi-honest"},
+        privacy={"mechanism": "skellam", "noise_enforcement": "add-then-remove", "dropout_tolerance": 0.2},
+    )
+    root = cfg.seed if cfg.seed is not None else 0
+    p = plan(cfg, root)
+    model = make_task(cfg).init_model(root)
+    ex = InProcessExecutor()
+    for r in (1, 2):
+        default = aggregate_round(cfg, p, root, r, model, ex, "ideal").aggregate
+        crypto = aggregate_round(cfg, p, root, r, model, ex, "crypto").aggregate
+        assert default is not None and crypto is not None
+        assert np.array_equal(default, crypto)
+
+
 @pytest.mark.slow
 def test_enforced_epsilon_does_not_grow_with_dropout_up_to_the_tolerance() -> None:
     """The bundled dropout study with enforcement: the certified epsilon at p' in (0, tolerance] stays within
