@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -33,6 +34,7 @@ __all__ = [
     "draw_noise",
     "run_blocks",
     "client_truth",
+    "wants_truth",
 ]
 
 # spawn-key purposes under (1, round, purpose[, client]) — documented in results.json "seeds"
@@ -49,7 +51,7 @@ Block = tuple[int, np.ndarray, "np.ndarray | None"]
 class RoundSpec:
     """Everything a participant needs in round ``round`` (public parameters plus the current model)."""
 
-    task: str
+    task: Any  # the round's task object (simulations.Task): it turns the model into update rows
     round: int
     root_seed: int
     n_clients: int
@@ -64,8 +66,8 @@ class RoundSpec:
     local_steps: int = 1
     sample_rate: float = 1.0
     learning_rate: float = 1.0
-    model: np.ndarray | None = None
-    unit: str = "client"  # logreg: "client" (clip the update, noise once) or "sample" (DP-SGD steps)
+    model: Any = None
+    unit: str = "client"  # "client" (clip the update, noise once) or "sample" (DP-SGD steps, a SampleLevelTask)
     generator: str = "aes-counter"  # the block generator: "aes-counter" | "pcg64"
 
 
@@ -119,68 +121,70 @@ def draw_noise(mechanism: str, sigma_int: float, size: int, rng: np.random.Gener
     return sample_skellam(sigma_int**2, size, rng=rng)
 
 
-def _encode_mean(spec: RoundSpec, codec, ids: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    from simulations.tasks.mean import client_vectors
+def _encode_client_level(
+    spec: RoundSpec, codec: Any, ids: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Client level: the task's rows for ``ids`` (checked: shape, finite), clipped to C by the codec's
+    quantizer (never trusted), rounded and noised once each. Returns (residue rows, the task's rows)."""
+    from simulations.tasks.protocol import check_rows
 
-    x = client_vectors(spec.root_seed, ids, spec.dim, spec.clip)
+    task = spec.task
+    x = check_rows(task, task.client_vectors(spec.model, ids, spec.round, spec.root_seed), len(ids), spec.dim)
     noise = draw_noise(spec.mechanism, spec.sigma_int, len(ids) * codec.padded_dim, rng).reshape(len(ids), -1)
     return codec.encode(x, noise=noise, rng=rng), x
 
 
-def _encode_logreg_client(spec: RoundSpec, codec, cid: int, rng: np.random.Generator) -> np.ndarray:
-    from simulations.tasks.logreg import load_digits_partition, per_sample_gradients
+def _encode_sample_level(spec: RoundSpec, codec: Any, cid: int, rng: np.random.Generator) -> np.ndarray:
+    """Sample level (DP-SGD in the client): S local steps; in each, Poisson-sample the client's m examples at
+    rate q, clip and encode every example's row on its own (one example moves the step's integer vector by at
+    most the codec's Delta_2), add one noise share, decode the step locally for the task's local update, and
+    add the step's residues to the round vector."""
+    from simulations.tasks.protocol import check_rows
 
-    xs, ys, _, _ = load_digits_partition(spec.root_seed, spec.n_clients)
-    x, y = xs[cid], ys[cid]
-    m = len(y)
-    assert spec.model is not None, "a logreg round carries the current model"
-    w = np.array(spec.model, dtype=np.float64, copy=True)
-    if spec.unit == "client":
-        # DP-FedAvg: S plain local steps, then the whole update is clipped to C (by the codec) and noised once.
-        for _ in range(spec.local_steps):
-            chosen = rng.random(m) < spec.sample_rate
-            if chosen.any():
-                w -= (
-                    spec.learning_rate
-                    * per_sample_gradients(w, x[chosen], y[chosen]).sum(axis=0)
-                    / (spec.sample_rate * m)
-                )
-        noise = draw_noise(spec.mechanism, spec.sigma_int, codec.padded_dim, rng)
-        return codec.encode(w - spec.model, noise=noise, rng=rng)
+    task = spec.task
+    m = int(task.shard_size(spec.root_seed))
+    model = spec.model
     total = np.zeros(codec.padded_dim, dtype=np.uint64)
     for step in range(spec.local_steps):
         chosen = rng.random(m) < spec.sample_rate  # Poisson sampling inside the client
         vec = zq.wrap_int64(draw_noise(spec.mechanism, spec.sigma_int, codec.padded_dim, rng), spec.bits)
         if chosen.any():
-            # each sample is clipped to C and rounded on its own, so one sample moves vec by <= Delta_2
-            grads = per_sample_gradients(w, x[chosen], y[chosen])
-            vec = zq.add_mod(vec, zq.sum_mod(codec.encode(grads, rng=rng), spec.bits), spec.bits)
+            examples = np.flatnonzero(chosen)
+            rows = task.sample_vectors(model, cid, examples, spec.round, spec.root_seed)
+            rows = check_rows(task, rows, len(examples), spec.dim, "sample_vectors")
+            vec = zq.add_mod(vec, zq.sum_mod(codec.encode(rows, rng=rng), spec.bits), spec.bits)
         if step + 1 < spec.local_steps:
-            w -= spec.learning_rate * codec.decode(vec) / (spec.sample_rate * m)
+            model = task.local_update(model, codec.decode(vec), spec.sample_rate * m)
         total = zq.add_mod(total, vec, spec.bits)
     return total
+
+
+def wants_truth(task: Any) -> bool:
+    """Whether the runner sums the participants' unclipped rows for the task's ``truth_metrics`` (mean: MSE)."""
+    return callable(getattr(task, "truth_metrics", None))
 
 
 def run_blocks(spec: RoundSpec, blocks: list[Block]) -> tuple[np.ndarray | None, np.ndarray, np.ndarray | None]:
     """Encode (and noise) the participants of the given blocks.
 
     Blocks with a ``keep`` mask (ideal aggregator) give ``(None, partial, truth)``: ``partial`` is the exact
-    modular sum of the kept clients' vectors and ``truth`` the plain float sum of their mean-estimation data,
-    summed in block order (None for logreg). Blocks without one give ``(ids, rows, None)``: one uint64 row
+    modular sum of the kept clients' vectors and ``truth`` the plain float sum of their rows (client level,
+    tasks with ``truth_metrics`` such as mean estimation; else None), summed in block order. Blocks without one give ``(ids, rows, None)``: one uint64 row
     per client, the input of the secure-aggregation protocol.
     """
     codec = make_codec(spec.dim, spec.bits, spec.clip, spec.scale, spec.rotation_seed, spec.beta)
     ids_out: list[np.ndarray] = []
     rows: list[np.ndarray] = []
     acc = np.zeros(codec.padded_dim, dtype=np.uint64)
-    truth = np.zeros(spec.dim) if spec.task == "mean" else None
+    truth = np.zeros(spec.dim) if spec.unit == "client" and wants_truth(spec.task) else None
     summing = bool(blocks) and blocks[0][2] is not None
     for block, ids, keep in blocks:
         rng = block_rng(spec.root_seed, spec.round, block, spec.generator)
-        if spec.task == "mean":
-            vecs, x = _encode_mean(spec, codec, ids, rng)
+        x: np.ndarray | None
+        if spec.unit == "client":
+            vecs, x = _encode_client_level(spec, codec, ids, rng)
         else:
-            vecs, x = np.stack([_encode_logreg_client(spec, codec, int(cid), rng) for cid in ids]), None
+            vecs, x = np.stack([_encode_sample_level(spec, codec, int(cid), rng) for cid in ids]), None
         if not summing:
             ids_out.append(ids)
             rows.append(vecs)
@@ -189,7 +193,7 @@ def run_blocks(spec: RoundSpec, blocks: list[Block]) -> tuple[np.ndarray | None,
         if not keep.all():  # (a boolean-mask copy costs as much as the sum: skip it when nobody dropped)
             vecs, x = vecs[keep], None if x is None else x[keep]
         acc += vecs.sum(axis=0, dtype=np.uint64)  # wraps mod 2^64; q divides 2^64, reduced below
-        if x is not None:
+        if x is not None and truth is not None:
             truth += x.sum(axis=0)
     if summing:
         return None, acc & np.uint64((1 << spec.bits) - 1), truth
@@ -198,14 +202,13 @@ def run_blocks(spec: RoundSpec, blocks: list[Block]) -> tuple[np.ndarray | None,
     return np.concatenate(ids_out), np.concatenate(rows), None
 
 
-def client_truth(spec: RoundSpec, ids) -> np.ndarray | None:  # noqa: ANN001
-    """Plain sum of the mean-estimation data of ``ids`` (None for logreg), in blocks of ``BLOCK`` clients."""
-    if spec.task != "mean":
+def client_truth(spec: RoundSpec, ids: Any) -> np.ndarray | None:
+    """Plain sum of the rows of ``ids`` for tasks with ``truth_metrics`` (else None), in blocks of ``BLOCK``."""
+    if spec.unit != "client" or not wants_truth(spec.task):
         return None
-    from simulations.tasks.mean import client_vectors
-
     arr = np.asarray(ids, dtype=np.int64)
     total = np.zeros(spec.dim)
     for i in range(0, len(arr), BLOCK):
-        total += client_vectors(spec.root_seed, arr[i : i + BLOCK], spec.dim, spec.clip).sum(axis=0)
+        block = arr[i : i + BLOCK]
+        total += spec.task.client_vectors(spec.model, block, spec.round, spec.root_seed).sum(axis=0)
     return total
