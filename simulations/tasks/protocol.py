@@ -26,7 +26,6 @@ in whatever blocks the participants are cut (numpy ``SeedSequence(root_seed, spa
 from __future__ import annotations
 
 import importlib
-import math
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -141,7 +140,7 @@ def check_task(task: Any, *, root_seed: int, clients: int, unit: str) -> Any:
     """Check ``task`` before any round and return its initial model (raises a one-line ParameterError).
 
     Checks: it satisfies :class:`Task` (and :class:`SampleLevelTask` for ``unit = "sample"``); ``vector_dim``
-    is an integer in [1, 2^24]; ``init_model`` runs; ``client_vectors`` on up to two clients of round 1
+    is an integer in [1, 2^24]; ``init_model`` runs; ``client_vectors`` on clients 0, 1 and n - 1 of round 1
     returns finite rows of the right shape (and ``sample_vectors`` on one example for the sample level)."""
     label = task_label(task)
     if not isinstance(task, Task):
@@ -156,7 +155,7 @@ def check_task(task: Any, *, root_seed: int, clients: int, unit: str) -> Any:
             "and local_update (see simulations.SampleLevelTask)."
         )
     model = task.init_model(root_seed)
-    probe = np.arange(min(2, clients), dtype=np.int64)
+    probe = np.unique(np.array([0, 1, clients - 1], dtype=np.int64).clip(0, clients - 1))
     check_rows(task, task.client_vectors(model, probe, 1, root_seed), len(probe), int(dim))
     if unit == "sample":
         m = task.shard_size(root_seed)
@@ -177,6 +176,4 @@ def finite_metrics(task: Any, metrics: Any) -> dict[str, float]:
             out[str(k)] = float(v)
         except (TypeError, ValueError) as exc:
             raise ParameterError(f"Task {task_label(task)!r}: metric {k!r} is not a number ({v!r}).") from exc
-        if math.isnan(out[str(k)]):
-            out[str(k)] = float("nan")
     return out

@@ -231,7 +231,7 @@ def test_task_named_by_import_path_with_options(tmp_path):
     [
         (NotATask(), "is not a simulations.Task: it lacks client_vectors, server_update"),
         (BadDimTask(), "vector_dim must be an integer in"),
-        (BadShapeTask(), r"client_vectors must return an array of shape \(2, 8\)"),
+        (BadShapeTask(), r"client_vectors must return an array of shape \(3, 8\)"),
         (NaNTask(), "client_vectors returned 1 non-finite value"),
         (LinearRegressionTask(dim=True), "vector_dim must be an integer"),  # type: ignore[arg-type]
     ],
