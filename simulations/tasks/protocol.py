@@ -26,6 +26,8 @@ in whatever blocks the participants are cut (numpy ``SeedSequence(root_seed, spa
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -96,13 +98,14 @@ def task_label(task: Any) -> str:
 def load_task(path: str, options: dict[str, Any]) -> Any:
     """Instantiate the task named ``"package.module:Class"`` (or a factory function) with ``options``.
 
-    Raises one :class:`~secagg_dp.errors.ConfigError` naming ``task.name`` when the module or the attribute
-    is missing or the constructor refuses the options."""
+    The module is looked up on ``sys.path`` and then in the current folder (as ``python -m`` would; the
+    ``secagg-dp`` script's own folder is not the user's). Raises one :class:`~secagg_dp.errors.ConfigError`
+    naming ``task.name`` when the module or the attribute is missing or the constructor refuses the options."""
     module_name, _, attr = path.partition(":")
     if not module_name or not attr:
         raise ConfigError(f"Config key 'task.name' must be 'mean', 'logreg' or 'package.module:Class', not {path!r}.")
     try:
-        module = importlib.import_module(module_name)
+        module = _import(module_name)
     except ImportError as exc:
         raise ConfigError(f"Config key 'task.name' = {path!r}: cannot import module {module_name!r} ({exc}).") from exc
     factory = module
@@ -116,6 +119,18 @@ def load_task(path: str, options: dict[str, Any]) -> Any:
         return factory(**options)
     except TypeError as exc:
         raise ConfigError(f"Config key 'task.options' does not fit task {path!r}: {exc}.") from exc
+
+
+def _import(module_name: str) -> Any:
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        cwd = os.getcwd()
+        top = module_name.split(".")[0]
+        if exc.name != top or cwd in sys.path or "" in sys.path:
+            raise
+        sys.path.append(cwd)  # after every installed package: the current folder never shadows one
+        return importlib.import_module(module_name)
 
 
 def check_rows(task: Any, rows: Any, n: int, dim: int, what: str = "client_vectors") -> np.ndarray:
