@@ -13,8 +13,8 @@ accountant (the distributed check-in mixture of ``simulations.privacy``, method 
   z c sqrt(K / E[K]) on the float sum of the clipped updates (the trusted-aggregator analogue), z calibrated
   with the same check-in accountant and its continuous Gaussian base (``GaussianSum``), twice: with the
   subsampling bound the discrete runs get (Wang, Balle & Kasiviswanathan 2019, Thm 9, capped by joint
-  convexity: ``gaussian``, the like-for-like comparison of the noise) and with the tight Gaussian-only dominating pair (Zhu, Dong & Wang
-  2022: ``gaussian-tight``, what a central Gaussian is certified today);
+  convexity: ``gaussian``, the like-for-like comparison of the noise) and with the tight Gaussian-only
+  dominating pair (Zhu, Dong & Wang 2022: ``gaussian-tight``, what a central Gaussian is certified today);
 * non-private: the float sum of the unclipped updates, no noise.
 
 Panel 1: accuracy vs epsilon in {2, 4, 8, 16} at 16 bits. Panel 2: accuracy vs bits in {12, 14, 16, 18, 20} at
@@ -176,13 +176,19 @@ def main() -> None:
                 for name, amp in gauss.items():
                     if (name, 0, e) not in zs:
                         t0 = time.perf_counter()
-                        zs[name, 0, e] = calibrate(lambda x, a=amp: gaussian_epsilon(base, x, a), e)
+                        zs[name, 0, e] = calibrate(lambda x, a=amp, c=base: gaussian_epsilon(c, x, a), e)
                         cal_seconds += time.perf_counter() - t0
                     z = zs[name, 0, e]
                     accs, secs = float_run(base, root, z)
                     points.append(
-                        {"mechanism": name, "seed": root, "target": e, "z": z, "epsilon": gaussian_epsilon(base, z, amp),
-                         "accuracy": float(np.mean(accs[-LAST:]))}  # fmt: skip
+                        {
+                            "mechanism": name,
+                            "seed": root,
+                            "target": e,
+                            "z": z,
+                            "epsilon": gaussian_epsilon(base, z, amp),
+                            "accuracy": float(np.mean(accs[-LAST:])),
+                        }  # fmt: skip
                     )
                     timing.setdefault(name, []).append(secs)
                     print(f"  {name:14s}      eps {points[-1]['epsilon']:7.4f} (target {e:g})  z {z:6.3f}  "
@@ -190,7 +196,9 @@ def main() -> None:
             for mech, bits, e in jobs:
                 if (mech, bits, e) not in zs:
                     t0 = time.perf_counter()
-                    zs[mech, bits, e] = calibrate(lambda x, m=mech, b=bits: discrete_epsilon(rounds, m, b, x, root), e)
+                    zs[mech, bits, e] = calibrate(
+                        lambda x, m=mech, b=bits, r=root: discrete_epsilon(rounds, m, b, x, r), e
+                    )
                     cal_seconds += time.perf_counter() - t0
                 z = zs[mech, bits, e]
                 cfg = scenario([*rounds, f"seed={root}", f"privacy.mechanism={mech}", f"secagg.bits={bits}",
@@ -203,15 +211,25 @@ def main() -> None:
                                    "accuracy": math.nan, "unreachable": str(exc)})  # fmt: skip
                     continue
                 points.append(
-                    {"mechanism": mech, "bits": bits, "seed": root, "target": e, "z": z, "epsilon": eps,
-                     "accuracy": float(np.mean(accs[-LAST:]))}  # fmt: skip
+                    {
+                        "mechanism": mech,
+                        "bits": bits,
+                        "seed": root,
+                        "target": e,
+                        "z": z,
+                        "epsilon": eps,
+                        "accuracy": float(np.mean(accs[-LAST:])),
+                    }  # fmt: skip
                 )
                 timing.setdefault(mech, []).append(secs)
                 print(f"  {mech:14s} {bits:2d} bits  eps {eps:7.4f} (target {e:g})  z {z:6.3f}  "
                       f"acc {points[-1]['accuracy']:.3f}  {secs:5.1f} s", flush=True)  # fmt: skip
     total = time.perf_counter() - start
     floor = float(np.mean(timing["non-private"]))
-    print(f"\nwall time {total:.0f} s for the whole study ({args.seeds} seed(s)), of which {cal_seconds:.0f} s calibration")
+    print(
+        f"\nwall time {total:.0f} s for the whole study ({args.seeds} seed(s)), "
+        f"of which {cal_seconds:.0f} s calibration"
+    )
     print("per run (training only), ratio to the non-private run:")
     for k, v in timing.items():
         print(f"  {k:12s} {np.mean(v):6.2f} s   x{np.mean(v) / floor:5.2f}")
@@ -296,7 +314,9 @@ def plot(doc: dict[str, Any], path: Path) -> None:
         ys = [_mean(pts, mechanism=mech, bits=b, target=e4) for b in doc["bits"]]
         a2.plot(doc["bits"], ys, color=col, marker=mk, linestyle=ls, mfc="none", label=mech.upper())
     a2.axhline(_mean(pts, mechanism="gaussian", target=e4), color="k", lw=1, label=labels["gaussian"])
-    a2.axhline(_mean(pts, mechanism="gaussian-tight", target=e4), color="0.5", lw=1, ls="-.", label=labels["gaussian-tight"])
+    a2.axhline(
+        _mean(pts, mechanism="gaussian-tight", target=e4), color="0.5", lw=1, ls="-.", label=labels["gaussian-tight"]
+    )
     a2.axhline(top, color="grey", lw=1, label="non-private")
     a2.set(xlabel="bits per coordinate", ylabel="test accuracy", title=f"accuracy vs bits at ε = {e4:g}")
     for ax in (a1, a2):

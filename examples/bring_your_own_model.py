@@ -81,10 +81,16 @@ def main(out_dir: Path) -> dict:
     doc = run_scenario(cfg, out_dir, task=task)
     acc = [r["metrics"]["accuracy"] for r in doc["rounds"]]
     priv = doc["privacy"]
-    print(f"task {doc['config']['task']['name']}: vector_dim {doc['derived']['dim']}, {cfg.rounds} rounds, mode {cfg.mode}")
+    print(
+        f"task {doc['config']['task']['name']}: vector_dim {doc['derived']['dim']}, "
+        f"{cfg.rounds} rounds, mode {cfg.mode}"
+    )
     print(f"accuracy before training {start:.3f}, after each round: {' '.join(f'{a:.3f}' for a in acc)}")
     print(f"clip C = {cfg.privacy.clip} enforced by the simulator; noise multiplier z = {cfg.privacy.noise_multiplier}")
-    print(f"certified epsilon = {priv['epsilon']:.4f} at delta = {priv['delta']:g} ({priv['unit']} level, {priv['neighbouring']})")
+    print(
+        f"certified epsilon = {priv['epsilon']:.4f} at delta = {priv['delta']:g} "
+        f"({priv['unit']} level, {priv['neighbouring']})"
+    )
     print(f"  against the secure-aggregation server: epsilon = {priv['server']['epsilon']:.4f}")
     print(f"results: {Path(out_dir) / 'results.json'}")
     if doc["status"] != "complete" or acc[-1] < start + 0.2:

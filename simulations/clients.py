@@ -169,8 +169,8 @@ def run_blocks(spec: RoundSpec, blocks: list[Block]) -> tuple[np.ndarray | None,
 
     Blocks with a ``keep`` mask (ideal aggregator) give ``(None, partial, truth)``: ``partial`` is the exact
     modular sum of the kept clients' vectors and ``truth`` the plain float sum of their rows (client level,
-    tasks with ``truth_metrics`` such as mean estimation; else None), summed in block order. Blocks without one give ``(ids, rows, None)``: one uint64 row
-    per client, the input of the secure-aggregation protocol.
+    tasks with ``truth_metrics`` such as mean estimation; else None), summed in block order. Blocks without
+    one give ``(ids, rows, None)``: one uint64 row per client, the input of the secure-aggregation protocol.
     """
     codec = make_codec(spec.dim, spec.bits, spec.clip, spec.scale, spec.rotation_seed, spec.beta)
     ids_out: list[np.ndarray] = []

@@ -47,9 +47,7 @@ def run(
         make_accountant(v, plan(v, root, task), None).close()
     seeds = cfg.study.seeds
     if not cfg.study.grid and seeds == 1:
-        doc = run_scenario(
-            variants[0][2], out, executor=executor, progress=progress, on_round=on_round, task=task
-        )
+        doc = run_scenario(variants[0][2], out, executor=executor, progress=progress, on_round=on_round, task=task)
         if plots:
             from simulations.plots import plot_run
 

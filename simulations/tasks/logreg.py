@@ -113,7 +113,7 @@ class LogRegTask:
             x, y = xs[cid], ys[cid]
             w = np.array(model, dtype=np.float64, copy=True)
             for _ in range(self.local_steps):
-                chosen = rng.random(m) < self.sample_rate
+                chosen = np.asarray(rng.random(m)) < self.sample_rate
                 if chosen.any():
                     grads = per_sample_gradients(w, x[chosen], y[chosen])
                     w -= self.learning_rate * grads.sum(axis=0) / (self.sample_rate * m)

@@ -78,7 +78,9 @@ class SampleLevelTask(Task, Protocol):
         """Number m of training examples each client holds."""
         ...
 
-    def sample_vectors(self, model: Any, client_id: int, examples: np.ndarray, round: int, root_seed: int) -> np.ndarray:
+    def sample_vectors(
+        self, model: Any, client_id: int, examples: np.ndarray, round: int, root_seed: int
+    ) -> np.ndarray:
         """One float row of length ``vector_dim`` per index in ``examples`` (the client's sampled examples):
         that example's gradient before clipping."""
         ...
@@ -173,10 +175,11 @@ def check_task(task: Any, *, root_seed: int, clients: int, unit: str) -> Any:
     probe = np.unique(np.array([0, 1, clients - 1], dtype=np.int64).clip(0, clients - 1))
     check_rows(task, task.client_vectors(model, probe, 1, root_seed), len(probe), int(dim))
     if unit == "sample":
-        m = task.shard_size(root_seed)
+        sample_task: Any = task  # a SampleLevelTask (checked above)
+        m = sample_task.shard_size(root_seed)
         if isinstance(m, bool) or not isinstance(m, int | np.integer) or m < 1:
             raise ParameterError(f"Task {label!r}: shard_size must be a positive integer, not {m!r}.")
-        rows = task.sample_vectors(model, 0, np.zeros(1, dtype=np.int64), 1, root_seed)
+        rows = sample_task.sample_vectors(model, 0, np.zeros(1, dtype=np.int64), 1, root_seed)
         check_rows(task, rows, 1, int(dim), "sample_vectors")
     return model
 

@@ -37,7 +37,9 @@ def test_dirichlet_split_is_a_partition_with_label_skew():
     glob = np.bincount(y_train, minlength=10) / len(y_train)
 
     def tv(parts):
-        return np.mean([0.5 * np.abs(np.bincount(y_train[s], minlength=10) / len(s) - glob).sum() for s in parts if len(s)])
+        return np.mean(
+            [0.5 * np.abs(np.bincount(y_train[s], minlength=10) / len(s) - glob).sum() for s in parts if len(s)]
+        )
 
     perm = np.random.default_rng(1).permutation(len(y_train))
     iid = np.split(perm, np.cumsum([len(s) for s in shards])[:-1])

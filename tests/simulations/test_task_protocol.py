@@ -211,9 +211,7 @@ def test_sample_level_user_task_runs_the_steps_the_accountant_is_told(tmp_path):
 
 
 def test_task_named_by_import_path_with_options(tmp_path):
-    cfg = small_config(
-        rounds=1, task={"name": f"{HERE}:LinearRegressionTask", "options": {"dim": 5, "lr": 0.2}}
-    )
+    cfg = small_config(rounds=1, task={"name": f"{HERE}:LinearRegressionTask", "options": {"dim": 5, "lr": 0.2}})
     doc = run_scenario(cfg, tmp_path, accountant=CountingAccountant())
     assert doc["derived"]["dim"] == 5 and "distance" in doc["rounds"][0]["metrics"]
     from simulations.config import build_config
