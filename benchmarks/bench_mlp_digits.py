@@ -142,11 +142,18 @@ def float_run(cfg: SimConfig, root: int, z: float | None) -> tuple[list[float], 
     return accs, time.perf_counter() - t0
 
 
-def sim_run(cfg: SimConfig, root: int, out: Path) -> tuple[list[float], float, float]:
+def sim_run(cfg: SimConfig, root: int, out: Path) -> tuple[list[float], float, float, dict[str, Any]]:
     t0 = time.perf_counter()
     doc = run_scenario(cfg, out)
     assert doc["status"] == "complete", doc["status"]
-    return [r["metrics"]["accuracy"] for r in doc["rounds"]], float(doc["privacy"]["epsilon"]), time.perf_counter() - t0
+    secs = time.perf_counter() - t0
+    d = doc["derived"]
+    derived = {
+        "scale": d["scale"],
+        "inflation": d["l2_sensitivity"] / d["scale"],
+        "wrap_bound": d["wrap_probability_bound"],
+    }
+    return [r["metrics"]["accuracy"] for r in doc["rounds"]], float(doc["privacy"]["epsilon"]), secs, derived
 
 
 def main() -> None:
@@ -154,7 +161,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="4 rounds, 2 epsilon targets, 2 bit widths (smoke run)")
     ap.add_argument("--seeds", type=int, default=3, help="root seeds per point (accuracy averaged)")
     ap.add_argument("--figure", default=str(ROOT / "docs" / "img" / "mlp_digits.png"))
+    ap.add_argument("--replot", metavar="JSON", help="redraw the figure from a data file of an earlier run")
     args = ap.parse_args()
+    if args.replot:
+        plot(json.loads(Path(args.replot).read_text()), Path(args.figure))
+        return
     targets, bits_grid = (EPS_TARGETS[1:3], (12, 16)) if args.quick else (EPS_TARGETS, BITS)
     rounds = ["rounds=4"] if args.quick else []
     start = time.perf_counter()
@@ -204,7 +215,7 @@ def main() -> None:
                 cfg = scenario([*rounds, f"seed={root}", f"privacy.mechanism={mech}", f"secagg.bits={bits}",
                                 f"privacy.noise_multiplier={z!r}"])  # fmt: skip
                 try:
-                    accs, eps, secs = sim_run(cfg, root, Path(tmp) / f"{mech}-{bits}-{e:g}-{root}")
+                    accs, eps, secs, derived = sim_run(cfg, root, Path(tmp) / f"{mech}-{bits}-{e:g}-{root}")
                 except ConfigError as exc:  # the target needs more noise than the bit width can carry
                     print(f"  {mech:14s} {bits:2d} bits  eps target {e:g}: not reachable ({exc})"[:160], flush=True)
                     points.append({"mechanism": mech, "bits": bits, "seed": root, "target": e, "z": z,
@@ -219,7 +230,8 @@ def main() -> None:
                         "z": z,
                         "epsilon": eps,
                         "accuracy": float(np.mean(accs[-LAST:])),
-                    }  # fmt: skip
+                        **derived,
+                    }
                 )
                 timing.setdefault(mech, []).append(secs)
                 print(f"  {mech:14s} {bits:2d} bits  eps {eps:7.4f} (target {e:g})  z {z:6.3f}  "
@@ -308,6 +320,7 @@ def plot(doc: dict[str, Any], path: Path) -> None:
     a1.axhline(top, color="grey", lw=1, label="non-private")
     a1.set(xscale="log", xlabel="certified ε (analyst, δ = 1e-5)", ylabel="test accuracy", title="accuracy vs ε")
     a1.set_xticks(doc["epsilon_targets"], [f"{e:g}" for e in doc["epsilon_targets"]])
+    a1.set_xticks([], minor=True)
     e4 = doc["epsilon_for_bits"]
     for mech in ("ddg", "skellam"):
         col, mk, ls = styles[mech]
