@@ -332,6 +332,17 @@ def plot(doc: dict[str, Any], path: Path) -> None:
     )
     a2.axhline(top, color="grey", lw=1, label="non-private")
     a2.set(xlabel="bits per coordinate", ylabel="test accuracy", title=f"accuracy vs bits at ε = {e4:g}")
+    a2.set_xticks(doc["bits"])
+    a2.set_xlim(min(doc["bits"]) - 1, max(doc["bits"]) + 1)
+    for b in doc["bits"]:
+        if all(p.get("unreachable") for p in pts if p.get("bits") == b and p["target"] == e4):
+            a2.annotate(
+                f"{b} bits:\nε = {e4:g}\nunreachable",
+                (b, 0.3),
+                xycoords=("data", "axes fraction"),
+                fontsize=8,
+                ha="center",
+            )
     for ax in (a1, a2):
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
