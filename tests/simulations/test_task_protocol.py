@@ -265,3 +265,22 @@ def test_results_json_names_the_config_task(tmp_path):
     doc = run_scenario(cfg, tmp_path, accountant=CountingAccountant())
     disk = json.loads((tmp_path / "results.json").read_text())
     assert disk["config"]["task"]["name"] == doc["config"]["task"]["name"] == f"{HERE}:LinearRegressionTask"
+
+
+def test_import_path_finds_a_module_in_the_current_folder(tmp_path, monkeypatch):
+    # the secagg-dp script's folder is on sys.path, not the user's: load_task also looks in the current folder
+    import sys
+
+    from simulations.tasks.protocol import load_task
+
+    (tmp_path / "usertask_cwd_probe.py").write_text(
+        "class T:\n    def __init__(self, dim=2):\n        self.vector_dim = dim\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "usertask_cwd_probe", raising=False)
+    assert load_task("usertask_cwd_probe:T", {"dim": 5}).vector_dim == 5
+    with pytest.raises(ConfigError, match="task.options"):
+        load_task("usertask_cwd_probe:T", {"width": 5})
+    with pytest.raises(ConfigError, match="package.module:Class"):
+        load_task("usertask_cwd_probe:", {})
