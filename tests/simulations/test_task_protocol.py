@@ -199,13 +199,37 @@ def test_sample_level_user_task_runs_the_steps_the_accountant_is_told(tmp_path):
         privacy={"noise_multiplier": 0.5, "unit": "sample"},
         task={"name": f"{HERE}:SampleLevelLinReg", "local_steps": 2, "sample_rate": 0.5},
     )
-    doc = run_scenario(cfg, tmp_path, accountant=None)
+    task = SampleLevelLinReg()
+    steps = []
+    task.local_update = lambda model, step_sum, batch: steps.append(batch) or model - task.lr * step_sum / batch
+    doc = run_scenario(cfg, tmp_path, task=task)
     assert doc["status"] == "complete"
+    # the simulator ran S = 2 steps per participant (one local update between them) with batch q m = 3
+    assert len(steps) == sum(r["checked_in"] for r in doc["rounds"]) and set(steps) == {3.0}
     priv = doc["privacy"]
     assert priv["unit"] == "sample" and priv["neighbouring"] == "add-remove"
     assert "S=2" in priv["event"] and "q=0.5" in priv["event"]
     # the scale rule budgets for S q m C: two steps of on average 3 clipped examples each
     assert doc["derived"]["signal_norm"] == pytest.approx(2 * 0.5 * 6 * cfg.privacy.clip)
+    # the certificate is the local-steps event for exactly these S and q, built here from the library's
+    # check-in pieces (not through the simulator's accountant); with S = 1 it would be smaller
+    from secagg_dp.accounting.checkin.accountant import CheckinAccountant
+    from secagg_dp.accounting.checkin.events import CheckinRound
+    from secagg_dp.accounting.checkin.providers import checkin_provider
+    from simulations.privacy import ORDERS
+
+    d = doc["derived"]
+
+    def eps(local_steps):
+        prov = checkin_provider(
+            "ddg", 20, sigma=d["sigma_int"], l2_sensitivity=d["l2_sensitivity"],
+            l1_sensitivity=d["l1_sensitivity"], dim=d["padded_dim"], local_steps=local_steps, sample_rate=0.5,
+        )  # fmt: skip
+        event = CheckinRound(provider=prov, clients=20, gamma=0.8, sample_size=None, neighbouring="add-remove")
+        acc = CheckinAccountant(priv["method"], "add-remove", orders=ORDERS, observer="analyst")
+        return acc.compose(event, 2).certificate(1e-5).epsilon
+
+    assert priv["epsilon"] == pytest.approx(eps(2), rel=1e-12) and eps(1) < eps(2)
     with pytest.raises(ParameterError, match="cannot run with privacy.unit = 'sample'"):
         plan(cfg, 11, LinearRegressionTask())
 
