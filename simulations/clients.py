@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +38,7 @@ __all__ = [
     "client_truth",
     "noise_master",
     "noise_schedule",
+    "wants_truth",
 ]
 
 # spawn-key purposes under (1, round, purpose[, client]) — documented in results.json "seeds"
@@ -53,7 +55,7 @@ Block = tuple[int, np.ndarray, "np.ndarray | None"]
 class RoundSpec:
     """Everything a participant needs in round ``round`` (public parameters plus the current model)."""
 
-    task: str
+    task: Any  # the round's task object (simulations.Task): it turns the model into update rows
     round: int
     root_seed: int
     n_clients: int
@@ -68,8 +70,8 @@ class RoundSpec:
     local_steps: int = 1
     sample_rate: float = 1.0
     learning_rate: float = 1.0
-    model: np.ndarray | None = None
-    unit: str = "client"  # logreg: "client" (clip the update, noise once) or "sample" (DP-SGD steps)
+    model: Any = None
+    unit: str = "client"  # "client" (clip the update, noise once) or "sample" (DP-SGD steps, a SampleLevelTask)
     generator: str = "aes-counter"  # the block generator: "aes-counter" | "pcg64"
     # False: the clients encode without noise and the ideal aggregator adds the sum of the included clients'
     # noise as one draw (simulations.runner.aggregate_round; secagg_dp.noise.aggregate)
@@ -186,14 +188,18 @@ def _client_noise(spec: RoundSpec, ids: np.ndarray, size: int, rng: np.random.Ge
     return np.stack(rows) if rows else np.zeros((0, size), dtype=np.int64)
 
 
-def _mean_block(
-    spec: RoundSpec, codec, ids: np.ndarray, rng: np.random.Generator, keep: np.ndarray | None
+def _client_block(
+    spec: RoundSpec, codec: Any, ids: np.ndarray, rng: np.random.Generator, keep: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Mean task, one block: (rows, data) without ``keep`` (protocol input), else (modular sum of the kept rows,
-    plain float sum of their data). The same draws either way, so the sum equals the kept rows' sum bit for bit."""
-    from simulations.tasks.mean import client_vectors
+    """Client level, one block: the task's rows for ``ids`` (checked: shape, finite), clipped to C by the
+    codec's quantizer (never trusted), rounded and noised once each (unless the ideal aggregator draws the
+    noise of the sum, ``client_noise`` False). Without ``keep`` (protocol input): (residue rows, the task's
+    rows); with it: (modular sum of the kept rows, plain float sum of their task rows). The same draws either
+    way, so the sum equals the kept rows' sum bit for bit."""
+    from simulations.tasks.protocol import check_rows
 
-    x = client_vectors(spec.root_seed, ids, spec.dim, spec.clip)
+    task = spec.task
+    x = check_rows(task, task.client_vectors(spec.model, ids, spec.round, spec.root_seed), len(ids), spec.dim)
     noise = _client_noise(spec, ids, codec.padded_dim, rng) if spec.client_noise else None
     if keep is None:
         return codec.encode(x, noise=noise, rng=rng), x
@@ -201,36 +207,27 @@ def _mean_block(
     return part, (x if keep.all() else x[keep]).sum(axis=0)
 
 
-def _encode_logreg_client(spec: RoundSpec, codec, cid: int, rng: np.random.Generator) -> np.ndarray:
-    from simulations.tasks.logreg import load_digits_partition, per_sample_gradients
+def _encode_sample_level(spec: RoundSpec, codec: Any, cid: int, rng: np.random.Generator) -> np.ndarray:
+    """Sample level (DP-SGD in the client): S local steps; in each, Poisson-sample the client's m examples at
+    rate q, clip and encode every example's row on its own (one example moves the step's integer vector by at
+    most the codec's Delta_2), add one noise share, decode the step locally for the task's local update, and
+    add the step's residues to the round vector."""
+    from simulations.tasks.protocol import check_rows
 
-    xs, ys, _, _ = load_digits_partition(spec.root_seed, spec.n_clients)
-    x, y = xs[cid], ys[cid]
-    m = len(y)
-    assert spec.model is not None, "a logreg round carries the current model"
-    w = np.array(spec.model, dtype=np.float64, copy=True)
-    if spec.unit == "client":
-        # DP-FedAvg: S plain local steps, then the whole update is clipped to C (by the codec) and noised once.
-        for _ in range(spec.local_steps):
-            chosen = rng.random(m) < spec.sample_rate
-            if chosen.any():
-                w -= (
-                    spec.learning_rate
-                    * per_sample_gradients(w, x[chosen], y[chosen]).sum(axis=0)
-                    / (spec.sample_rate * m)
-                )
-        noise = _client_noise(spec, np.array([cid]), codec.padded_dim, rng)[0] if spec.client_noise else None
-        return codec.encode(w - spec.model, noise=noise, rng=rng)
+    task = spec.task
+    m = int(task.shard_size(spec.root_seed))
+    model = spec.model
     total = np.zeros(codec.padded_dim, dtype=np.uint64)
     for step in range(spec.local_steps):
         chosen = rng.random(m) < spec.sample_rate  # Poisson sampling inside the client
         vec = zq.wrap_int64(draw_noise(spec.mechanism, spec.sigma_int, codec.padded_dim, rng), spec.bits)
         if chosen.any():
-            # each sample is clipped to C and rounded on its own, so one sample moves vec by <= Delta_2
-            grads = per_sample_gradients(w, x[chosen], y[chosen])
-            vec = zq.add_mod(vec, zq.sum_mod(codec.encode(grads, rng=rng), spec.bits), spec.bits)
+            examples = np.flatnonzero(chosen)
+            rows = task.sample_vectors(model, cid, examples, spec.round, spec.root_seed)
+            rows = check_rows(task, rows, len(examples), spec.dim, "sample_vectors")
+            vec = zq.add_mod(vec, zq.sum_mod(codec.encode(rows, rng=rng), spec.bits), spec.bits)
         if step + 1 < spec.local_steps:
-            w -= spec.learning_rate * codec.decode(vec) / (spec.sample_rate * m)
+            model = task.local_update(model, codec.decode(vec), spec.sample_rate * m)
         total = zq.add_mod(total, vec, spec.bits)
     return total
 
@@ -263,34 +260,39 @@ def tune_allocator() -> bool:
     return bool(mallopt(_M_MMAP_THRESHOLD, 32 << 20)) and bool(mallopt(_M_TRIM_THRESHOLD, 64 << 20))
 
 
+def wants_truth(task: Any) -> bool:
+    """Whether the runner sums the participants' unclipped rows for the task's ``truth_metrics`` (mean: MSE)."""
+    return callable(getattr(task, "truth_metrics", None))
+
+
 def run_blocks(spec: RoundSpec, blocks: list[Block]) -> tuple[np.ndarray | None, np.ndarray, np.ndarray | None]:
     """Encode (and noise) the participants of the given blocks.
 
     Blocks with a ``keep`` mask (ideal aggregator) give ``(None, partial, truth)``: ``partial`` is the exact
-    modular sum of the kept clients' vectors and ``truth`` the plain float sum of their mean-estimation data,
-    summed in block order (None for logreg). Blocks without one give ``(ids, rows, None)``: one uint64 row
-    per client, the input of the secure-aggregation protocol.
+    modular sum of the kept clients' vectors and ``truth`` the plain float sum of their rows (client level,
+    tasks with ``truth_metrics`` such as mean estimation; else None), summed in block order. Blocks without
+    one give ``(ids, rows, None)``: one uint64 row per client, the input of the secure-aggregation protocol.
     """
     tune_allocator()
     codec = make_codec(spec.dim, spec.bits, spec.clip, spec.scale, spec.rotation_seed, spec.beta)
     ids_out: list[np.ndarray] = []
     rows: list[np.ndarray] = []
     acc = np.zeros(codec.padded_dim, dtype=np.uint64)
-    truth = np.zeros(spec.dim) if spec.task == "mean" else None
+    truth = np.zeros(spec.dim) if spec.unit == "client" and wants_truth(spec.task) else None
     summing = bool(blocks) and blocks[0][2] is not None
     for block, ids, keep in blocks:
         rng = block_rng(spec.root_seed, spec.round, block, spec.generator)
-        if spec.task == "mean":
+        if spec.unit == "client":
             if summing:
                 assert keep is not None  # summing: every block carries a keep mask (ideal aggregator)
-                part, xsum = _mean_block(spec, codec, ids, rng, keep)
+                part, xsum = _client_block(spec, codec, ids, rng, keep)
                 acc += part  # wraps mod 2^64; q divides 2^64, reduced below
-                assert truth is not None
-                truth += xsum
+                if truth is not None:
+                    truth += xsum
                 continue
-            vecs, _ = _mean_block(spec, codec, ids, rng, None)
+            vecs, _ = _client_block(spec, codec, ids, rng, None)
         else:
-            vecs = np.stack([_encode_logreg_client(spec, codec, int(cid), rng) for cid in ids])
+            vecs = np.stack([_encode_sample_level(spec, codec, int(cid), rng) for cid in ids])
         if not summing:
             ids_out.append(ids)
             rows.append(vecs)
@@ -306,14 +308,13 @@ def run_blocks(spec: RoundSpec, blocks: list[Block]) -> tuple[np.ndarray | None,
     return np.concatenate(ids_out), np.concatenate(rows), None
 
 
-def client_truth(spec: RoundSpec, ids) -> np.ndarray | None:  # noqa: ANN001
-    """Plain sum of the mean-estimation data of ``ids`` (None for logreg), in blocks of ``BLOCK`` clients."""
-    if spec.task != "mean":
+def client_truth(spec: RoundSpec, ids: Any) -> np.ndarray | None:
+    """Plain sum of the rows of ``ids`` for tasks with ``truth_metrics`` (else None), in blocks of ``BLOCK``."""
+    if spec.unit != "client" or not wants_truth(spec.task):
         return None
-    from simulations.tasks.mean import client_vectors
-
     arr = np.asarray(ids, dtype=np.int64)
     total = np.zeros(spec.dim)
     for i in range(0, len(arr), BLOCK):
-        total += client_vectors(spec.root_seed, arr[i : i + BLOCK], spec.dim, spec.clip).sum(axis=0)
+        block = arr[i : i + BLOCK]
+        total += spec.task.client_vectors(spec.model, block, spec.round, spec.root_seed).sum(axis=0)
     return total

@@ -48,9 +48,11 @@ client runs.
     dropout_tolerance = 0.1     # D / N, the tolerated fraction of the roster dropping before its input
 
     [task]
-    name = "mean"               # "mean" | "logreg"
+    name = "mean"               # "mean" | "logreg" | "package.module:Class" (any simulations.Task)
     dim = 256                   # mean only: dimension of the client vectors
     # logreg only: local_steps = 1, sample_rate = 0.5, learning_rate = 2.0
+    # a user task: local_steps, sample_rate (privacy.unit = "sample") and its constructor keywords:
+    # [task.options]            # e.g. hidden = 32 (overrides: task.options.hidden=32)
 
     [study]                     # optional: a grid of variants, each a full run (default: no grid)
     # grid = { "population.dropout" = [0.0, 0.1, 0.3, 0.5] }
@@ -98,7 +100,7 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 _OPTIONAL: dict[str, Any] = {
     "secagg": {"threshold": None, "neighbours": None},
     "privacy": {"epsilon_budget": None},
-    "task": {"local_steps": 1, "sample_rate": 0.5, "learning_rate": 2.0},
+    "task": {"local_steps": 1, "sample_rate": 0.5, "learning_rate": 2.0, "options": {}},
     "study": {"grid": {}, "x": "epsilon", "seeds": 1},
 }
 
@@ -119,7 +121,21 @@ def _load_defaults() -> dict[str, Any]:
 DEFAULTS: dict[str, Any] = _load_defaults()
 
 _TASK_KEYS = {"mean": {"name", "dim"}, "logreg": {"name", "local_steps", "sample_rate", "learning_rate"}}
+#: Keys of a user task named "package.module:Class": its constructor keywords, and the local steps and Poisson
+#: rate the simulator runs at the sample level (privacy.unit = "sample")
+_USER_TASK_KEYS = {"name", "options", "local_steps", "sample_rate"}
 _LOGREG_DIM = 65 * 10  # 64 pixel features + bias, 10 classes (sklearn digits)
+#: Tables whose keys are free (not checked against DEFAULTS): the study grid, a user task's options
+_FREE_TABLES = ("grid", "options")
+
+
+def is_task_path(name: Any) -> bool:
+    """Whether ``task.name`` names a user task by import path (``"package.module:Class"``)."""
+    return isinstance(name, str) and ":" in name
+
+
+def _task_keys(name: Any) -> set[str]:
+    return _USER_TASK_KEYS if is_task_path(name) else _TASK_KEYS.get(name, set())
 
 
 def _err(key: str, expected: str, value: Any) -> ConfigError:
@@ -259,17 +275,23 @@ class TaskParams:
     local_steps: int
     sample_rate: float
     learning_rate: float
+    options: dict[str, Any] = field(default_factory=dict)  # a user task's constructor keywords
 
     def __post_init__(self) -> None:
-        _choice("task.name", self.name, tuple(_TASK_KEYS))
+        if not is_task_path(self.name):
+            _choice("task.name", self.name, (*_TASK_KEYS, "package.module:Class"))
+        if not isinstance(self.options, dict):
+            raise _err("task.options", "a table of constructor keywords", self.options)
         _int("task.dim", self.dim, 1, 1 << 24)
         _int("task.local_steps", self.local_steps, 1, 1000)
         _real("task.sample_rate", self.sample_rate, 0.0, 1.0, lo_open=True)
         _real("task.learning_rate", self.learning_rate, 0.0, lo_open=True)
 
     @property
-    def vector_dim(self) -> int:
-        """Length of the real vector each client encodes."""
+    def vector_dim(self) -> int | None:
+        """Length of the real vector each client encodes (None for a user task: its own ``vector_dim``)."""
+        if is_task_path(self.name):
+            return None
         return self.dim if self.name == "mean" else _LOGREG_DIM
 
 
@@ -284,7 +306,7 @@ class StudyParams:
         if not isinstance(self.grid, dict):
             raise _err("study.grid", "a table of key = [values]", self.grid)
         for k, v in self.grid.items():
-            if k.startswith("study") or k not in _ALL_KEYS:
+            if k.startswith("study") or (k not in _ALL_KEYS and not k.startswith("task.options.")):
                 raise ConfigError(f"Config key 'study.grid' names unknown or unsweepable key {k!r}.")
             if not isinstance(v, list) or not v:
                 raise _err(f"study.grid.{k}", "a non-empty list of values", v)
@@ -359,6 +381,11 @@ class SimConfig:
                 )
         if self.task.name == "mean" and self.task.local_steps != 1:
             raise ConfigError("Config key 'task.local_steps' applies to task 'logreg' only; task 'mean' has one step.")
+        if is_task_path(self.task.name) and self.privacy.unit == "client" and self.task.local_steps != 1:
+            raise ConfigError(
+                "Config key 'task.local_steps' applies to privacy.unit = 'sample' for a user task (at the client "
+                f"level the task runs its own local steps inside client_vectors), not {self.task.local_steps}."
+            )
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -367,7 +394,7 @@ class SimConfig:
 def _flat_keys(doc: dict[str, Any], prefix: str = "") -> set[str]:
     keys: set[str] = set()
     for k, v in doc.items():
-        if isinstance(v, dict) and k != "grid":
+        if isinstance(v, dict) and k not in _FREE_TABLES:
             keys |= _flat_keys(v, f"{prefix}{k}.")
         else:
             keys.add(prefix + k)
@@ -386,7 +413,7 @@ def _merge(base: dict[str, Any], raw: dict[str, Any], where: str = "") -> dict[s
             raise ConfigError(
                 f"Unknown config key '{full}'. Known keys{' in [' + where[:-1] + ']' if where else ''}: {known}."
             )
-        if isinstance(base[key], dict) and key != "grid":
+        if isinstance(base[key], dict) and key not in _FREE_TABLES:
             if not isinstance(val, dict):
                 raise _err(full, "a table", val)
             out[key] = _merge(base[key], val, f"{full}.")
@@ -424,11 +451,11 @@ def build_config(
         for key, val in layer.items():
             _set(merged, key, val)
             if key.startswith("task.") and key != "task.name":
-                task_keys.add(key.split(".", 1)[1])
+                task_keys.add(key.split(".")[1])
     task = merged["task"]
-    used = _TASK_KEYS.get(task.get("name"), set())
+    used = _task_keys(task.get("name"))
     stray = sorted(task_keys - used)
-    if task.get("name") in _TASK_KEYS and stray:
+    if used and stray:
         raise ConfigError(
             f"Config key 'task.{stray[0]}' does not apply to task {task['name']!r} (its keys: {sorted(used)})."
         )
@@ -461,7 +488,7 @@ def _flatten(doc: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """{dotted key: value} of a (checked) config document; ``study.grid`` stays one value."""
     out: dict[str, Any] = {}
     for k, v in doc.items():
-        if isinstance(v, dict) and k != "grid":
+        if isinstance(v, dict) and k not in _FREE_TABLES:
             out.update(_flatten(v, f"{prefix}{k}."))
         else:
             out[prefix + k] = v
@@ -473,7 +500,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     if "=" not in text:
         raise ConfigError(f"Override must look like key=value (e.g. population.dropout=0.3), not {text!r}.")
     key, value = (s.strip() for s in text.split("=", 1))
-    if key not in _ALL_KEYS:
+    if key not in _ALL_KEYS and not (key.startswith("task.options.") and len(key) > len("task.options.")):
         raise ConfigError(
             f"Unknown config key '{key}' in override {text!r}. Known keys: {', '.join(sorted(_ALL_KEYS))}."
         )

@@ -18,7 +18,13 @@ def _plt():
 
 
 def metric_name(doc: dict[str, Any]) -> str:
-    return "mse" if doc["config"]["task"]["name"] == "mean" else "accuracy"
+    """The plotted utility: MSE for mean estimation, else accuracy, else a task's first reported metric."""
+    if doc["config"]["task"]["name"] == "mean":
+        return "mse"
+    for r in doc["rounds"]:
+        if r["metrics"]:
+            return "accuracy" if "accuracy" in r["metrics"] else str(next(iter(r["metrics"])))
+    return "accuracy"
 
 
 def _series(doc: dict[str, Any], metric: str) -> tuple[list[int], list[float], list[float]]:

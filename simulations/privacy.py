@@ -281,7 +281,7 @@ def checkin_provider_for(cfg, plan):  # noqa: ANN001, ANN201
     (``task.name = "logreg"`` with ``privacy.unit = "sample"``: S local steps, rate q inside each client)."""
     from secagg_dp.accounting.checkin.providers import checkin_provider
 
-    sample_level = cfg.task.name == "logreg" and cfg.privacy.unit == "sample"
+    sample_level = cfg.privacy.unit == "sample"  # config: task 'mean' is client level only
     return checkin_provider(
         cfg.privacy.mechanism,
         cfg.population.clients,
@@ -335,12 +335,17 @@ def _provider(cfg, plan):  # noqa: ANN001, ANN202
             f"Delta2={mech.l2_sensitivity:.6g}, Delta1={mech.l1_sensitivity:.6g}) subsampled w/o replacement at "
             f"k/n, n={cfg.population.clients}, add-then-remove noise"
         )
-    if cfg.task.name == "logreg" and cfg.privacy.unit == "sample":
+    if cfg.privacy.unit == "sample":
         return _logreg_provider(cfg, plan)
     n = cfg.population.clients
     provider = checkin_provider_for(cfg, plan)  # replace-one: twice the codec's bounds
     mech = provider.mechanism
-    unit = "" if cfg.task.name == "mean" else f", one clipped update of {cfg.task.local_steps} local step(s) per client"
+    if cfg.task.name == "mean":
+        unit = ""
+    elif cfg.task.name == "logreg":
+        unit = f", one clipped update of {cfg.task.local_steps} local step(s) per client"
+    else:  # a user task: whatever it does locally, one clipped row per client leaves the client
+        unit = f", one clipped update per client (task {cfg.task.name})"
     return provider, f"{type(mech).__name__}({mech}) subsampled w/o replacement at k/n, n={n}{unit}"
 
 

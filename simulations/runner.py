@@ -43,7 +43,8 @@ from simulations.clients import (
 )
 from simulations.config import SimConfig
 from simulations.results import SCHEMA, write_atomic
-from simulations.tasks import make_task
+from simulations.tasks import LogRegTask, MeanTask, make_task
+from simulations.tasks.protocol import finite_metrics
 
 __all__ = [
     "Plan",
@@ -66,7 +67,8 @@ SEED_DERIVATION = (
     "round r check-in (1, r, 0), dropouts (1, r, 1) [PCG64], public rotation seed (1, r, 2), protocol seed "
     "(1, r, 3), participant block b (1, r, 4, b) [config 'rng': AES-CTR (randomgen AESCounter) or PCG64], "
     "ideal mode: the included clients' noise summed as one draw (1, r, 5) [config 'rng'] where exact "
-    "(Skellam) or within total variation 2^-60 (discrete Gaussian), else per client in the blocks"
+    "(Skellam) or within total variation 2^-60 (discrete Gaussian), else per client in the blocks; "
+    "logreg client-level local minibatches of client i in round r (2, r, i)"
 )
 _DRAW_CHUNK = 1 << 20  # check-in coins drawn per call: bounded memory at n = 10^7 (same stream as one call)
 
@@ -106,8 +108,17 @@ class Plan:
         return asdict(self)
 
 
-def plan(cfg: SimConfig, root_seed: int = 0) -> Plan:
-    """Derive the codec scale and noise; raise one ConfigError if the bit width cannot carry the sum."""
+def resolve_task(cfg: SimConfig, task: Any = None) -> Any:
+    """The run's task: ``task`` if given (any :class:`simulations.Task`), else the one the config names."""
+    return make_task(cfg) if task is None else task
+
+
+def plan(cfg: SimConfig, root_seed: int = 0, task: Any = None) -> Plan:
+    """Derive the codec scale and noise; raise one ConfigError if the bit width cannot carry the sum.
+
+    ``task`` (default: the config's) is checked first (:func:`simulations.tasks.check_task`: the protocol,
+    ``vector_dim``, and the rows of ``client_vectors`` for a few clients of round 1): a malformed task is
+    refused with one ParameterError naming it, before any round."""
     pop, priv, task_cfg = cfg.population, cfg.privacy, cfg.task
     n_exp = pop.expected_checkins
     if pop.sampling == "fixed":
@@ -115,20 +126,18 @@ def plan(cfg: SimConfig, root_seed: int = 0) -> Plan:
     else:  # a high-probability upper bound on the number of participants K ~ Bin(n, p)
         n_scale = min(pop.clients, math.ceil(n_exp + 4.0 * math.sqrt(n_exp * (1.0 - pop.checkin)) + 1.0))
     sigma_local = priv.noise_multiplier * priv.clip / math.sqrt(n_exp)
-    task = make_task(cfg)
-    shard = None
-    if task_cfg.name == "mean":
+    task = resolve_task(cfg, task)
+    from simulations.tasks.protocol import check_task
+
+    check_task(task, root_seed=root_seed, clients=pop.clients, unit=priv.unit)
+    shard = int(task.shard_size(root_seed)) if callable(getattr(task, "shard_size", None)) else None
+    if priv.unit == "client":  # the clipped update, noised once
         signal, sigma_total = priv.clip, sigma_local
     else:
-        shard = task.shard_size(root_seed) if pop.clients <= 1437 else 0
-        if not shard:
-            task.init_model(root_seed)  # raises the ConfigError naming the limit
-        if priv.unit == "client":  # the clipped update, noised once
-            signal, sigma_total = priv.clip, sigma_local
-        else:
-            signal = task_cfg.local_steps * task_cfg.sample_rate * shard * priv.clip
-            sigma_total = sigma_local * math.sqrt(task_cfg.local_steps)
-    dim = task.vector_dim
+        assert shard is not None  # check_task: a sample-level task has shard_size
+        signal = task_cfg.local_steps * task_cfg.sample_rate * shard * priv.clip
+        sigma_total = sigma_local * math.sqrt(task_cfg.local_steps)
+    dim = int(task.vector_dim)
     from secagg_dp.quantize import ZqCodec, next_pow2, rounded_l2_bound
 
     try:
@@ -290,9 +299,12 @@ def run_scenario(
     accountant: Any = None,
     progress: bool = False,
     on_round: Callable[[dict[str, Any]], None] | None = None,
+    task: Any = None,
 ) -> dict[str, Any]:
     """Run every round of ``cfg``, writing ``out_dir/results.json`` after each; return the document.
 
+    ``task`` is any object satisfying :class:`simulations.Task` (default: the task the config names); it is
+    checked before any work (see :func:`plan`). The simulator clips every row it returns to ``privacy.clip``.
     ``accountant`` defaults to :func:`simulations.privacy.make_accountant` (ledger in ``out_dir``);
     ``executor`` to the one named by the config. ``on_round`` is called with the document after each round.
     """
@@ -300,14 +312,15 @@ def run_scenario(
 
     out = Path(out_dir)
     root = cfg.seed if cfg.seed is not None else secrets.randbits(63)
-    p = plan(cfg, root)  # validation that needs the codec: before any work
+    given = task is not None and not isinstance(task, MeanTask | LogRegTask)
+    task = resolve_task(cfg, task)
+    p = plan(cfg, root, task)  # validation that needs the task and the codec: before any work
     if accountant is None:
         from simulations.privacy import make_accountant
 
         accountant = make_accountant(cfg, p, None)  # validates the certificate for the planned rounds
         accountant.attach_ledger(out / "ledger.sqlite")
     out.mkdir(parents=True, exist_ok=True)
-    task = make_task(cfg)
     model = task.init_model(root)
     own_exec = executor is None
     if own_exec:
@@ -315,6 +328,8 @@ def run_scenario(
     acct = accountant
     config_doc = cfg.as_dict()
     config_doc["seed"] = root
+    if given:  # a task object passed as task=: results.json names its class
+        config_doc["task"]["name"] = f"{type(task).__module__}:{type(task).__qualname__}"
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "status": "running",
@@ -439,7 +454,7 @@ def aggregate_noise_groups(cfg: SimConfig, p: Plan, included: int) -> list[int] 
     (:func:`secagg_dp.noise.aggregate.noise_sum_plan`): the same law for Skellam, within total variation
     2^-60 of it for the discrete Gaussian.
     """
-    if cfg.task.name != "mean" and cfg.privacy.unit != "client":
+    if cfg.privacy.unit != "client":
         return None
     if cfg.privacy.noise_enforcement != "none":
         return None  # add-then-remove: each client's components come from its own seeds (removal is per group)
@@ -456,6 +471,7 @@ def aggregate_round(
     model: Any,
     executor: Any,
     mode: str,
+    task: Any = None,
     *,
     aggregate_noise: bool = True,
 ) -> RoundAggregate:
@@ -476,7 +492,7 @@ def aggregate_round(
     secs["checkin"] = time.perf_counter() - t0
     groups = aggregate_noise_groups(cfg, p, len(included)) if mode == "ideal" and aggregate_noise else None
     spec = RoundSpec(
-        task=cfg.task.name,
+        task=resolve_task(cfg, task),
         round=r,
         root_seed=root,
         n_clients=cfg.population.clients,
@@ -602,7 +618,7 @@ def _noise_spec(cfg: SimConfig, p: Plan):  # noqa: ANN202
 
 def _one_round(cfg, p: Plan, task, model, root: int, r: int, executor, acct) -> tuple[RoundRecord, Any]:
     t0 = time.perf_counter()
-    ra = aggregate_round(cfg, p, root, r, model, executor, cfg.mode)
+    ra = aggregate_round(cfg, p, root, r, model, executor, cfg.mode, task)
     secs = ra.seconds
     aborted = ra.aggregate is None
     t4 = time.perf_counter()
@@ -617,7 +633,10 @@ def _one_round(cfg, p: Plan, task, model, root: int, r: int, executor, acct) -> 
         spec = ra.spec
         codec = make_codec(spec.dim, spec.bits, spec.clip, spec.scale, spec.rotation_seed, spec.beta)
         decoded = codec.decode(ra.aggregate)
-        model, metrics = task.server_update(model, decoded, len(ra.included), ra.truth, root)
+        model, raw = task.server_update(model, decoded, len(ra.included), root)
+        metrics = finite_metrics(task, raw)
+        if ra.truth is not None:  # tasks with truth_metrics (mean: MSE against the survivors' true mean)
+            metrics.update(finite_metrics(task, task.truth_metrics(decoded, ra.truth, len(ra.included))))
     secs["decode"] = time.perf_counter() - t3
     secs["total"] = time.perf_counter() - t0
     rec = RoundRecord(
@@ -648,9 +667,10 @@ def aggregate_both_modes(
     from simulations.executors import InProcessExecutor
 
     root = cfg.seed if cfg.seed is not None else 0
-    p = plan(cfg, root)
-    model = make_task(cfg).init_model(root)
+    task = make_task(cfg)
+    p = plan(cfg, root, task)
+    model = task.init_model(root)
     ex = executor or InProcessExecutor()
-    ideal = aggregate_round(cfg, p, root, round_, model, ex, "ideal", aggregate_noise=False).aggregate
-    crypto = aggregate_round(cfg, p, root, round_, model, ex, "crypto").aggregate
+    ideal = aggregate_round(cfg, p, root, round_, model, ex, "ideal", task, aggregate_noise=False).aggregate
+    crypto = aggregate_round(cfg, p, root, round_, model, ex, "crypto", task).aggregate
     return ideal, crypto

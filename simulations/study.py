@@ -25,8 +25,11 @@ def run(
     progress: bool = False,
     plots: bool = True,
     on_round: Any = None,
+    task: Any = None,
 ) -> dict[str, Any]:
     """Run ``cfg`` (a single scenario, or every variant of its ``[study]`` grid) into ``out_dir``.
+
+    ``task``: a :class:`simulations.Task` object for every variant (default: the task each variant names).
 
     Every variant is validated (including the bit-width feasibility) before the first one starts. A study
     uses one root seed for all variants so they see the same data, check-in coins and noise seeds; with
@@ -41,10 +44,10 @@ def run(
     from simulations.privacy import make_accountant
 
     for _, _, v in variants:  # every variant's codec budget and certificate, before any work
-        make_accountant(v, plan(v, root), None).close()
+        make_accountant(v, plan(v, root, task), None).close()
     seeds = cfg.study.seeds
     if not cfg.study.grid and seeds == 1:
-        doc = run_scenario(variants[0][2], out, executor=executor, progress=progress, on_round=on_round)
+        doc = run_scenario(variants[0][2], out, executor=executor, progress=progress, on_round=on_round, task=task)
         if plots:
             from simulations.plots import plot_run
 
@@ -62,7 +65,7 @@ def run(
             for j in range(seeds):
                 v = _with_seed(variant, (root + j) % 2**63)
                 sub = out / (_slug(i, label) + (f"-seed{j}" if seeds > 1 else ""))
-                doc = run_scenario(v, sub, executor=executor, progress=progress, on_round=on_round)
+                doc = run_scenario(v, sub, executor=executor, progress=progress, on_round=on_round, task=task)
                 if plots:
                     from simulations.plots import plot_run
 

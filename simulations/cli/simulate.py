@@ -220,6 +220,8 @@ def _check_extras(cfg, *, plots: bool, progress: bool) -> None:  # noqa: ANN001
         need.append(("tqdm", "the progress bar (or pass --no-progress)"))
     if cfg.task.name == "logreg" or any("logreg" in map(str, v) for v in cfg.study.grid.values()):
         need.append(("sklearn", "task 'logreg' (its digits data set)"))
+    if cfg.task.name.startswith("simulations.tasks.mlp:"):
+        need.append(("sklearn", f"task {cfg.task.name!r} (its digits data set)"))
     for module, why in need:
         if importlib.util.find_spec(module) is None:
             raise ConfigError(

@@ -101,13 +101,45 @@ class LogRegTask:
         load_digits_partition(root_seed, self.n_clients)  # fail early (ConfigError) if shards would be empty
         return np.zeros(N_FEATURES * N_CLASSES)
 
-    def server_update(self, model, decoded_sum: np.ndarray, survivors: int, truth_sum, root_seed: int):
-        """Apply the survivors' average local delta and report test accuracy and loss."""
+    def client_vectors(self, model: np.ndarray, client_ids: np.ndarray, round: int, root_seed: int) -> np.ndarray:
+        """Client level: each client's update w_S - w_0 after S plain local SGD steps on Poisson(q) minibatches
+        (unclipped: the simulator clips it). Minibatches come from the client's own generator, keyed by
+        ``SeedSequence(root_seed, spawn_key=(2, round, client id))``, so any block cut gives the same rows."""
+        xs, ys, _, _ = load_digits_partition(root_seed, self.n_clients)
+        m = xs.shape[1]
+        out = np.empty((len(client_ids), self.vector_dim))
+        for row, cid in zip(out, np.asarray(client_ids, dtype=np.int64).tolist(), strict=True):
+            rng = np.random.default_rng(np.random.SeedSequence(root_seed, spawn_key=(2, round, cid)))
+            x, y = xs[cid], ys[cid]
+            w = np.array(model, dtype=np.float64, copy=True)
+            for _ in range(self.local_steps):
+                chosen = np.asarray(rng.random(m)) < self.sample_rate
+                if chosen.any():
+                    grads = per_sample_gradients(w, x[chosen], y[chosen])
+                    w -= self.learning_rate * grads.sum(axis=0) / (self.sample_rate * m)
+            row[:] = w - model
+        return out
+
+    def sample_vectors(
+        self, model: np.ndarray, client_id: int, examples: np.ndarray, round: int, root_seed: int
+    ) -> np.ndarray:
+        """Sample level: the cross-entropy gradients of the client's chosen examples (one row each)."""
+        xs, ys, _, _ = load_digits_partition(root_seed, self.n_clients)
+        return per_sample_gradients(model, xs[client_id][examples], ys[client_id][examples])
+
+    def local_update(self, model: np.ndarray, step_sum: np.ndarray, expected_batch: float) -> np.ndarray:
+        """One DP-SGD step from the decoded noisy sum of clipped gradients: w - lr * sum / (q m)."""
+        return model - self.learning_rate * step_sum / expected_batch
+
+    def server_update(
+        self, model: np.ndarray, decoded_sum: np.ndarray, participants: int, root_seed: int
+    ) -> tuple[np.ndarray, dict[str, float]]:
+        """Apply the participants' average local delta and report test accuracy and loss."""
         _, _, x_test, y_test = load_digits_partition(root_seed, self.n_clients)
-        if survivors > 0 and self.unit == "client":
-            model = model + decoded_sum / survivors
-        elif survivors > 0:
+        if participants > 0 and self.unit == "client":
+            model = model + decoded_sum / participants
+        elif participants > 0:
             batch = self.sample_rate * self.shard_size(root_seed)
-            model = model - self.learning_rate * decoded_sum / (batch * survivors)
+            model = model - self.learning_rate * decoded_sum / (batch * participants)
         acc = float(np.mean(predict(model, x_test) == y_test))
         return model, {"accuracy": acc, "loss": _loss(model, x_test, y_test)}

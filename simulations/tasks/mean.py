@@ -83,12 +83,17 @@ class MeanTask:
     def init_model(self, root_seed: int) -> np.ndarray | None:
         return None  # nothing to train: each round is an independent mean estimate
 
+    def client_vectors(self, model: object, client_ids: np.ndarray, round: int, root_seed: int) -> np.ndarray:
+        """The clients' data vectors (norm c each; the same every round)."""
+        return client_vectors(root_seed, client_ids, self.dim, self.clip)
+
     def server_update(
-        self, model, decoded_sum: np.ndarray, survivors: int, truth_sum: np.ndarray | None, root_seed: int
-    ):
-        """Return (model, metrics) for one round from the decoded sum of ``survivors`` clients."""
-        assert truth_sum is not None, "the mean task always sums the survivors' true data"
-        k = max(survivors, 1)
-        estimate = decoded_sum / k
-        metrics = {"mse": float(np.mean((estimate - truth_sum / k) ** 2))}
-        return model, metrics
+        self, model: np.ndarray | None, decoded_sum: np.ndarray, participants: int, root_seed: int
+    ) -> tuple[np.ndarray | None, dict[str, float]]:
+        """Nothing to update: the metric needs the true sum (:meth:`truth_metrics`)."""
+        return model, {}
+
+    def truth_metrics(self, decoded_sum: np.ndarray, truth_sum: np.ndarray, participants: int) -> dict[str, float]:
+        """MSE = ||decode(sum)/K - (true sum)/K||^2 / d over the ``participants`` = K survivors' data."""
+        k = max(participants, 1)
+        return {"mse": float(np.mean((decoded_sum / k - truth_sum / k) ** 2))}
