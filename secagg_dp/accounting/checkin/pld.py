@@ -25,9 +25,11 @@ the same grid (a lower estimate of the same computation).
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from scipy import special
@@ -35,9 +37,6 @@ from scipy import special
 from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.accounting.checkin.tails import log_binom_pmf, log_binom_tail_ub
 from secagg_dp.errors import ParameterError
-
-if TYPE_CHECKING:  # dp-accounting is imported lazily at run time (and ships no type information)
-    from dp_accounting.pld.pld_pmf import PLDPmf
 
 __all__ = [
     "PLD_OBSERVERS",
@@ -154,7 +153,19 @@ def _blocks(a: int, b: int, rel: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _components(n: int, gamma: float, sigma: float, observer: str, tail_budget: float, block_rel: float) -> _Components:
-    """Window, block weights and worst-case pairs of one round (weights from the binomial pmf, exact)."""
+    """Window, block weights and worst-case pairs of one round (weights from the binomial pmf, exact).
+
+    Everything but the noise std s = sigma sqrt(k_lo) is independent of sigma and kept across calls
+    (a calibration asks for the same n, gamma and budget at every sigma it tries)."""
+    w, q, root_k, w_null, p_out, window = _sigma_free_components(n, gamma, observer, tail_budget, block_rel)
+    return _Components(w, q, sigma * root_k, w_null, p_out, window)
+
+
+@functools.lru_cache(maxsize=16)
+def _sigma_free_components(
+    n: int, gamma: float, observer: str, tail_budget: float, block_rel: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float, tuple[int, int]]:
+    """(w, q, sqrt(k_lo), w_null, p_out, window) of :func:`_components`; the arrays are read-only."""
     if observer == "analyst":
         m, shift, lead = n, 0, 1.0  # K ~ Bin(n, gamma), k = K
     else:
@@ -193,7 +204,10 @@ def _components(n: int, gamma: float, sigma: float, observer: str, tail_budget: 
             k_lo = k_lo.copy()
             k_lo[0] = 1.0
     q = k_hi / n if observer == "analyst" else np.ones_like(k_hi)
-    return _Components(w, q, sigma * np.sqrt(k_lo), w_null, p_out, (a + shift, b + shift))
+    root_k = np.sqrt(k_lo)
+    for arr in (w, q, root_k):
+        arr.setflags(write=False)
+    return w, q, root_k, w_null, p_out, (a + shift, b + shift)
 
 
 def _tails(c: _Components, eps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -253,7 +267,30 @@ def checkin_round_delta(
     return _profile_and_survival(c, np.asarray(epsilons, dtype=np.float64))[0]
 
 
-def _profile_and_survival(c: _Components, eps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+class _TailMemo:
+    """Component tails (A(L > eps), B(L > eps)) already evaluated in one certificate computation, by eps."""
+
+    def __init__(self) -> None:
+        self.eps = np.empty(0)
+        self.sa = np.empty(0)
+        self.sb = np.empty(0)
+
+    def tails(self, c: _Components, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`_tails` on the sorted ``grid``, evaluating only the points not seen before."""
+        pos = np.minimum(np.searchsorted(self.eps, grid), max(self.eps.size - 1, 0))
+        known = (self.eps[pos] == grid) if self.eps.size else np.zeros(grid.shape, dtype=bool)
+        sa, sb = np.empty(grid.shape), np.empty(grid.shape)
+        sa[known], sb[known] = self.sa[pos[known]], self.sb[pos[known]]
+        if not np.all(known):
+            new_a, new_b = _tails(c, grid[~known])
+            sa[~known], sb[~known] = new_a, new_b
+        self.eps, self.sa, self.sb = grid, sa, sb
+        return sa, sb
+
+
+def _profile_and_survival(
+    c: _Components, eps: np.ndarray, memo: _TailMemo | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """delta(eps) and omega(loss >= eps) of the symmetrised round PLD (p_out at +infinity), any real eps.
 
     Per component delta_k(eps) = A_k(L > eps) - e^eps B_k(L > eps) for eps >= 0 and, by symmetry,
@@ -261,7 +298,7 @@ def _profile_and_survival(c: _Components, eps: np.ndarray) -> tuple[np.ndarray, 
     omega(loss >= eps) = A(L >= eps) for eps > 0; for eps <= 0 all mass but the mirrored B(L > -eps)."""
     a = np.abs(eps)
     grid, inv = np.unique(a, return_inverse=True)  # symmetric grids: evaluate each |eps| once
-    sa, sb = (x[inv] for x in _tails(c, grid))
+    sa, sb = (x[inv] for x in (memo.tails(c, grid) if memo is not None else _tails(c, grid)))
     win = float(np.sum(c.w)) + c.w_null
     dpos = np.maximum(sa - np.exp(a) * sb, 0.0)
     delta = np.where(eps >= 0, dpos, win * (-np.expm1(eps)) + np.exp(eps) * dpos) + c.p_out
@@ -330,12 +367,13 @@ def checkin_pld(
             eps_hi, eps_lo = _discretised(c, top, h, rounds, delta, trunc)
         else:  # default grid, refined (at most 4 halvings) while the slack exceeds 5% of the certificate
             h = top / _GRID_POINTS
-            eps_hi, eps_lo = _discretised(c, top, h, rounds, delta, trunc)
+            memo = _TailMemo()  # a halved grid holds the coarser one's points: their tails are reused
+            eps_hi, eps_lo = _discretised(c, top, h, rounds, delta, trunc, memo)
             for _ in range(4):
                 if eps_hi - eps_lo <= 0.05 * eps_hi or 4.0 * top / h + 3 > _MAX_POINTS:
                     break
                 h /= 2.0
-                eps_hi, eps_lo = _discretised(c, top, h, rounds, delta, trunc)
+                eps_hi, eps_lo = _discretised(c, top, h, rounds, delta, trunc, memo)
     if not (math.isfinite(eps_hi) or eps_hi == math.inf) or math.isnan(eps_lo) or eps_hi < 0:
         raise ParameterError(
             f"The PLD computation is numerically unusable at sigma={sigma!r}, n={n}, gamma={gamma!r} "
@@ -358,8 +396,13 @@ def checkin_pld(
     )
 
 
-def _discretised(c: _Components, top: float, h: float, rounds: int, delta: float, trunc: float) -> tuple[float, float]:
-    """(pessimistic, optimistic) epsilon of T rounds on the grid i h, |i| <= top / h (see module docstring)."""
+def _discretised(
+    c: _Components, top: float, h: float, rounds: int, delta: float, trunc: float, memo: _TailMemo | None = None
+) -> tuple[float, float]:
+    """(pessimistic, optimistic) epsilon of T rounds on the grid i h, |i| <= top / h (see module docstring).
+
+    ``memo`` keeps the component tails already evaluated on a coarser grid of the same run (a halved grid
+    contains every point of the coarser one, and each point's tails depend on that point alone)."""
     m = int(math.ceil(top / h))
     if 2 * m + 1 > _MAX_POINTS:
         raise ParameterError(
@@ -367,43 +410,86 @@ def _discretised(c: _Components, top: float, h: float, rounds: int, delta: float
             "pass a larger discretization."
         )
     idx = np.arange(-m, m + 1)
-    from dp_accounting.pld import pld_pmf  # lazy: keeps `secagg-dp --help` fast
-
-    deltas, surv = _profile_and_survival(c, idx * h)
-    pess = pld_pmf.create_pmf_pessimistic_connect_dots(
+    deltas, surv = _profile_and_survival(c, idx * h, memo)
+    pess, pess_inf = _connect_dots_pessimistic(
         h,
         idx,
         np.maximum.accumulate(np.clip(deltas, 0.0, 1.0)[::-1])[::-1],  # monotone by raising: pessimistic
     )
     surv = np.minimum.accumulate(np.clip(surv, 0.0, 1.0))
     probs = np.maximum(surv - np.append(surv[1:], c.p_out), 0.0)  # [eps_i, eps_{i+1}) -> eps_i; top: [eps_m, inf)
-    opt = pld_pmf.create_pmf(dict(zip(idx.tolist(), probs.tolist(), strict=True)), h, c.p_out, False)
-    eps_hi = _epsilon(pess, rounds, delta, trunc)
-    return eps_hi, min(_epsilon(opt, rounds, delta, trunc), eps_hi)
+    eps_hi = _epsilon(-m, pess, pess_inf, h, rounds, delta, trunc)
+    return eps_hi, min(_epsilon(-m, probs, c.p_out, h, rounds, delta, trunc), eps_hi)
 
 
-def _epsilon(pmf: PLDPmf, rounds: int, delta: float, trunc: float) -> float:
-    """T-fold composition (dp-accounting, FFT) and the smallest eps >= 0 with delta(eps) <= ``delta``."""
-    dense = pmf.to_dense_pmf()
+def _connect_dots_pessimistic(h: float, idx: np.ndarray, deltas: np.ndarray) -> tuple[np.ndarray, float]:
+    """Pessimistic Connect-the-Dots pmf on the consecutive losses ``idx`` h and its mass at +infinity
+    (Doroshenko, Ghazi, Kamath, Kumar & Manurangsi 2022, Alg. 1): loss eps_i gets
+    (delta_i − delta_{i−1}) / (e^{eps_{i−1} − eps_i} − 1) + (delta_{i+1} − delta_i) / (e^{eps_{i+1} − eps_i} − 1)
+    (delta_0 = 1, the last term 0 at the top), +infinity gets delta_n. The arithmetic of dp-accounting's
+    ``create_pmf_pessimistic_connect_dots`` step for step (``tests/accounting/checkin/test_pld.py`` checks the
+    equality); done here so that a query does not import dp-accounting (about a second of scipy modules)."""
+    deltas = np.minimum.accumulate(np.asarray(deltas, dtype=np.float64))
+    eps_diffs = np.diff(idx) * h
+    delta_diffs = np.diff(deltas)
+    v1 = np.append(1 - deltas[0], delta_diffs / np.expm1(-eps_diffs))
+    v2 = np.append(delta_diffs / np.expm1(eps_diffs), 0.0)
+    probs: np.ndarray = np.maximum(0, v1 + v2)
+    return probs, float(deltas[-1])
+
+
+_CHERNOFF_ORDERS = np.concatenate((np.arange(-20, 0), np.arange(1, 21)))
+
+
+def _self_convolve_bounds(p: np.ndarray, rounds: int, trunc: float) -> tuple[int, int]:
+    """Indices [lo, hi] of the T-fold self-convolution of ``p`` outside which at most ``trunc`` mass lies,
+    by Chernoff bounds at 40 orders (dp-accounting's ``compute_self_convolve_bounds``, whose arithmetic this
+    repeats)."""
+    hi = (len(p) - 1) * rounds
+    lo = 0
+    if trunc == 0:
+        return lo, hi
+    orders = _CHERNOFF_ORDERS / len(p)
+    ar = np.arange(len(p))
+    for order in orders:
+        bound = (rounds * special.logsumexp(ar * order, b=p) + math.log(2 / trunc)) / order
+        if not math.isfinite(bound):
+            continue
+        if order > 0:
+            hi = min(hi, math.ceil(bound))
+        if order < 0:
+            lo = max(lo, math.floor(bound))
+    return lo, hi
+
+
+def _epsilon(
+    lower: int, probs: np.ndarray, inf_mass: float, h: float, rounds: int, delta: float, trunc: float
+) -> float:
+    """T-fold composition by FFT and the smallest eps >= 0 with delta(eps) <= ``delta``, for the pmf ``probs``
+    on the losses (lower + i) h with ``inf_mass`` at +infinity.
+
+    The composition is dp-accounting's ``DensePLDPmf.self_compose`` step for step (Chernoff truncation bounds,
+    one FFT, the truncated tails counted at +infinity); the conversion its ``get_epsilon_for_delta``,
+    vectorised (:func:`epsilon_for_delta`); ``tests/accounting/checkin/test_pld.py`` checks both equalities."""
+    p = np.asarray(probs, dtype=np.float64)
     if rounds > 1:
-        # the FFT works on a grid as wide as dp-accounting's truncation bounds for the T-fold loss: ask for
-        # them first and refuse above _MAX_COMPOSED_POINTS points instead of exhausting memory
-        from dp_accounting.pld import common
-
-        p = np.asarray(dense._probs, dtype=np.float64)  # noqa: SLF001
-        lo, hi = common.compute_self_convolve_bounds(p, rounds, trunc)
+        lo, hi = _self_convolve_bounds(p, rounds, trunc)
         width = max(hi - lo + 1, p.size)
         if width > _MAX_COMPOSED_POINTS:
             raise ParameterError(
                 f"Argument 'rounds' = {rounds} needs a composed privacy-loss grid of {width:.3g} points "
                 f"(limit {_MAX_COMPOSED_POINTS:g}). To fix, use the RDP accountant (method 'rdp')."
             )
-    comp = dense if rounds == 1 else dense.self_compose(rounds, tail_mass_truncation=trunc)
-    # dp-accounting keeps the dense pmf's grid in private fields; the conversion below is its
-    # _get_epsilon_for_delta vectorised (its loop is slow for long pmfs); tests compare both.
-    probs = np.asarray(comp._probs, dtype=np.float64)  # noqa: SLF001
-    losses = (np.arange(probs.size) + comp._lower_loss) * comp._discretization  # noqa: SLF001
-    return epsilon_for_delta(losses, probs, comp._infinity_mass, delta)  # noqa: SLF001
+        from scipy import fft  # lazy: keeps `secagg-dp --help` fast
+
+        out_len = hi - lo + 1
+        fast_len = fft.next_fast_len(max(out_len, p.size))
+        conv = np.real(fft.ifft(fft.fft(p, fast_len) ** rounds))
+        p = np.array(np.roll(conv, -lo)[:out_len])
+        lower = lower * rounds + lo
+        inf_mass = trunc - math.expm1(rounds * math.log1p(-inf_mass))
+    losses = (np.arange(p.size) + lower) * h
+    return epsilon_for_delta(losses, p, inf_mass, delta)
 
 
 def epsilon_for_delta(losses: np.ndarray, probs: np.ndarray, infinity_mass: float, delta: float) -> float:
@@ -439,43 +525,98 @@ def calibrate_checkin_pld(
     observer: str = "analyst",
     sigma_range: tuple[float, float] = (1e-2, 1e4),
     rel_tol: float = 1e-3,
+    progress: Callable[[int, float, float, float, float], None] | None = None,
 ) -> tuple[float, PLDCertificate]:
     """Smallest sigma (within relative ``rel_tol``, rounded up) whose PLD certificate is <= ``target_epsilon``.
 
-    Brackets from sigma = 1 by doubling / halving inside ``sigma_range``, then bisects on log sigma. The returned
-    sigma is one whose certificate was computed and meets the target (epsilon is non-increasing in sigma:
-    more noise is post-processing)."""
+    Returns (sigma, certificate) with ``certificate`` = :func:`checkin_pld` at sigma, epsilon <= target, and a
+    sigma' >= sigma / (1 + ``rel_tol``) whose certificate exceeds the target was computed (epsilon is
+    non-increasing in sigma: more noise is post-processing). The search works on log sigma against log epsilon,
+    where the curve is close to a line: it brackets from sigma = 1 by steps of the secant slope (at most 8x,
+    at least 2x, inside ``sigma_range``), then takes secant steps inside the bracket, each followed by a point
+    ``rel_tol`` below when the line was drawn through nearby points, so that a good step closes the bracket;
+    after two steps that each kept more than half the bracket (in log), a bisection.
+    ``progress(step, sigma, epsilon, lo, hi)`` is called after every certificate (lo = 0 and hi = inf while
+    unbracketed)."""
     target_epsilon = check_real("target_epsilon", target_epsilon, lo=0.0, lo_open=True)
     rel_tol = check_real("rel_tol", rel_tol, lo=0.0, lo_open=True)
     s_min, s_max = sigma_range
+    log_target = math.log(target_epsilon)
+    seen: list[tuple[float, float]] = []  # (log sigma, log epsilon) of every certificate computed
+    seen_cert: list[PLDCertificate] = []
+    bracket = [0.0, math.inf]
 
     def cert(s: float) -> PLDCertificate:
-        return checkin_pld(n, gamma, s, rounds, delta, observer=observer)
+        c = checkin_pld(n, gamma, s, rounds, delta, observer=observer)
+        e = c.epsilon
+        seen.append((math.log(s), math.log(e) if 0.0 < e < math.inf else (math.inf if e > 0 else -math.inf)))
+        if e <= target_epsilon:
+            bracket[1] = min(bracket[1], s)
+        else:
+            bracket[0] = max(bracket[0], s)
+        seen_cert.append(c)
+        if progress is not None:
+            progress(len(seen), s, e, bracket[0], bracket[1])
+        return c
+
+    def secant(x0: float, f0: float, x1: float, f1: float) -> float | None:
+        """log sigma where the line through two (log sigma, log epsilon) points meets log target."""
+        if not (math.isfinite(f0) and math.isfinite(f1)) or f0 == f1 or x0 == x1:
+            return None
+        return x1 + (log_target - f1) * (x1 - x0) / (f1 - f0)
+
+    def guess_out(x: float, f: float, outward: float) -> float:
+        """Next bracketing point beyond x (outward = +1 up, -1 down): the secant through the last two
+        points, between 2x and 8x away."""
+        step = math.log(2.0)
+        if len(seen) >= 2:
+            g = secant(*seen[-2], *seen[-1])
+            if g is not None and (g - x) * outward > 0:
+                step = min(max((g - x) * outward * 1.1, math.log(2.0)), math.log(8.0))
+        return math.exp(x + outward * step)
 
     hi = min(max(1.0, s_min), s_max)
     c_hi = cert(hi)
-    while c_hi.epsilon > target_epsilon:
+    while c_hi.epsilon > target_epsilon:  # too little noise: go up
         if hi >= s_max:
             raise ParameterError(
                 f"Argument 'target_epsilon' cannot be met with sigma <= {s_max:g} (epsilon there is "
                 f"{c_hi.epsilon:.6g}), not {target_epsilon!r}."
             )
-        hi = min(2.0 * hi, s_max)
+        hi = min(guess_out(*seen[-1], 1.0), s_max)
         c_hi = cert(hi)
-    lo = hi
-    while True:
-        if lo <= s_min:
-            return hi, c_hi
-        lo = max(lo / 2.0, s_min)
-        c_lo = cert(lo)
-        if c_lo.epsilon > target_epsilon:
-            break
-        hi, c_hi = lo, c_lo
+    lo = bracket[0]
+    if lo == 0.0:  # sigma = 1 met the target: go down until it fails
+        while True:
+            if hi <= s_min:
+                return hi, c_hi
+            x = max(guess_out(*seen[-1], -1.0), s_min)
+            c_x = cert(x)
+            if c_x.epsilon > target_epsilon:
+                lo = x
+                break
+            hi, c_hi = x, c_x
+    half = 0.5 * math.log1p(rel_tol)
+    slow = 0  # consecutive secant steps that kept more than half the bracket (in log sigma)
     while hi / lo > 1.0 + rel_tol:
-        mid = math.sqrt(lo * hi)
-        c_mid = cert(mid)
-        if c_mid.epsilon <= target_epsilon:
-            hi, c_hi = mid, c_mid
+        x_lo, x_hi = math.log(lo), math.log(hi)
+        width = x_hi - x_lo
+        near = sorted((abs(f - log_target), x, f) for x, f in seen if math.isfinite(f))[:2]
+        g = secant(near[0][1], near[0][2], near[1][1], near[1][2]) if len(near) == 2 else None
+        if slow >= 2 or g is None or not x_lo < g < x_hi:  # no usable secant, or two slow steps: bisect
+            g, close = 0.5 * (x_lo + x_hi), False
+        else:  # the line through two points within 20% of the estimate is accurate to well below 20%
+            close = max(abs(near[0][1] - g), abs(near[1][1] - g)) < math.log(1.2)
+        mid = math.exp(min(max(g + half, x_lo + half), x_hi - half))  # just above the estimate
+        if cert(mid).epsilon <= target_epsilon:
+            hi, c_hi = mid, seen_cert[-1]
+            probe = mid / (1.0 + rel_tol)  # just below: if it fails, the bracket is closed
+            if close and probe > lo and hi / lo > 1.0 + rel_tol:
+                if cert(probe).epsilon <= target_epsilon:
+                    hi, c_hi = probe, seen_cert[-1]
+                else:
+                    lo = probe
         else:
             lo = mid
+        slow = slow + 1 if math.log(hi) - math.log(lo) > 0.5 * width else 0
     return hi, c_hi
