@@ -320,6 +320,35 @@ _MAX_COMPOSED_POINTS = 2e7  # ~0.3 GB of complex128 in the FFT
 _MAX_GRID_TOP = 1e3  # largest privacy loss the grid covers; beyond it the noise is negligible anyway
 
 
+def _setup(
+    n: int, gamma: float, sigma: float, rounds: int, delta: float, observer: str, tail_fraction: float, block_rel: float
+) -> tuple[_Components, float, float]:
+    """Components, grid top and FFT truncation mass of :func:`checkin_pld` (arguments already checked)."""
+    budget = tail_fraction * delta / (2.0 * rounds)
+    with np.errstate(all="ignore"):
+        c = _components(n, gamma, sigma, observer, budget, block_rel)
+        top = _grid_top(c, budget)
+    if not (math.isfinite(top) and top <= _MAX_GRID_TOP):
+        raise ParameterError(
+            f"Argument 'sigma' = {sigma!r} puts the privacy loss out of the PLD grid's range (top {top:.3g}; "
+            f"supported up to {_MAX_GRID_TOP:g}): the noise is too small for a discretised PLD. To fix, use "
+            "the RDP accountant (method 'rdp'), which gives a finite (or infinite) certificate here."
+        )
+    return c, max(top, 1e-6), min(1e-15, 1e-3 * delta)
+
+
+def _coarse_epsilon(n: int, gamma: float, sigma: float, rounds: int, delta: float, observer: str) -> float:
+    """A cheap estimate (not a certificate) of :func:`checkin_pld`'s epsilon: the geometric mean of the
+    pessimistic and optimistic values on a grid of top / 500 (the default starts at top / 10000)."""
+    c, top, trunc = _setup(n, gamma, sigma, rounds, delta, observer, 1e-3, 1e-4)
+    with np.errstate(all="ignore"):
+        hi, lo = _discretised(c, top, top / _COARSE_POINTS, rounds, delta, trunc)
+    return math.sqrt(hi * lo) if lo > 0.0 else hi
+
+
+_COARSE_POINTS = 500
+
+
 def checkin_pld(
     n: int,
     gamma: float,
@@ -348,18 +377,7 @@ def checkin_pld(
             f"Argument 'rounds' must be at most {_MAX_PLD_ROUNDS} for the PLD accountant (the composed loss grid "
             f"grows with T), not {rounds}. To fix, use the RDP accountant (method 'rdp')."
         )
-    budget = tail_fraction * delta / (2.0 * rounds)
-    with np.errstate(all="ignore"):
-        c = _components(n, gamma, sigma, observer, budget, block_rel)
-        top = _grid_top(c, budget)
-    if not (math.isfinite(top) and top <= _MAX_GRID_TOP):
-        raise ParameterError(
-            f"Argument 'sigma' = {sigma!r} puts the privacy loss out of the PLD grid's range (top {top:.3g}; "
-            f"supported up to {_MAX_GRID_TOP:g}): the noise is too small for a discretised PLD. To fix, use "
-            "the RDP accountant (method 'rdp'), which gives a finite (or infinite) certificate here."
-        )
-    top = max(top, 1e-6)
-    trunc = min(1e-15, 1e-3 * delta)
+    c, top, trunc = _setup(n, gamma, sigma, rounds, delta, observer, tail_fraction, block_rel)
     # extreme noise levels overflow inside the loss formulas; the result is checked for validity below
     with np.errstate(all="ignore"):
         if discretization is not None:
@@ -515,6 +533,66 @@ def epsilon_for_delta(losses: np.ndarray, probs: np.ndarray, infinity_mass: floa
     return max(math.log((u[j] - delta) / v[j]), 0.0)
 
 
+def _log_search(
+    f: Callable[[float], float],
+    t: float,
+    x0: float,
+    width: float,
+    x_min: float,
+    x_max: float,
+    slope: float,
+    min_step: float,
+) -> tuple[float, float, list[tuple[float, float]]]:
+    """Bracket the crossing of a non-increasing f (log epsilon against x = log sigma) with the level t.
+
+    Returns (lo, hi, points): f(hi) <= t < f(lo) at evaluated points, hi − lo <= ``width`` (lo = −inf when
+    f(x_min) <= t, hi = +inf when f(x_max) > t). Unbracketed, it steps outward to just past the secant estimate
+    (at least ``min_step``, at most 8x in sigma; ``slope`` stands in while fewer than two finite points
+    exist). Bracketed, the point is one ``width`` from the bracket's end when the secant estimate lies within
+    ``width`` of it (so that the bracket closes if the estimate is right), else the estimate moved ``width``/2
+    toward the farther end, or the midpoint after two steps that each kept more than half the bracket."""
+    pts: list[tuple[float, float]] = []
+    lo, hi = -math.inf, math.inf
+    half = 0.5 * width
+    x, slow, before = min(max(x0, x_min), x_max), 0, math.inf
+    for _ in range(200):
+        fx = f(x)
+        pts.append((x, fx))
+        if fx <= t:
+            hi = min(hi, x)
+        else:
+            lo = max(lo, x)
+        if hi - lo <= width or hi <= x_min or lo >= x_max:
+            break
+        slow = slow + 1 if hi - lo > 0.5 * before else 0
+        before = hi - lo
+        fin = sorted((abs(py - t), px, py) for px, py in pts if math.isfinite(py))
+        g: float | None = None
+        if len(fin) >= 2 and fin[0][2] != fin[1][2] and fin[0][1] != fin[1][1]:
+            s_ = (fin[1][2] - fin[0][2]) / (fin[1][1] - fin[0][1])
+            if s_ < 0:
+                g = fin[0][1] + (t - fin[0][2]) / s_
+        if g is None and fin:
+            g = fin[0][1] + (t - fin[0][2]) / slope
+        if math.isinf(lo) or math.isinf(hi):  # unbracketed: go up (no feasible point yet) or down
+            up = math.isinf(hi)
+            base = lo if up else hi
+            step = max(min_step, math.log(2.0)) if g is None else min_step
+            if g is not None and (g - base) * (1 if up else -1) > 0:
+                step = min(max(abs(g - base) + half, min_step), math.log(8.0))
+            x = min(max(base + step if up else base - step, x_min), x_max)
+            continue
+        if slow >= 2 or g is None or not lo < g < hi:
+            g = 0.5 * (lo + hi)
+        if g - lo <= width:  # the estimate is next to lo: a point one width above lo closes the bracket
+            x = lo + 0.999 * width
+        elif hi - g <= width:  # likewise next to hi
+            x = hi - 0.999 * width
+        else:  # just past the estimate, toward the farther end
+            x = g + half if hi - g >= g - lo else g - half
+    return lo, hi, pts
+
+
 def calibrate_checkin_pld(
     n: int,
     gamma: float,
@@ -525,98 +603,68 @@ def calibrate_checkin_pld(
     observer: str = "analyst",
     sigma_range: tuple[float, float] = (1e-2, 1e4),
     rel_tol: float = 1e-3,
-    progress: Callable[[int, float, float, float, float], None] | None = None,
+    progress: Callable[[str, int, float, float], None] | None = None,
 ) -> tuple[float, PLDCertificate]:
     """Smallest sigma (within relative ``rel_tol``, rounded up) whose PLD certificate is <= ``target_epsilon``.
 
-    Returns (sigma, certificate) with ``certificate`` = :func:`checkin_pld` at sigma, epsilon <= target, and a
-    sigma' >= sigma / (1 + ``rel_tol``) whose certificate exceeds the target was computed (epsilon is
-    non-increasing in sigma: more noise is post-processing). The search works on log sigma against log epsilon,
-    where the curve is close to a line: it brackets from sigma = 1 by steps of the secant slope (at most 8x,
-    at least 2x, inside ``sigma_range``), then takes secant steps inside the bracket, each followed by a point
-    ``rel_tol`` below when the line was drawn through nearby points, so that a good step closes the bracket;
-    after two steps that each kept more than half the bracket (in log), a bisection.
-    ``progress(step, sigma, epsilon, lo, hi)`` is called after every certificate (lo = 0 and hi = inf while
-    unbracketed)."""
+    Returns (sigma, certificate): ``certificate`` is :func:`checkin_pld` at sigma, its epsilon <= target, and a
+    certificate above the target was computed at a sigma' >= sigma / (1 + ``rel_tol``), unless sigma is the
+    bottom of ``sigma_range`` (epsilon is non-increasing in sigma: more noise is post-processing). Two searches
+    on log sigma against log epsilon, where the curve is nearly straight (:func:`_log_search`): first on a
+    cheap coarse-grid estimate (not a certificate; to 2 %), then on certificates, starting at the estimate, so
+    that a handful of certificates usually suffice. ``progress(stage, step, sigma, epsilon)`` is called after
+    each evaluation (stage ``"estimate"`` or ``"certificate"``)."""
     target_epsilon = check_real("target_epsilon", target_epsilon, lo=0.0, lo_open=True)
     rel_tol = check_real("rel_tol", rel_tol, lo=0.0, lo_open=True)
+    n, gamma, _, observer = _check(n, gamma, 1.0, observer)
     s_min, s_max = sigma_range
-    log_target = math.log(target_epsilon)
-    seen: list[tuple[float, float]] = []  # (log sigma, log epsilon) of every certificate computed
-    seen_cert: list[PLDCertificate] = []
-    bracket = [0.0, math.inf]
+    x_min, x_max = math.log(s_min), math.log(s_max)
+    t = math.log(target_epsilon)
+    steps = [0]
 
-    def cert(s: float) -> PLDCertificate:
-        c = checkin_pld(n, gamma, s, rounds, delta, observer=observer)
-        e = c.epsilon
-        seen.append((math.log(s), math.log(e) if 0.0 < e < math.inf else (math.inf if e > 0 else -math.inf)))
-        if e <= target_epsilon:
-            bracket[1] = min(bracket[1], s)
-        else:
-            bracket[0] = max(bracket[0], s)
-        seen_cert.append(c)
+    def log_eps(e: float) -> float:
+        return math.log(e) if 0.0 < e < math.inf else (math.inf if e > 0.0 else -math.inf)
+
+    def estimate(x: float) -> float:
+        try:
+            e = _coarse_epsilon(n, gamma, math.exp(x), rounds, delta, observer)
+        except ParameterError:  # too little noise for the loss grid: far above any target
+            e = math.inf
+        steps[0] += 1
         if progress is not None:
-            progress(len(seen), s, e, bracket[0], bracket[1])
-        return c
+            progress("estimate", steps[0], math.exp(x), e)
+        return log_eps(e)
 
-    def secant(x0: float, f0: float, x1: float, f1: float) -> float | None:
-        """log sigma where the line through two (log sigma, log epsilon) points meets log target."""
-        if not (math.isfinite(f0) and math.isfinite(f1)) or f0 == f1 or x0 == x1:
-            return None
-        return x1 + (log_target - f1) * (x1 - x0) / (f1 - f0)
+    certs: dict[float, PLDCertificate] = {}
 
-    def guess_out(x: float, f: float, outward: float) -> float:
-        """Next bracketing point beyond x (outward = +1 up, -1 down): the secant through the last two
-        points, between 2x and 8x away."""
-        step = math.log(2.0)
-        if len(seen) >= 2:
-            g = secant(*seen[-2], *seen[-1])
-            if g is not None and (g - x) * outward > 0:
-                step = min(max((g - x) * outward * 1.1, math.log(2.0)), math.log(8.0))
-        return math.exp(x + outward * step)
+    def certify(x: float) -> float:
+        c = checkin_pld(n, gamma, math.exp(x), rounds, delta, observer=observer)
+        certs[x] = c
+        steps[0] += 1
+        if progress is not None:
+            progress("certificate", steps[0], math.exp(x), c.epsilon)
+        return log_eps(c.epsilon)
 
-    hi = min(max(1.0, s_min), s_max)
-    c_hi = cert(hi)
-    while c_hi.epsilon > target_epsilon:  # too little noise: go up
-        if hi >= s_max:
-            raise ParameterError(
-                f"Argument 'target_epsilon' cannot be met with sigma <= {s_max:g} (epsilon there is "
-                f"{c_hi.epsilon:.6g}), not {target_epsilon!r}."
-            )
-        hi = min(guess_out(*seen[-1], 1.0), s_max)
-        c_hi = cert(hi)
-    lo = bracket[0]
-    if lo == 0.0:  # sigma = 1 met the target: go down until it fails
-        while True:
-            if hi <= s_min:
-                return hi, c_hi
-            x = max(guess_out(*seen[-1], -1.0), s_min)
-            c_x = cert(x)
-            if c_x.epsilon > target_epsilon:
-                lo = x
-                break
-            hi, c_hi = x, c_x
-    half = 0.5 * math.log1p(rel_tol)
-    slow = 0  # consecutive secant steps that kept more than half the bracket (in log sigma)
-    while hi / lo > 1.0 + rel_tol:
-        x_lo, x_hi = math.log(lo), math.log(hi)
-        width = x_hi - x_lo
-        near = sorted((abs(f - log_target), x, f) for x, f in seen if math.isfinite(f))[:2]
-        g = secant(near[0][1], near[0][2], near[1][1], near[1][2]) if len(near) == 2 else None
-        if slow >= 2 or g is None or not x_lo < g < x_hi:  # no usable secant, or two slow steps: bisect
-            g, close = 0.5 * (x_lo + x_hi), False
-        else:  # the line through two points within 20% of the estimate is accurate to well below 20%
-            close = max(abs(near[0][1] - g), abs(near[1][1] - g)) < math.log(1.2)
-        mid = math.exp(min(max(g + half, x_lo + half), x_hi - half))  # just above the estimate
-        if cert(mid).epsilon <= target_epsilon:
-            hi, c_hi = mid, seen_cert[-1]
-            probe = mid / (1.0 + rel_tol)  # just below: if it fails, the bracket is closed
-            if close and probe > lo and hi / lo > 1.0 + rel_tol:
-                if cert(probe).epsilon <= target_epsilon:
-                    hi, c_hi = probe, seen_cert[-1]
-                else:
-                    lo = probe
-        else:
-            lo = mid
-        slow = slow + 1 if math.log(hi) - math.log(lo) > 0.5 * width else 0
-    return hi, c_hi
+    def line(pts: list[tuple[float, float]], lo: float, hi: float) -> tuple[float, float]:
+        """(crossing estimate, slope) from the two finite points nearest the target."""
+        fin = sorted((abs(py - t), px, py) for px, py in pts if math.isfinite(py))
+        slope = -1.0
+        if len(fin) >= 2 and fin[0][1] != fin[1][1] and fin[0][2] != fin[1][2]:
+            slope = min((fin[1][2] - fin[0][2]) / (fin[1][1] - fin[0][1]), -1e-3)
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            return (hi if math.isfinite(hi) else lo), slope
+        if fin:
+            return min(max(fin[0][1] + (t - fin[0][2]) / slope, lo), hi), slope
+        return 0.5 * (lo + hi), slope
+
+    x0 = min(max(0.0, x_min), x_max)
+    lo, hi, pts = _log_search(estimate, t, x0, math.log1p(0.02), x_min, x_max, -1.0, math.log(2.0))
+    x_est, slope = line(pts, lo, hi)
+    width = math.log1p(rel_tol)
+    lo, hi, _ = _log_search(certify, t, x_est + 0.5 * width, width, x_min, x_max, slope, width)
+    if math.isinf(hi):
+        raise ParameterError(
+            f"Argument 'target_epsilon' cannot be met with sigma <= {s_max:g} (epsilon there is "
+            f"{certs[x_max].epsilon:.6g}), not {target_epsilon!r}."
+        )
+    return math.exp(hi), certs[hi]
