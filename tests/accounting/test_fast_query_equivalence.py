@@ -225,3 +225,30 @@ def test_calibration_contract(args: tuple) -> None:
     failing = [s for stage, s, e in seen if stage == "certificate" and e > target]
     assert failing and max(failing) >= sigma / (1.0 + 1e-3) and max(failing) < sigma
     assert {stage for stage, _, _ in seen} == {"estimate", "certificate"}
+
+
+def _reference_edge(n: int, p: float, log_budget: float, lower: bool) -> int:
+    """The previous window-edge search: a bisection, one scalar bound per step."""
+    mode = min(max(math.floor((n + 1) * p), 0), n)
+    if lower:
+        lo, hi = 0, mode
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            ok = float(tails.log_binom_tail_ub(n, np.array([0.0]), np.array([mid - 1.0]), p)[0]) <= log_budget
+            lo, hi = (mid, hi) if ok else (lo, mid - 1)
+        return lo
+    lo, hi = mode, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        ok = float(tails.log_binom_tail_ub(n, np.array([mid + 1.0]), np.array([float(n)]), p)[0]) <= log_budget
+        lo, hi = (lo, mid) if ok else (mid + 1, hi)
+    return lo
+
+
+@pytest.mark.parametrize("n", [1, 7, 100, 1000, 600000, 10**9])
+def test_window_edge_search_equals_bisection(n: int) -> None:
+    for p in (1e-9, 1e-6, 1e-3, 0.1, 0.5, 0.97):
+        for budget in (1e-300, 1e-40, 1e-18, 1e-9, 1e-4, 0.05, 0.4):
+            for lower in (True, False):
+                want = _reference_edge(n, p, math.log(budget), lower)
+                assert tails.binom_window_edge(n, p, math.log(budget), lower) == want, (n, p, budget, lower)

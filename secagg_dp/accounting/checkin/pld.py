@@ -35,7 +35,7 @@ import numpy as np
 from scipy import special
 
 from secagg_dp._validate import check_int, check_probability, check_real
-from secagg_dp.accounting.checkin.tails import log_binom_pmf, log_binom_tail_ub
+from secagg_dp.accounting.checkin.tails import binom_window_edge, log_binom_pmf, log_binom_tail_ub
 from secagg_dp.errors import ParameterError
 
 __all__ = [
@@ -123,21 +123,8 @@ class _Components:
 
 
 def _edge(n: int, p: float, log_budget: float, lower: bool) -> int:
-    """Outermost k with log P(K < k) (lower) or log P(K > k) (upper) <= log_budget, by bisection."""
-    mode = min(max(math.floor((n + 1) * p), 0), n)
-    if lower:
-        lo, hi = 0, mode  # find the largest k with P(K <= k-1) small: P(0..k-1) bound
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            ok = float(log_binom_tail_ub(n, np.array([0.0]), np.array([mid - 1.0]), p)[0]) <= log_budget
-            lo, hi = (mid, hi) if ok else (lo, mid - 1)
-        return lo
-    lo, hi = mode, n
-    while lo < hi:
-        mid = (lo + hi) // 2
-        ok = float(log_binom_tail_ub(n, np.array([mid + 1.0]), np.array([float(n)]), p)[0]) <= log_budget
-        lo, hi = (lo, mid) if ok else (mid + 1, hi)
-    return lo
+    """Outermost k with log P(K < k) (lower) or log P(K > k) (upper) <= log_budget (upper bounds on them)."""
+    return binom_window_edge(n, p, log_budget, lower)
 
 
 def _blocks(a: int, b: int, rel: float) -> tuple[np.ndarray, np.ndarray]:
