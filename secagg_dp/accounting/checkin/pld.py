@@ -258,9 +258,9 @@ class _TailMemo:
     """Component tails (A(L > eps), B(L > eps)) already evaluated in one certificate computation, by eps."""
 
     def __init__(self) -> None:
-        self.eps = np.empty(0)
-        self.sa = np.empty(0)
-        self.sb = np.empty(0)
+        self.eps: np.ndarray = np.empty(0)
+        self.sa: np.ndarray = np.empty(0)
+        self.sb: np.ndarray = np.empty(0)
 
     def tails(self, c: _Components, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:func:`_tails` on the sorted ``grid``, evaluating only the points not seen before."""
