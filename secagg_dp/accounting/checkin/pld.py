@@ -19,7 +19,8 @@ outside a window W (a rigorous upper bound p_out from ``log_binom_tail_ub``) is 
 Client counts in W are grouped in blocks [k_lo, k_hi] bounded by the block's worst pair (q at k_hi, s at k_lo:
 a data-independent post-processing of it gives every pair in the block). The profile is discretised with
 Connect-the-Dots (Doroshenko, Ghazi, Kamath, Kumar & Manurangsi 2022, Alg. 1), a pessimistic PLD, composed T
-times by FFT and converted to (eps, delta) in dp-accounting. The optimistic value rounds every loss down on
+times by FFT and converted to (eps, delta) with dp-accounting's arithmetic, repeated here step for step (so that a
+query need not import dp-accounting; the tests check the equality). The optimistic value rounds every loss down on
 the same grid (a lower estimate of the same computation).
 """
 
