@@ -207,9 +207,11 @@ def _tails(c: _Components, eps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     sa = np.zeros(eps.shape)
     sb = np.zeros(eps.shape)
     em1 = np.expm1(eps)[None, :]
+    one_rate = c.q.size > 0 and bool(np.all(c.q == c.q[0]))  # the server view: q = 1 for every component
+    shared = np.log1p(em1 / c.q[0]) if one_rate else None  # then one row serves them all (same numbers)
     for i in range(0, c.w.size, 32):
         q, s = c.q[i : i + 32, None], c.s[i : i + 32, None]
-        y = d / 2.0 + (s * s / d) * np.log1p(em1 / q)
+        y = d / 2.0 + (s * s / d) * (shared if shared is not None else np.log1p(em1 / q))
         tb = special.ndtr(-y / s)
         ta = q * special.ndtr((d - y) / s) + (1.0 - q) * tb
         w = c.w[i : i + 32]
