@@ -78,7 +78,7 @@ from secagg_dp.accounting.checkin.pld import (
     wor_gaussian_delta,
 )
 from secagg_dp.accounting.checkin.providers import CHECKIN_MECHANISMS, checkin_provider
-from secagg_dp.accounting.checkin.tails import log_binom_pmf, log_binom_tail_ub
+from secagg_dp.accounting.checkin.tails import binom_window_edge, log_binom_pmf, log_binom_tail_ub
 from secagg_dp.accounting.core.accountant import BOUNDS, Certificate, PrivacyAccountant, check_observer
 from secagg_dp.accounting.core.calibration import (
     calibrate_gaussian_noise_multiplier,
@@ -258,6 +258,7 @@ __all__ = [
     "DDGSum",
     "log_binom_pmf",
     "log_binom_tail_ub",
+    "binom_window_edge",
     "effective_checkin_rate",
     "PROTOCOL_DROPOUT_STAGES",
     "DropoutStage",

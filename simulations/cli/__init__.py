@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -50,7 +51,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Environment variables that cap the BLAS thread pools numpy may load (OpenBLAS in the pip wheels, MKL, BLIS).
+_BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+
+
+def _one_blas_thread_for_queries(argv: Sequence[str]) -> None:
+    """Before numpy is first imported, cap BLAS at one thread for ``account`` and ``calibrate`` unless the user
+    set a cap. Their matrix products are small and many (the pair bound's lattice sums, the mixture's binomial
+    sums): a second BLAS thread gains little on an idle machine, and on a busy one its spinning doubled the CPU
+    time and tripled the wall time of the README's ``account checkin`` (benchmarks/bench_query.py). OpenBLAS
+    splits a product by rows and columns, not along the summed index: the numbers are the same either way
+    (the equality tests pass under both)."""
+    if "numpy" in sys.modules or not argv or argv[0] not in ("account", "calibrate"):
+        return
+    if not any(name in os.environ for name in _BLAS_THREADS):
+        for name in _BLAS_THREADS:
+            os.environ[name] = "1"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _one_blas_thread_for_queries(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -364,11 +364,26 @@ def register_calibrate(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _handle_calibrate(args: argparse.Namespace) -> int:
+    import sys
+    import time
+
     from secagg_dp.accounting.checkin.pld import calibrate_checkin_pld
     from simulations.cli._output import dumps
 
+    start = time.perf_counter()
+
+    def progress(stage: str, step: int, sigma: float, epsilon: float) -> None:
+        # on stderr once the search has taken a second, so quick calibrations stay quiet
+        elapsed = time.perf_counter() - start
+        if elapsed > 1.0:
+            print(
+                f"calibrate checkin: {stage} {step}: sigma={sigma:.6g} epsilon={epsilon:.6g} ({elapsed:.1f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
+
     sigma, cert = calibrate_checkin_pld(
-        args.n, args.gamma, args.rounds, args.delta, args.epsilon, observer=args.observer
+        args.n, args.gamma, args.rounds, args.delta, args.epsilon, observer=args.observer, progress=progress
     )
     out = {"sigma": sigma, "target_epsilon": args.epsilon, "n": args.n, "gamma": args.gamma, **cert.as_dict()}
     if args.json:

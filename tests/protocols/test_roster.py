@@ -177,7 +177,7 @@ def test_two_clients_shown_different_rosters_are_refused():
         assert clients[c].stage is ClientStage.SURVIVORS_SIGNED  # nothing revealed
 
 
-@pytest.mark.parametrize("n", [60, 600])
+@pytest.mark.parametrize("n", [60, pytest.param(600, marks=pytest.mark.slow)])  # 600: CI only
 def test_secaggplus_messages_carry_the_neighbourhood_only(n):
     """Roster slices: k + 1 rows and a multiproof within the bound of secagg_dp.crypto.merkle; survivor
     lists: the ids of the two-hop neighbourhood (the holders of every secret the client holds a share of,

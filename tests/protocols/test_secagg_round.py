@@ -221,6 +221,7 @@ def _scenarios(draw):
     )
 )
 @example((6, 2, 8, 1, 2, ["unmasking", None, "share_keys", "share_keys", None, None], 309361680, "active"))
+@pytest.mark.slow  # over ~5 s: CI only, not the quick loop
 def test_property_exact_sum_or_abort(scenario):
     n, t, bits, dim, k, stage_of, seed, security = scenario
     inp = _inputs(n, dim, bits, seed=seed % 1000)

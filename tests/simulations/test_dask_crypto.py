@@ -47,6 +47,7 @@ def _brute_force(inputs: dict[int, np.ndarray], survivors) -> list[int]:
     return total
 
 
+@pytest.mark.slow  # over ~3 s under load: CI only, not the quick loop
 @pytest.mark.parametrize("security", ["active", "semi-honest"])
 def test_dask_pool_round_equals_inprocess_and_brute_force(cluster, security):
     inputs = _inputs()
@@ -97,6 +98,7 @@ def test_dask_pool_round_aborts_like_inprocess(cluster):
     assert str(got.value) == str(ref.value)
 
 
+@pytest.mark.slow  # over ~3 s under load: CI only, not the quick loop
 def test_crypto_round_on_dask_executor_equals_inprocess(cluster):
     cfg = small_config(
         mode="crypto",
@@ -128,6 +130,7 @@ def test_pool_rejects_a_client_in_two_shards(cluster):
         cluster.client_pool([(given_inputs, ([7], row)), (given_inputs, ([7], row))])
 
 
+@pytest.mark.slow  # over ~3 s under load: CI only, not the quick loop
 def test_crypto_scenario_on_dask_writes_the_inprocess_rounds(cluster, tmp_path):
     # end to end (encode, protocol, ledger, decode, metrics): the results documents' rounds are equal
     from simulations.runner import run_scenario

@@ -87,6 +87,7 @@ def test_certified_epsilon_is_the_checkin_accountants(tmp_path):
         assert led.epsilon(cfg.privacy.delta)[0] == pytest.approx(rdp_want, rel=1e-12)  # the ledger budgets by RDP
 
 
+@pytest.mark.slow  # over ~3 s under load: CI only, not the quick loop
 def test_logreg_epsilon_is_the_local_steps_accountants(tmp_path):
     from secagg_dp.accounting.checkin import local_steps as ls
     from secagg_dp.accounting.checkin import mixture as ck

@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from secagg_dp._validate import check_int, check_probability, check_real
-from secagg_dp.accounting.checkin.tails import log_binom_pmf, log_binom_tail_ub
+from secagg_dp.accounting.checkin.tails import binom_window_edge, log_binom_pmf, log_binom_tail_ub
 from secagg_dp.accounting.core.accountant import OBSERVERS as _CORE_OBSERVERS
 from secagg_dp.accounting.core.conversion import LargestOrderWarning, rdp_to_dp
 from secagg_dp.accounting.core.logspace import log_expm1
@@ -512,20 +512,7 @@ def checkin_epsilon(
 
 def _edge(n: int, gamma: float, target_log: float, lower: bool) -> int:
     """Largest k_lo with P(K < k_lo) <= e^target (lower) / smallest k_hi with P(K > k_hi) <= e^target."""
-    mode = min(max(math.floor((n + 1) * gamma), 0), n)
-    if lower:
-        lo_k, hi_k = 0, mode  # P(K < 0) = 0 satisfies; find the largest
-        while lo_k < hi_k:
-            mid = (lo_k + hi_k + 1) // 2
-            ok = log_binom_tail_ub(n, np.array([0.0]), np.array([mid - 1.0]), gamma)[0] <= target_log
-            lo_k, hi_k = (mid, hi_k) if ok else (lo_k, mid - 1)
-        return lo_k
-    lo_k, hi_k = mode, n
-    while lo_k < hi_k:
-        mid = (lo_k + hi_k) // 2
-        ok = log_binom_tail_ub(n, np.array([mid + 1.0]), np.array([float(n)]), gamma)[0] <= target_log
-        lo_k, hi_k = (lo_k, mid) if ok else (mid + 1, hi_k)
-    return lo_k
+    return binom_window_edge(n, gamma, target_log, lower)
 
 
 def _p_out_ub(n: int, gamma: float, k_lo: int, k_hi: int) -> float:

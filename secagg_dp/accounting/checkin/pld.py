@@ -19,25 +19,25 @@ outside a window W (a rigorous upper bound p_out from ``log_binom_tail_ub``) is 
 Client counts in W are grouped in blocks [k_lo, k_hi] bounded by the block's worst pair (q at k_hi, s at k_lo:
 a data-independent post-processing of it gives every pair in the block). The profile is discretised with
 Connect-the-Dots (Doroshenko, Ghazi, Kamath, Kumar & Manurangsi 2022, Alg. 1), a pessimistic PLD, composed T
-times by FFT and converted to (eps, delta) in dp-accounting. The optimistic value rounds every loss down on
+times by FFT and converted to (eps, delta) with dp-accounting's arithmetic, repeated here step for step (so that a
+query need not import dp-accounting; the tests check the equality). The optimistic value rounds every loss down on
 the same grid (a lower estimate of the same computation).
 """
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from scipy import special
 
 from secagg_dp._validate import check_int, check_probability, check_real
-from secagg_dp.accounting.checkin.tails import log_binom_pmf, log_binom_tail_ub
+from secagg_dp.accounting.checkin.tails import binom_window_edge, log_binom_pmf, log_binom_tail_ub
 from secagg_dp.errors import ParameterError
-
-if TYPE_CHECKING:  # dp-accounting is imported lazily at run time (and ships no type information)
-    from dp_accounting.pld.pld_pmf import PLDPmf
 
 __all__ = [
     "PLD_OBSERVERS",
@@ -124,21 +124,8 @@ class _Components:
 
 
 def _edge(n: int, p: float, log_budget: float, lower: bool) -> int:
-    """Outermost k with log P(K < k) (lower) or log P(K > k) (upper) <= log_budget, by bisection."""
-    mode = min(max(math.floor((n + 1) * p), 0), n)
-    if lower:
-        lo, hi = 0, mode  # find the largest k with P(K <= k-1) small: P(0..k-1) bound
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            ok = float(log_binom_tail_ub(n, np.array([0.0]), np.array([mid - 1.0]), p)[0]) <= log_budget
-            lo, hi = (mid, hi) if ok else (lo, mid - 1)
-        return lo
-    lo, hi = mode, n
-    while lo < hi:
-        mid = (lo + hi) // 2
-        ok = float(log_binom_tail_ub(n, np.array([mid + 1.0]), np.array([float(n)]), p)[0]) <= log_budget
-        lo, hi = (lo, mid) if ok else (mid + 1, hi)
-    return lo
+    """Outermost k with log P(K < k) (lower) or log P(K > k) (upper) <= log_budget (upper bounds on them)."""
+    return binom_window_edge(n, p, log_budget, lower)
 
 
 def _blocks(a: int, b: int, rel: float) -> tuple[np.ndarray, np.ndarray]:
@@ -154,7 +141,19 @@ def _blocks(a: int, b: int, rel: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _components(n: int, gamma: float, sigma: float, observer: str, tail_budget: float, block_rel: float) -> _Components:
-    """Window, block weights and worst-case pairs of one round (weights from the binomial pmf, exact)."""
+    """Window, block weights and worst-case pairs of one round (weights from the binomial pmf, exact).
+
+    Everything but the noise std s = sigma sqrt(k_lo) is independent of sigma and kept across calls
+    (a calibration asks for the same n, gamma and budget at every sigma it tries)."""
+    w, q, root_k, w_null, p_out, window = _sigma_free_components(n, gamma, observer, tail_budget, block_rel)
+    return _Components(w, q, sigma * root_k, w_null, p_out, window)
+
+
+@functools.lru_cache(maxsize=16)
+def _sigma_free_components(
+    n: int, gamma: float, observer: str, tail_budget: float, block_rel: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float, tuple[int, int]]:
+    """(w, q, sqrt(k_lo), w_null, p_out, window) of :func:`_components`; the arrays are read-only."""
     if observer == "analyst":
         m, shift, lead = n, 0, 1.0  # K ~ Bin(n, gamma), k = K
     else:
@@ -193,7 +192,10 @@ def _components(n: int, gamma: float, sigma: float, observer: str, tail_budget: 
             k_lo = k_lo.copy()
             k_lo[0] = 1.0
     q = k_hi / n if observer == "analyst" else np.ones_like(k_hi)
-    return _Components(w, q, sigma * np.sqrt(k_lo), w_null, p_out, (a + shift, b + shift))
+    root_k = np.sqrt(k_lo)
+    for arr in (w, q, root_k):
+        arr.setflags(write=False)
+    return w, q, root_k, w_null, p_out, (a + shift, b + shift)
 
 
 def _tails(c: _Components, eps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -205,9 +207,11 @@ def _tails(c: _Components, eps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     sa = np.zeros(eps.shape)
     sb = np.zeros(eps.shape)
     em1 = np.expm1(eps)[None, :]
+    one_rate = c.q.size > 0 and bool(np.all(c.q == c.q[0]))  # the server view: q = 1 for every component
+    shared = np.log1p(em1 / c.q[0]) if one_rate else None  # then one row serves them all (same numbers)
     for i in range(0, c.w.size, 32):
         q, s = c.q[i : i + 32, None], c.s[i : i + 32, None]
-        y = d / 2.0 + (s * s / d) * np.log1p(em1 / q)
+        y = d / 2.0 + (s * s / d) * (shared if shared is not None else np.log1p(em1 / q))
         tb = special.ndtr(-y / s)
         ta = q * special.ndtr((d - y) / s) + (1.0 - q) * tb
         w = c.w[i : i + 32]
@@ -253,7 +257,30 @@ def checkin_round_delta(
     return _profile_and_survival(c, np.asarray(epsilons, dtype=np.float64))[0]
 
 
-def _profile_and_survival(c: _Components, eps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+class _TailMemo:
+    """Component tails (A(L > eps), B(L > eps)) already evaluated in one certificate computation, by eps."""
+
+    def __init__(self) -> None:
+        self.eps: np.ndarray = np.empty(0)
+        self.sa: np.ndarray = np.empty(0)
+        self.sb: np.ndarray = np.empty(0)
+
+    def tails(self, c: _Components, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`_tails` on the sorted ``grid``, evaluating only the points not seen before."""
+        pos = np.minimum(np.searchsorted(self.eps, grid), max(self.eps.size - 1, 0))
+        known = (self.eps[pos] == grid) if self.eps.size else np.zeros(grid.shape, dtype=bool)
+        sa, sb = np.empty(grid.shape), np.empty(grid.shape)
+        sa[known], sb[known] = self.sa[pos[known]], self.sb[pos[known]]
+        if not np.all(known):
+            new_a, new_b = _tails(c, grid[~known])
+            sa[~known], sb[~known] = new_a, new_b
+        self.eps, self.sa, self.sb = grid, sa, sb
+        return sa, sb
+
+
+def _profile_and_survival(
+    c: _Components, eps: np.ndarray, memo: _TailMemo | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """delta(eps) and omega(loss >= eps) of the symmetrised round PLD (p_out at +infinity), any real eps.
 
     Per component delta_k(eps) = A_k(L > eps) - e^eps B_k(L > eps) for eps >= 0 and, by symmetry,
@@ -261,7 +288,7 @@ def _profile_and_survival(c: _Components, eps: np.ndarray) -> tuple[np.ndarray, 
     omega(loss >= eps) = A(L >= eps) for eps > 0; for eps <= 0 all mass but the mirrored B(L > -eps)."""
     a = np.abs(eps)
     grid, inv = np.unique(a, return_inverse=True)  # symmetric grids: evaluate each |eps| once
-    sa, sb = (x[inv] for x in _tails(c, grid))
+    sa, sb = (x[inv] for x in (memo.tails(c, grid) if memo is not None else _tails(c, grid)))
     win = float(np.sum(c.w)) + c.w_null
     dpos = np.maximum(sa - np.exp(a) * sb, 0.0)
     delta = np.where(eps >= 0, dpos, win * (-np.expm1(eps)) + np.exp(eps) * dpos) + c.p_out
@@ -281,6 +308,35 @@ def _check(n: int, gamma: float, sigma: float, observer: str) -> tuple[int, floa
 _MAX_PLD_ROUNDS = 10**6
 _MAX_COMPOSED_POINTS = 2e7  # ~0.3 GB of complex128 in the FFT
 _MAX_GRID_TOP = 1e3  # largest privacy loss the grid covers; beyond it the noise is negligible anyway
+
+
+def _setup(
+    n: int, gamma: float, sigma: float, rounds: int, delta: float, observer: str, tail_fraction: float, block_rel: float
+) -> tuple[_Components, float, float]:
+    """Components, grid top and FFT truncation mass of :func:`checkin_pld` (arguments already checked)."""
+    budget = tail_fraction * delta / (2.0 * rounds)
+    with np.errstate(all="ignore"):
+        c = _components(n, gamma, sigma, observer, budget, block_rel)
+        top = _grid_top(c, budget)
+    if not (math.isfinite(top) and top <= _MAX_GRID_TOP):
+        raise ParameterError(
+            f"Argument 'sigma' = {sigma!r} puts the privacy loss out of the PLD grid's range (top {top:.3g}; "
+            f"supported up to {_MAX_GRID_TOP:g}): the noise is too small for a discretised PLD. To fix, use "
+            "the RDP accountant (method 'rdp'), which gives a finite (or infinite) certificate here."
+        )
+    return c, max(top, 1e-6), min(1e-15, 1e-3 * delta)
+
+
+def _coarse_epsilon(n: int, gamma: float, sigma: float, rounds: int, delta: float, observer: str) -> float:
+    """A cheap estimate (not a certificate) of :func:`checkin_pld`'s epsilon: the geometric mean of the
+    pessimistic and optimistic values on a grid of top / 500 (the default starts at top / 10000)."""
+    c, top, trunc = _setup(n, gamma, sigma, rounds, delta, observer, 1e-3, 1e-4)
+    with np.errstate(all="ignore"):
+        hi, lo = _discretised(c, top, top / _COARSE_POINTS, rounds, delta, trunc)
+    return math.sqrt(hi * lo) if lo > 0.0 else hi
+
+
+_COARSE_POINTS = 500
 
 
 def checkin_pld(
@@ -311,18 +367,7 @@ def checkin_pld(
             f"Argument 'rounds' must be at most {_MAX_PLD_ROUNDS} for the PLD accountant (the composed loss grid "
             f"grows with T), not {rounds}. To fix, use the RDP accountant (method 'rdp')."
         )
-    budget = tail_fraction * delta / (2.0 * rounds)
-    with np.errstate(all="ignore"):
-        c = _components(n, gamma, sigma, observer, budget, block_rel)
-        top = _grid_top(c, budget)
-    if not (math.isfinite(top) and top <= _MAX_GRID_TOP):
-        raise ParameterError(
-            f"Argument 'sigma' = {sigma!r} puts the privacy loss out of the PLD grid's range (top {top:.3g}; "
-            f"supported up to {_MAX_GRID_TOP:g}): the noise is too small for a discretised PLD. To fix, use "
-            "the RDP accountant (method 'rdp'), which gives a finite (or infinite) certificate here."
-        )
-    top = max(top, 1e-6)
-    trunc = min(1e-15, 1e-3 * delta)
+    c, top, trunc = _setup(n, gamma, sigma, rounds, delta, observer, tail_fraction, block_rel)
     # extreme noise levels overflow inside the loss formulas; the result is checked for validity below
     with np.errstate(all="ignore"):
         if discretization is not None:
@@ -330,12 +375,13 @@ def checkin_pld(
             eps_hi, eps_lo = _discretised(c, top, h, rounds, delta, trunc)
         else:  # default grid, refined (at most 4 halvings) while the slack exceeds 5% of the certificate
             h = top / _GRID_POINTS
-            eps_hi, eps_lo = _discretised(c, top, h, rounds, delta, trunc)
+            memo = _TailMemo()  # a halved grid holds the coarser one's points: their tails are reused
+            eps_hi, eps_lo = _discretised(c, top, h, rounds, delta, trunc, memo)
             for _ in range(4):
                 if eps_hi - eps_lo <= 0.05 * eps_hi or 4.0 * top / h + 3 > _MAX_POINTS:
                     break
                 h /= 2.0
-                eps_hi, eps_lo = _discretised(c, top, h, rounds, delta, trunc)
+                eps_hi, eps_lo = _discretised(c, top, h, rounds, delta, trunc, memo)
     if not (math.isfinite(eps_hi) or eps_hi == math.inf) or math.isnan(eps_lo) or eps_hi < 0:
         raise ParameterError(
             f"The PLD computation is numerically unusable at sigma={sigma!r}, n={n}, gamma={gamma!r} "
@@ -358,8 +404,13 @@ def checkin_pld(
     )
 
 
-def _discretised(c: _Components, top: float, h: float, rounds: int, delta: float, trunc: float) -> tuple[float, float]:
-    """(pessimistic, optimistic) epsilon of T rounds on the grid i h, |i| <= top / h (see module docstring)."""
+def _discretised(
+    c: _Components, top: float, h: float, rounds: int, delta: float, trunc: float, memo: _TailMemo | None = None
+) -> tuple[float, float]:
+    """(pessimistic, optimistic) epsilon of T rounds on the grid i h, |i| <= top / h (see module docstring).
+
+    ``memo`` keeps the component tails already evaluated on a coarser grid of the same run (a halved grid
+    contains every point of the coarser one, and each point's tails depend on that point alone)."""
     m = int(math.ceil(top / h))
     if 2 * m + 1 > _MAX_POINTS:
         raise ParameterError(
@@ -367,43 +418,86 @@ def _discretised(c: _Components, top: float, h: float, rounds: int, delta: float
             "pass a larger discretization."
         )
     idx = np.arange(-m, m + 1)
-    from dp_accounting.pld import pld_pmf  # lazy: keeps `secagg-dp --help` fast
-
-    deltas, surv = _profile_and_survival(c, idx * h)
-    pess = pld_pmf.create_pmf_pessimistic_connect_dots(
+    deltas, surv = _profile_and_survival(c, idx * h, memo)
+    pess, pess_inf = _connect_dots_pessimistic(
         h,
         idx,
         np.maximum.accumulate(np.clip(deltas, 0.0, 1.0)[::-1])[::-1],  # monotone by raising: pessimistic
     )
     surv = np.minimum.accumulate(np.clip(surv, 0.0, 1.0))
     probs = np.maximum(surv - np.append(surv[1:], c.p_out), 0.0)  # [eps_i, eps_{i+1}) -> eps_i; top: [eps_m, inf)
-    opt = pld_pmf.create_pmf(dict(zip(idx.tolist(), probs.tolist(), strict=True)), h, c.p_out, False)
-    eps_hi = _epsilon(pess, rounds, delta, trunc)
-    return eps_hi, min(_epsilon(opt, rounds, delta, trunc), eps_hi)
+    eps_hi = _epsilon(-m, pess, pess_inf, h, rounds, delta, trunc)
+    return eps_hi, min(_epsilon(-m, probs, c.p_out, h, rounds, delta, trunc), eps_hi)
 
 
-def _epsilon(pmf: PLDPmf, rounds: int, delta: float, trunc: float) -> float:
-    """T-fold composition (dp-accounting, FFT) and the smallest eps >= 0 with delta(eps) <= ``delta``."""
-    dense = pmf.to_dense_pmf()
+def _connect_dots_pessimistic(h: float, idx: np.ndarray, deltas: np.ndarray) -> tuple[np.ndarray, float]:
+    """Pessimistic Connect-the-Dots pmf on the consecutive losses ``idx`` h and its mass at +infinity
+    (Doroshenko, Ghazi, Kamath, Kumar & Manurangsi 2022, Alg. 1): loss eps_i gets
+    (delta_i − delta_{i−1}) / (e^{eps_{i−1} − eps_i} − 1) + (delta_{i+1} − delta_i) / (e^{eps_{i+1} − eps_i} − 1)
+    (delta_0 = 1, the last term 0 at the top), +infinity gets delta_n. The arithmetic of dp-accounting's
+    ``create_pmf_pessimistic_connect_dots`` step for step (``tests/accounting/checkin/test_pld.py`` checks the
+    equality); done here so that a query does not import dp-accounting (about a second of scipy modules)."""
+    deltas = np.minimum.accumulate(np.asarray(deltas, dtype=np.float64))
+    eps_diffs = np.diff(idx) * h
+    delta_diffs = np.diff(deltas)
+    v1 = np.append(1 - deltas[0], delta_diffs / np.expm1(-eps_diffs))
+    v2 = np.append(delta_diffs / np.expm1(eps_diffs), 0.0)
+    probs: np.ndarray = np.maximum(0, v1 + v2)
+    return probs, float(deltas[-1])
+
+
+_CHERNOFF_ORDERS = np.concatenate((np.arange(-20, 0), np.arange(1, 21)))
+
+
+def _self_convolve_bounds(p: np.ndarray, rounds: int, trunc: float) -> tuple[int, int]:
+    """Indices [lo, hi] of the T-fold self-convolution of ``p`` outside which at most ``trunc`` mass lies,
+    by Chernoff bounds at 40 orders (dp-accounting's ``compute_self_convolve_bounds``, whose arithmetic this
+    repeats)."""
+    hi = (len(p) - 1) * rounds
+    lo = 0
+    if trunc == 0:
+        return lo, hi
+    orders = _CHERNOFF_ORDERS / len(p)
+    ar = np.arange(len(p))
+    for order in orders:
+        bound = (rounds * special.logsumexp(ar * order, b=p) + math.log(2 / trunc)) / order
+        if not math.isfinite(bound):
+            continue
+        if order > 0:
+            hi = min(hi, math.ceil(bound))
+        if order < 0:
+            lo = max(lo, math.floor(bound))
+    return lo, hi
+
+
+def _epsilon(
+    lower: int, probs: np.ndarray, inf_mass: float, h: float, rounds: int, delta: float, trunc: float
+) -> float:
+    """T-fold composition by FFT and the smallest eps >= 0 with delta(eps) <= ``delta``, for the pmf ``probs``
+    on the losses (lower + i) h with ``inf_mass`` at +infinity.
+
+    The composition is dp-accounting's ``DensePLDPmf.self_compose`` step for step (Chernoff truncation bounds,
+    one FFT, the truncated tails counted at +infinity); the conversion its ``get_epsilon_for_delta``,
+    vectorised (:func:`epsilon_for_delta`); ``tests/accounting/checkin/test_pld.py`` checks both equalities."""
+    p = np.asarray(probs, dtype=np.float64)
     if rounds > 1:
-        # the FFT works on a grid as wide as dp-accounting's truncation bounds for the T-fold loss: ask for
-        # them first and refuse above _MAX_COMPOSED_POINTS points instead of exhausting memory
-        from dp_accounting.pld import common
-
-        p = np.asarray(dense._probs, dtype=np.float64)  # noqa: SLF001
-        lo, hi = common.compute_self_convolve_bounds(p, rounds, trunc)
+        lo, hi = _self_convolve_bounds(p, rounds, trunc)
         width = max(hi - lo + 1, p.size)
         if width > _MAX_COMPOSED_POINTS:
             raise ParameterError(
                 f"Argument 'rounds' = {rounds} needs a composed privacy-loss grid of {width:.3g} points "
                 f"(limit {_MAX_COMPOSED_POINTS:g}). To fix, use the RDP accountant (method 'rdp')."
             )
-    comp = dense if rounds == 1 else dense.self_compose(rounds, tail_mass_truncation=trunc)
-    # dp-accounting keeps the dense pmf's grid in private fields; the conversion below is its
-    # _get_epsilon_for_delta vectorised (its loop is slow for long pmfs); tests compare both.
-    probs = np.asarray(comp._probs, dtype=np.float64)  # noqa: SLF001
-    losses = (np.arange(probs.size) + comp._lower_loss) * comp._discretization  # noqa: SLF001
-    return epsilon_for_delta(losses, probs, comp._infinity_mass, delta)  # noqa: SLF001
+        from scipy import fft  # lazy: keeps `secagg-dp --help` fast
+
+        out_len = hi - lo + 1
+        fast_len = fft.next_fast_len(max(out_len, p.size))
+        conv = np.real(fft.ifft(fft.fft(p, fast_len) ** rounds))
+        p = np.array(np.roll(conv, -lo)[:out_len])
+        lower = lower * rounds + lo
+        inf_mass = trunc - math.expm1(rounds * math.log1p(-inf_mass))
+    losses = (np.arange(p.size) + lower) * h
+    return epsilon_for_delta(losses, p, inf_mass, delta)
 
 
 def epsilon_for_delta(losses: np.ndarray, probs: np.ndarray, infinity_mass: float, delta: float) -> float:
@@ -429,6 +523,66 @@ def epsilon_for_delta(losses: np.ndarray, probs: np.ndarray, infinity_mass: floa
     return max(math.log((u[j] - delta) / v[j]), 0.0)
 
 
+def _log_search(
+    f: Callable[[float], float],
+    t: float,
+    x0: float,
+    width: float,
+    x_min: float,
+    x_max: float,
+    slope: float,
+    min_step: float,
+) -> tuple[float, float, list[tuple[float, float]]]:
+    """Bracket the crossing of a non-increasing f (log epsilon against x = log sigma) with the level t.
+
+    Returns (lo, hi, points): f(hi) <= t < f(lo) at evaluated points, hi − lo <= ``width`` (lo = −inf when
+    f(x_min) <= t, hi = +inf when f(x_max) > t). Unbracketed, it steps outward to just past the secant estimate
+    (at least ``min_step``, at most 8x in sigma; ``slope`` stands in while fewer than two finite points
+    exist). Bracketed, the point is one ``width`` from the bracket's end when the secant estimate lies within
+    ``width`` of it (so that the bracket closes if the estimate is right), else the estimate moved ``width``/2
+    toward the farther end, or the midpoint after two steps that each kept more than half the bracket."""
+    pts: list[tuple[float, float]] = []
+    lo, hi = -math.inf, math.inf
+    half = 0.5 * width
+    x, slow, before = min(max(x0, x_min), x_max), 0, math.inf
+    for _ in range(200):
+        fx = f(x)
+        pts.append((x, fx))
+        if fx <= t:
+            hi = min(hi, x)
+        else:
+            lo = max(lo, x)
+        if hi - lo <= width or hi <= x_min or lo >= x_max:
+            break
+        slow = slow + 1 if hi - lo > 0.5 * before else 0
+        before = hi - lo
+        fin = sorted((abs(py - t), px, py) for px, py in pts if math.isfinite(py))
+        g: float | None = None
+        if len(fin) >= 2 and fin[0][2] != fin[1][2] and fin[0][1] != fin[1][1]:
+            s_ = (fin[1][2] - fin[0][2]) / (fin[1][1] - fin[0][1])
+            if s_ < 0:
+                g = fin[0][1] + (t - fin[0][2]) / s_
+        if g is None and fin:
+            g = fin[0][1] + (t - fin[0][2]) / slope
+        if math.isinf(lo) or math.isinf(hi):  # unbracketed: go up (no feasible point yet) or down
+            up = math.isinf(hi)
+            base = lo if up else hi
+            step = max(min_step, math.log(2.0)) if g is None else min_step
+            if g is not None and (g - base) * (1 if up else -1) > 0:
+                step = min(max(abs(g - base) + half, min_step), math.log(8.0))
+            x = min(max(base + step if up else base - step, x_min), x_max)
+            continue
+        if slow >= 2 or g is None or not lo < g < hi:
+            g = 0.5 * (lo + hi)
+        if g - lo <= width:  # the estimate is next to lo: a point one width above lo closes the bracket
+            x = lo + 0.999 * width
+        elif hi - g <= width:  # likewise next to hi
+            x = hi - 0.999 * width
+        else:  # just past the estimate, toward the farther end
+            x = g + half if hi - g >= g - lo else g - half
+    return lo, hi, pts
+
+
 def calibrate_checkin_pld(
     n: int,
     gamma: float,
@@ -439,43 +593,68 @@ def calibrate_checkin_pld(
     observer: str = "analyst",
     sigma_range: tuple[float, float] = (1e-2, 1e4),
     rel_tol: float = 1e-3,
+    progress: Callable[[str, int, float, float], None] | None = None,
 ) -> tuple[float, PLDCertificate]:
     """Smallest sigma (within relative ``rel_tol``, rounded up) whose PLD certificate is <= ``target_epsilon``.
 
-    Brackets from sigma = 1 by doubling / halving inside ``sigma_range``, then bisects on log sigma. The returned
-    sigma is one whose certificate was computed and meets the target (epsilon is non-increasing in sigma:
-    more noise is post-processing)."""
+    Returns (sigma, certificate): ``certificate`` is :func:`checkin_pld` at sigma, its epsilon <= target, and a
+    certificate above the target was computed at a sigma' >= sigma / (1 + ``rel_tol``), unless sigma is the
+    bottom of ``sigma_range`` (epsilon is non-increasing in sigma: more noise is post-processing). Two searches
+    on log sigma against log epsilon, where the curve is nearly straight (:func:`_log_search`): first on a
+    cheap coarse-grid estimate (not a certificate; to 2 %), then on certificates, starting at the estimate, so
+    that a handful of certificates usually suffice. ``progress(stage, step, sigma, epsilon)`` is called after
+    each evaluation (stage ``"estimate"`` or ``"certificate"``)."""
     target_epsilon = check_real("target_epsilon", target_epsilon, lo=0.0, lo_open=True)
     rel_tol = check_real("rel_tol", rel_tol, lo=0.0, lo_open=True)
+    n, gamma, _, observer = _check(n, gamma, 1.0, observer)
     s_min, s_max = sigma_range
+    x_min, x_max = math.log(s_min), math.log(s_max)
+    t = math.log(target_epsilon)
+    steps = [0]
 
-    def cert(s: float) -> PLDCertificate:
-        return checkin_pld(n, gamma, s, rounds, delta, observer=observer)
+    def log_eps(e: float) -> float:
+        return math.log(e) if 0.0 < e < math.inf else (math.inf if e > 0.0 else -math.inf)
 
-    hi = min(max(1.0, s_min), s_max)
-    c_hi = cert(hi)
-    while c_hi.epsilon > target_epsilon:
-        if hi >= s_max:
-            raise ParameterError(
-                f"Argument 'target_epsilon' cannot be met with sigma <= {s_max:g} (epsilon there is "
-                f"{c_hi.epsilon:.6g}), not {target_epsilon!r}."
-            )
-        hi = min(2.0 * hi, s_max)
-        c_hi = cert(hi)
-    lo = hi
-    while True:
-        if lo <= s_min:
-            return hi, c_hi
-        lo = max(lo / 2.0, s_min)
-        c_lo = cert(lo)
-        if c_lo.epsilon > target_epsilon:
-            break
-        hi, c_hi = lo, c_lo
-    while hi / lo > 1.0 + rel_tol:
-        mid = math.sqrt(lo * hi)
-        c_mid = cert(mid)
-        if c_mid.epsilon <= target_epsilon:
-            hi, c_hi = mid, c_mid
-        else:
-            lo = mid
-    return hi, c_hi
+    def estimate(x: float) -> float:
+        try:
+            e = _coarse_epsilon(n, gamma, math.exp(x), rounds, delta, observer)
+        except ParameterError:  # too little noise for the loss grid: far above any target
+            e = math.inf
+        steps[0] += 1
+        if progress is not None:
+            progress("estimate", steps[0], math.exp(x), e)
+        return log_eps(e)
+
+    certs: dict[float, PLDCertificate] = {}
+
+    def certify(x: float) -> float:
+        c = checkin_pld(n, gamma, math.exp(x), rounds, delta, observer=observer)
+        certs[x] = c
+        steps[0] += 1
+        if progress is not None:
+            progress("certificate", steps[0], math.exp(x), c.epsilon)
+        return log_eps(c.epsilon)
+
+    def line(pts: list[tuple[float, float]], lo: float, hi: float) -> tuple[float, float]:
+        """(crossing estimate, slope) from the two finite points nearest the target."""
+        fin = sorted((abs(py - t), px, py) for px, py in pts if math.isfinite(py))
+        slope = -1.0
+        if len(fin) >= 2 and fin[0][1] != fin[1][1] and fin[0][2] != fin[1][2]:
+            slope = min((fin[1][2] - fin[0][2]) / (fin[1][1] - fin[0][1]), -1e-3)
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            return (hi if math.isfinite(hi) else lo), slope
+        if fin:
+            return min(max(fin[0][1] + (t - fin[0][2]) / slope, lo), hi), slope
+        return 0.5 * (lo + hi), slope
+
+    x0 = min(max(0.0, x_min), x_max)
+    lo, hi, pts = _log_search(estimate, t, x0, math.log1p(0.02), x_min, x_max, -1.0, math.log(2.0))
+    x_est, slope = line(pts, lo, hi)
+    width = math.log1p(rel_tol)
+    lo, hi, _ = _log_search(certify, t, x_est + 0.5 * width, width, x_min, x_max, slope, width)
+    if math.isinf(hi):
+        raise ParameterError(
+            f"Argument 'target_epsilon' cannot be met with sigma <= {s_max:g} (epsilon there is "
+            f"{certs[x_max].epsilon:.6g}), not {target_epsilon!r}."
+        )
+    return math.exp(hi), certs[hi]

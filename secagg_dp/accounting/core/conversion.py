@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy.optimize import minimize_scalar
 
 from secagg_dp._validate import check_real
 from secagg_dp.accounting.core.rdp import check_orders
@@ -185,6 +184,8 @@ def dp_to_rdp_lemma1(epsilon: float, delta: float, orders: Any) -> np.ndarray:
             return float(np.logaddexp(t1, t2))
 
         span = 1.0 - d
+        from scipy.optimize import minimize_scalar  # lazy: scipy.optimize costs ~0.3 s to import
+
         res = minimize_scalar(
             log_m, bounds=(d + 1e-12 * span, 1.0 - 1e-12 * span), method="bounded", options={"xatol": 1e-12}
         )

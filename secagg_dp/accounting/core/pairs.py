@@ -58,12 +58,22 @@ _CACHE_ROWS = 8192  # re-evaluates the same client counts for every window candi
 
 
 def _ndtr_diff(a: np.ndarray, b: np.ndarray) -> npt.NDArray[np.float64]:
-    """Φ(a) − Φ(b) for a >= b without cancellation against 1/2 (each branch a sum or difference of tails)."""
+    """Φ(a) − Φ(b) for a >= b without cancellation against 1/2 (each branch a sum or difference of tails).
+
+    Each element is computed by its own branch only (the same formulas, evaluated on that branch's elements:
+    the values equal those of evaluating every branch everywhere and selecting)."""
+    a, b = np.broadcast_arrays(a, b)
+    result: npt.NDArray[np.float64] = np.empty(a.shape)
+    pos = b >= 0  # upper tails
+    neg = ~pos & (a <= 0)  # lower tails
+    mid = ~pos & ~neg
     with np.errstate(invalid="ignore"):
-        pos = special.ndtr(-b) - special.ndtr(-a)  # b >= 0: upper tails
-        neg = special.ndtr(a) - special.ndtr(b)  # a <= 0: lower tails
-        mid = 0.5 * (special.erf(a / math.sqrt(2.0)) + special.erf(-b / math.sqrt(2.0)))
-    result: npt.NDArray[np.float64] = np.where(b >= 0, pos, np.where(a <= 0, neg, mid))
+        ap, bp = a[pos], b[pos]
+        result[pos] = special.ndtr(-bp) - special.ndtr(-ap)
+        an, bn = a[neg], b[neg]
+        result[neg] = special.ndtr(an) - special.ndtr(bn)
+        am, bm = a[mid], b[mid]
+        result[mid] = 0.5 * (special.erf(am / math.sqrt(2.0)) + special.erf(-bm / math.sqrt(2.0)))
     return result
 
 
@@ -122,25 +132,68 @@ def _lattice_range(scale: np.ndarray, top: np.ndarray, lam_max: float) -> tuple[
     return a, b
 
 
+def _cell_table(lo: int, hi: int, lam: np.ndarray) -> npt.NDArray[np.float64]:
+    """∫_{ε_i}^{ε_{i+1}} e^{−λ ε} dε for the lattice cells i = lo .. hi − 1 (rows) and every λ (columns).
+
+    Elementwise in (i, λ): a row depends on its lattice index alone, so a slice of a wider table holds the
+    same numbers as a table computed for the slice."""
+    eps = np.exp(np.arange(lo, hi + 1) * math.log(_RATIO))
+    left, right = eps[:-1], eps[1:]
+    with np.errstate(under="ignore"):
+        cell: npt.NDArray[np.float64] = (
+            np.exp(-np.outer(left, lam)) * (-np.expm1(-np.outer(right - left, lam))) / lam[None, :]
+        )
+    return cell
+
+
+_CELLS: dict[bytes, tuple[int, np.ndarray]] = {}  # orders -> (first lattice index, cell table): one table
+_CELLS_MAX = 2**22  # entries (32 MB) at most; a wider request is computed for itself and not kept
+
+
+def _cells(lo: int, hi: int, lam: np.ndarray) -> npt.NDArray[np.float64]:
+    """:func:`_cell_table` (lo, hi, λ), sliced from a table kept across calls and widened on demand (only the
+    missing lattice cells are computed): every call and every chunk of rows shares the one global lattice."""
+    key = lam.tobytes()
+    hit = _CELLS.get(key)
+    if hit is None or (max(hi, hit[0] + hit[1].shape[0]) - min(lo, hit[0])) * lam.size > _CELLS_MAX:
+        tab = _cell_table(lo, hi, lam)
+        if (hi - lo) * lam.size <= _CELLS_MAX:
+            _CELLS.clear()
+            _CELLS[key] = (lo, tab)
+        return tab
+    i0, tab = hit
+    i1 = i0 + tab.shape[0]
+    if lo < i0 or hi > i1:
+        parts = [_cell_table(lo, i0, lam)] if lo < i0 else []
+        parts.append(tab)
+        if hi > i1:
+            parts.append(_cell_table(i1, hi, lam))
+        i0, tab = min(lo, i0), np.concatenate(parts, axis=0)
+        _CELLS[key] = (i0, tab)
+    return tab[lo - i0 : hi - i0]
+
+
 def _correction_bound(z: np.ndarray, q: np.ndarray, orders: np.ndarray) -> np.ndarray:
     """Upper bound on λ(λ−1)∫_0^∞ e^{−λε}(δ − δ_rev) dε per row and order (it may be negative).
 
     Each row integrates on its own stretch [ε_a, ε_b] of a global geometric lattice (rows are sorted and
     chunked only to share the δ evaluations). On a cell [ε_i, ε_{i+1}] δ <= δ(ε_i) and δ_rev >= δ_rev(ε_{i+1})
-    (both non-increasing); on [0, ε_a] δ <= δ(0); beyond ε_b, δ <= δ(ε_b) (δ_rev is dropped: a lower bound)."""
+    (both non-increasing); on [0, ε_a] δ <= δ(0); beyond ε_b, δ <= δ(ε_b) (δ_rev is dropped: a lower bound).
+    The cell weights ∫ e^{−λε} over the lattice cells are shared by every call (:func:`_cells`)."""
     lam = orders.astype(np.float64)
     scale, top = _scales(z, q)
     first, last = _lattice_range(scale, top, float(lam.max()))
     order = np.argsort(first, kind="stable")
     out = np.empty((z.size, lam.size))
+    if z.size:
+        _cells(int(first.min()), int(last.max()), lam)  # one table for every chunk of this call
     for i in range(0, z.size, _ROWS):
         rows = order[i : i + _ROWS]
         a, b = first[rows], last[rows]
-        idx = np.arange(int(a.min()), int(b.max()) + 1)
+        lo, hi = int(a.min()), int(b.max())
+        idx = np.arange(lo, hi + 1)
         eps = np.exp(idx * math.log(_RATIO))
-        left, right = eps[:-1], eps[1:]
-        with np.errstate(under="ignore"):  # ∫_{left}^{right} e^{−λ ε} dε
-            cell = np.exp(-np.outer(left, lam)) * (-np.expm1(-np.outer(right - left, lam))) / lam[None, :]
+        cell = _cells(lo, hi, lam)  # ∫_{ε_i}^{ε_{i+1}} e^{−λ ε} dε
         zr, qr = z[rows, None], q[rows, None]
         at = np.concatenate(([0.0], eps))[None, :]
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from scipy.special import gammaln, logsumexp
-from scipy.stats import binom
 
 from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.accounting.checkin.tails import log_binom_pmf
@@ -51,6 +51,14 @@ __all__ = [
     "seed000_upper_rdp",
     "seed000_lower_rdp",
 ]
+
+
+def _binom() -> Any:
+    """scipy.stats.binom, imported on first use (scipy.stats costs about a second to import)."""
+    from scipy.stats import binom
+
+    return binom
+
 
 NEIGHBOURING = "replace-one"
 
@@ -113,7 +121,7 @@ def first_cut(eps0: float, delta0: float, *, n: int, gamma: float, l: int, delta
     """LHT22 Thm 1: one round of shuffled check-in as (ε, δ) = (ε_l, β + δ_l) with at most l check-ins."""
     eps0, delta0, n, gamma, delta1 = _check_common(eps0, delta0, n, gamma, delta1)
     l = check_int("l", l, lo=1, hi=n)  # noqa: E741 (LHT22's symbol)
-    beta = float(binom.sf(l - 1, n, gamma))
+    beta = float(_binom().sf(l - 1, n, gamma))
     e_sh, d_sh = fmt_shuffle(eps0, delta0, l, delta1)
     e, d = subsample_dp(float(e_sh), float(d_sh), l / n)
     return float(e), float(d) + beta
@@ -173,10 +181,12 @@ def approach_epsilon(
         raise ParameterError(f"Argument 'approach' must be 1 or 2, not {approach!r}.")
     L = check_int("max_order", max_order, lo=2, hi=4096)
     orders = np.arange(2, L + 1)
-    lo = int(binom.ppf(tail / 2, n, gamma))
-    hi = int(binom.isf(tail / 2, n, gamma))
+    lo = int(_binom().ppf(tail / 2, n, gamma))
+    hi = int(_binom().isf(tail / 2, n, gamma))
     ks = np.arange(max(lo, 1), min(hi, n) + 1)
-    outside = float(binom.cdf(max(lo, 1) - 1, n, gamma) - binom.pmf(0, n, gamma) + binom.sf(min(hi, n), n, gamma))
+    outside = float(
+        _binom().cdf(max(lo, 1) - 1, n, gamma) - _binom().pmf(0, n, gamma) + _binom().sf(min(hi, n), n, gamma)
+    )
     delta1 = delta / (4.0 * rounds)
     e_sh, d_sh = fmt_shuffle(eps0, delta0, ks, delta1)
     rate = ks / n

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from scipy.special import gammaln, logsumexp
-from scipy.stats import binom
 
 from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.accounting.checkin.tails import log_binom_pmf, log_binom_tail_ub
@@ -42,6 +42,14 @@ __all__ = [
     "shuffled_checkin_gaussian_rdp_pair_lower",
     "binomial_window",
 ]
+
+
+def _binom() -> Any:
+    """scipy.stats.binom, imported on first use (scipy.stats costs about a second to import)."""
+    from scipy.stats import binom
+
+    return binom
+
 
 NEIGHBOURING = "replace-one"
 
@@ -77,15 +85,15 @@ def subsampled_shuffle_gaussian_rdp(
 
 def binomial_window(n: int, gamma: float, tail: float) -> tuple[int, int, float]:
     """[lo, hi] holding all but at most ``tail`` of Binomial(n, γ); returns (lo, hi, exact outside mass)."""
-    lo = int(binom.ppf(tail / 2.0, n, gamma))
-    hi = int(binom.isf(tail / 2.0, n, gamma))
+    lo = int(_binom().ppf(tail / 2.0, n, gamma))
+    hi = int(_binom().isf(tail / 2.0, n, gamma))
     lo, hi = max(lo, 0), min(hi, n)
-    outside = float(binom.cdf(lo - 1, n, gamma) + binom.sf(hi, n, gamma)) if lo > 0 or hi < n else 0.0
+    outside = float(_binom().cdf(lo - 1, n, gamma) + _binom().sf(hi, n, gamma)) if lo > 0 or hi < n else 0.0
     return lo, hi, outside
 
 
 def _log_binom_pmf(k: np.ndarray, n: int, gamma: float) -> npt.NDArray[np.float64]:
-    result: npt.NDArray[np.float64] = binom.logpmf(k, n, gamma)
+    result: npt.NDArray[np.float64] = _binom().logpmf(k, n, gamma)
     return result
 
 

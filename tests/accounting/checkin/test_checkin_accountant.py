@@ -81,6 +81,7 @@ def test_refusals():
         CheckinAccountant("rdp", "add-remove").compose(GAUSS)
 
 
+@pytest.mark.slow  # over ~3 s under load: CI only, not the quick loop
 def test_checkin_round_needs_no_registration_and_no_module_changes_global_state():
     assert RdpAccountant("replace-one", ORDERS).supports(GAUSS)
     assert register_event_type(CheckinRound) is CheckinRound  # kept for compatibility; a check only

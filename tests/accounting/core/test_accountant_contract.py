@@ -216,6 +216,10 @@ class TestCheckinPld(AccountantContract):
         with pytest.raises(UnsupportedEventError, match="GaussianSum"):
             self.make().compose(SKELLAM_ROUND)
 
+    @pytest.mark.slow  # get_delta bisects on delta: ~60 PLD certificates, over 10 s: CI only
+    def test_epsilon_and_delta_are_inverse(self):
+        super().test_epsilon_and_delta_are_inverse()
+
 
 def test_rdp_certificate_flags_an_optimum_at_the_largest_order():
     # Gaussian z = 10: the CKS20 optimum at delta = 1e-5 lies far above order 3, so the grid {2, 3} ends there

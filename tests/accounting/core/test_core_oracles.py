@@ -242,11 +242,11 @@ def _check_fractional(z: float, q: float, orders: list[float]) -> None:
 @pytest.mark.parametrize(
     "z,q",
     [
-        (1.3, 0.0025),
+        pytest.param(1.3, 0.0025, marks=pytest.mark.slow),  # this and (5.0, 0.5): over ~3 s, CI only
         (1.0, 0.01),
         pytest.param(0.5, 1e-3, marks=pytest.mark.slow),  # this and the next two: over 5 s each
         pytest.param(0.4, 0.9, marks=pytest.mark.slow),
-        (5.0, 0.5),
+        pytest.param(5.0, 0.5, marks=pytest.mark.slow),
         pytest.param(0.1, 1.024e-5, marks=pytest.mark.slow),
     ],
 )

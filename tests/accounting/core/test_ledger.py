@@ -171,6 +171,7 @@ _CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # over ~3 s under load: CI only, not the quick loop
 def test_crash_between_events_never_undercounts(tmp_path, run_until_killed):
     path = tmp_path / "crash.sqlite"
     acknowledged = run_until_killed(_CHILD, path, 5)

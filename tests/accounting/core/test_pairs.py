@@ -50,7 +50,10 @@ def sym_moment_minus_one(z: float, q: float, lam: int, dps: int = 30) -> mp.mpf:
 CASES = [(12.25, 1e-3), (15.8, 0.1), (2.0, 0.05), (1.0, 0.3), (0.7, 0.5), (3.0, 0.9)]
 
 
-@pytest.mark.parametrize("z,q", CASES)
+@pytest.mark.parametrize(
+    "z,q",
+    [pytest.param(*c, marks=pytest.mark.slow) if c == (0.7, 0.5) else c for c in CASES],  # (0.7, 0.5): CI only
+)
 def test_upper_bound_within_half_percent_of_quadrature(z, q):
     orders = np.array([2, 3, 5, 8, 16, 32])
     ours = wor_gaussian_pair_log_am1(z, q, orders)  # log(E − 1), compared in log space
