@@ -280,7 +280,7 @@ class SecAggClient:
         # (a ProtocolError): the roster is refused without a separate check per entry.
 
     def _on_roster(self, msg: m.KeyRoster) -> bytes:
-        if msg.size > self.policy.max_clients:  # before laying out the graph: its ring costs O(size)
+        if msg.size > self.policy.max_clients:  # before any work that grows with the roster
             raise ProtocolError(
                 f"client {self.id}: roster of {msg.size} clients exceeds the population we expect "
                 f"({self.policy.max_clients}, ClientPolicy.max_clients)"
@@ -395,7 +395,7 @@ class SecAggClient:
         roster and the survivor set together (:func:`protocols.pki.consistency_statement`)."""
         graph, n = self._view.graph, self._n
         chunks = -(-n // 256)
-        me = int(graph.ring_pos[self._index])
+        me = int(graph.position_of([self._index])[0])
         if graph.full:
             near = np.arange(n)
             want = list(range(chunks))
@@ -418,13 +418,13 @@ class SecAggClient:
                 raise ProtocolError(f"client {self.id}: survivor count {msg.count} does not match the set")
             self._near_ids = self._view.ids[graph.order]  # id at each ring position
         else:
-            idx = graph.order[near]  # leaf index at each near position; ids ascend with leaf indices
+            idx = graph.rank_at(near)  # leaf index at each near position; ids ascend with leaf indices
             if msg.near_ids.size != near.size:
                 raise ProtocolError(f"client {self.id}: survivor list names {msg.near_ids.size} nearby clients")
             self._near_ids = np.empty(near.size, dtype=np.int64)
             self._near_ids[np.argsort(idx)] = msg.near_ids
             mine = np.fromiter(self._index_of, dtype=np.int64, count=len(self._index_of))  # our holders' ids
-            at = graph.ring_pos[np.fromiter(self._index_of.values(), dtype=np.int64, count=mine.size)]
+            at = graph.position_of(np.fromiter(self._index_of.values(), dtype=np.int64, count=mine.size))
             wrong = mine[self._near_ids[np.searchsorted(near, at)] != mine]  # the ids we know must agree
             if wrong.size:
                 raise ProtocolError(f"client {self.id}: survivor list misplaces client {int(wrong[0])}")
@@ -441,7 +441,7 @@ class SecAggClient:
         list's ids at the owner's ring window."""
         graph = self._view.graph
         idx = np.asarray([self._index if v == self.id else self._index_of[v] for v in owners], dtype=np.int64)
-        window = (graph.ring_pos[idx][:, None] + np.concatenate([[0], graph.offsets])[None, :]) % graph.n
+        window = (graph.position_of(idx)[:, None] + np.concatenate([[0], graph.offsets])[None, :]) % graph.n
         rows: np.ndarray = np.sort(self._near_ids[np.searchsorted(self._near, window)], axis=1)
         return rows
 
