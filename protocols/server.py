@@ -468,12 +468,23 @@ class SecAggServer:
                     inbox[v][1].append(j)
         # Only each commitment to b_u is needed after the boxes are forwarded.
         self._commitments = {u: sent.commitment for u, sent in self._shares.items()}
+        # Bundles are built in ring order and a ShareKeys is let go once its last box is cut: a sender's
+        # recipients are its ring neighbours, so only O(k) received messages are alive next to the bundles
+        # (in id order each would live until nearly the end: the bundles and all n k boxes twice over).
+        left = {u: sum(1 for v in sent.recipients if v in inbox) for u, sent in self._shares.items()}
+        ring = self._graph.order.tolist() if not self._graph.full else sorted(inbox)
         out = []
-        for v in sorted(inbox):
+        for v in (v for v in ring if v in inbox):
             senders, at = inbox.pop(v)
             boxes = tuple(self._shares[u].box(j) for u, j in zip(senders, at, strict=True))
             out.append((v, m.ShareBundle(self.round_id, m.SERVER, v, tuple(senders), boxes).to_bytes()))
+            del boxes
+            for u in senders:
+                left[u] -= 1
+                if not left[u]:
+                    del self._shares[u]
         self._shares.clear()  # ShareKeys are refused from now on by stage, so no "already sent" record is needed
+        out.sort(key=lambda e: e[0])  # the documented order: by recipient id
         return out
 
     def _close_masked(self) -> Outgoing:
