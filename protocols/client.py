@@ -127,11 +127,20 @@ class _PeerTable(Mapping[int, tuple[bytes, bytes]]):
 
 
 class _HolderIndex(Mapping[int, int]):
-    """Our share holders' leaf indices by id (SecAgg+), as two int arrays instead of a dict of k + 1 ints."""
+    """Our share holders' leaf indices by id (SecAgg+), as int arrays instead of a dict of k + 1 ints, with
+    their ring positions (known from laying out our neighbourhood, so never computed again)."""
 
-    def __init__(self, ids: list[int], indices: tuple[int, ...]) -> None:
+    def __init__(self, ids: list[int], indices: tuple[int, ...], positions: np.ndarray) -> None:
         self._ids = np.asarray(ids, dtype=np.int64).reshape(-1)  # ascending
         self._idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        self.positions = np.asarray(positions, dtype=np.int64).reshape(-1)  # ring position of each holder
+
+    def position(self, v: int) -> int:
+        """Ring position of holder ``v``."""
+        i = int(np.searchsorted(self._ids, v))
+        if i >= self._ids.size or int(self._ids[i]) != v:
+            raise KeyError(v)
+        return int(self.positions[i])
 
     def __getitem__(self, v: int) -> int:
         i = int(np.searchsorted(self._ids, v))
@@ -373,7 +382,13 @@ class SecAggClient:
             )
             raise ProtocolError(f"client {self.id}: roster has {n} clients, fewer than {why}")
         index = msg.indices[pos]
-        want = range(n) if graph.full else np.unique(np.append(graph.rows([index])[0], index)).tolist()
+        if graph.full:
+            want: list[int] | range = range(n)
+        else:  # our position pi(index) and our neighbours' leaves pi^-1(position + offsets): O(k), once
+            me = int(graph.position_of([index])[0])
+            window = np.append((me + graph.offsets) % n, me)
+            leaf_at = dict(zip(graph.rank_at(window).tolist(), window.tolist(), strict=True))
+            want = sorted(leaf_at)
         if list(msg.indices) != list(want):
             raise ProtocolError(f"client {self.id}: roster does not carry exactly the entries of our share holders")
         holders = ids.tolist()  # exactly our share holders (and us), ascending
@@ -410,9 +425,11 @@ class SecAggClient:
         out = m.ShareKeys(self.round_id, self.id, m.SERVER, commitment, tuple(recipients), tuple(boxes)).to_bytes()
         self._self_seed, self._own_share, self._peers = self_seed, own, _PeerTable(recipients, secrets)
         self._n, self._view, self._index, self._roster_statement = n, _Kept(graph, view.ids), index, msg.statement
-        self._index_of: Mapping[int, int] = (
-            {} if graph.full else _HolderIndex(holders, msg.indices)
-        )  # SecAgg+: our holders' leaf indices
+        self._index_of = (  # SecAgg+: our holders' leaf indices and ring positions (full graph: empty)
+            _HolderIndex([], (), np.zeros(0))
+            if graph.full
+            else _HolderIndex(holders, msg.indices, np.asarray([leaf_at[i] for i in msg.indices]))
+        )
         del self._enc, self._mask  # both X25519 key pairs are spent: channel keys and s_uv are derived
         self.stage = ClientStage.SHARES_SENT
         return out
@@ -462,7 +479,7 @@ class SecAggClient:
         roster and the survivor set together (:func:`protocols.pki.consistency_statement`)."""
         graph, n = self._view.graph, self._n
         chunks = -(-n // 256)
-        me = int(graph.position_of([self._index])[0])
+        me = int(graph.position_of([self._index])[0]) if graph.full else self._index_of.position(self.id)
         if graph.full:
             near = np.arange(n)
             want = list(range(chunks))
@@ -491,7 +508,7 @@ class SecAggClient:
             self._near_ids = np.empty(near.size, dtype=np.int64)
             self._near_ids[np.argsort(idx)] = msg.near_ids
             mine = np.fromiter(self._index_of, dtype=np.int64, count=len(self._index_of))  # our holders' ids
-            at = graph.position_of(np.fromiter(self._index_of.values(), dtype=np.int64, count=mine.size))
+            at = self._index_of.positions  # our holders' ring positions, in the order of ``mine``
             wrong = mine[self._near_ids[np.searchsorted(near, at)] != mine]  # the ids we know must agree
             if wrong.size:
                 raise ProtocolError(f"client {self.id}: survivor list misplaces client {int(wrong[0])}")
@@ -507,8 +524,8 @@ class SecAggClient:
         """Ids of each owner's share holders (SecAgg+), one ascending row per owner, read from the survivor
         list's ids at the owner's ring window."""
         graph = self._view.graph
-        idx = np.asarray([self._index if v == self.id else self._index_of[v] for v in owners], dtype=np.int64)
-        window = (graph.position_of(idx)[:, None] + np.concatenate([[0], graph.offsets])[None, :]) % graph.n
+        at = np.asarray([self._index_of.position(v) for v in owners], dtype=np.int64)
+        window = (at[:, None] + np.concatenate([[0], graph.offsets])[None, :]) % graph.n
         rows: np.ndarray = np.sort(self._near_ids[np.searchsorted(self._near, window)], axis=1)
         return rows
 
