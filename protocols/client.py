@@ -101,7 +101,7 @@ class _PeerTable(Mapping[int, tuple[bytes, bytes]]):
         self._blob = b"".join(rows[i] for i in order)
 
     def _at(self, v: object) -> int:
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        if type(v) is not int and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
             raise KeyError(v)
         i = int(np.searchsorted(self._ids, int(v)))
         if i >= self._ids.size or int(self._ids[i]) != int(v):
