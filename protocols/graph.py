@@ -1,9 +1,11 @@
 """Communication graphs: the full graph (Bonawitz et al. 2017) and SecAgg+ Harary graphs (Bell et al. 2020).
 
-SecAgg+ places the checked-in clients on a ring in a uniformly random order (from a 32-byte public graph
-seed, via the AES-CTR PRG) and links each to the floor(k/2) nearest clients on either side; for odd k also
-to the client floor(n/2) places away (the Harary graph H_{k,n}: k-regular for even k or even n, otherwise
-a few nodes get degree k + 1). Each client masks with, and Shamir-shares to, its neighbours only.
+SecAgg+ places the checked-in clients on a ring in a pseudorandom order (the client of rank i among the
+sorted ids at position pi(i), pi a permutation of [0, n) keyed by the 32-byte public graph seed,
+:class:`~secagg_dp.crypto.prp.FeistelPermutation`) and links each to the floor(k/2) nearest clients on
+either side; for odd k also to the client floor(n/2) places away (the Harary graph H_{k,n}: k-regular for
+even k or even n, otherwise a few nodes get degree k + 1). Each client masks with, and Shamir-shares to,
+its neighbours only.
 """
 
 from __future__ import annotations
