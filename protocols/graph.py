@@ -325,8 +325,10 @@ def secaggplus_parameters(
 ) -> tuple[int, int]:
     """Smallest even k and the smallest safe threshold t for SecAgg+ with up to n clients; returns (k, t).
 
-    Design rule from the conditions of Bell et al. 2020 (Sec. 3-4), evaluated exactly for our ring
-    construction, where one client's neighbourhood is a uniform k-subset of the others. The adversary
+    Design rule from the conditions of Bell et al. 2020 (Sec. 3-4), evaluated exactly for a uniformly random
+    ring, where one client's neighbourhood is a uniform k-subset of the others; our ring is a keyed Feistel
+    permutation modelled as uniform (an assumption, not a theorem: docs/secure-aggregation.md, "The ring
+    layout"). The adversary
     controls c clients in absolute number (``corrupt_clients``; or c = ceil(gamma (n - 1)) from
     ``corrupt_fraction`` gamma), the roster has between N = ``min_roster`` (default n; the clients' own
     minimum) and n entries, and the server may build 2^g candidate rosters and keep the one it likes best
