@@ -11,6 +11,7 @@ checked against the client's own :class:`~protocols.security.ClientPolicy`, neve
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator, Mapping
 from fractions import Fraction
 
 import numpy as np
@@ -77,6 +78,82 @@ def _load_public(raw: bytes) -> X25519PublicKey:
             _parsed_keys.clear()
         _parsed_keys[raw] = key
     return key
+
+
+class _Kept:
+    """What a client keeps of its roster view after the share-keys stage: the graph (shared, O(1) per
+    client) and, on the full graph only, the roster's ids. Not the roster message: its entries and
+    multiproof (about 9 kB per client at n = 10^3, more at larger n) are not needed after the boxes are made."""
+
+    __slots__ = ("graph", "ids")
+
+    def __init__(self, graph: RosterGraph, ids: np.ndarray) -> None:
+        self.graph, self.ids = graph, ids
+
+
+class _PeerTable(Mapping[int, tuple[bytes, bytes]]):
+    """Our neighbours' channel keys and pairwise mask seeds, ``table[v] = (channel key, s_uv)``, 64 bytes per
+    neighbour in one bytes object indexed by a sorted id array: a process playing n clients keeps n k of
+    them, and a dict of tuples of parsed X25519 keys cost about 0.6 kB per neighbour."""
+
+    def __init__(self, ids: list[int], rows: list[bytes]) -> None:
+        order = sorted(range(len(ids)), key=ids.__getitem__)
+        self._ids = np.asarray([ids[i] for i in order], dtype=np.int64).reshape(-1)
+        self._blob = b"".join(rows[i] for i in order)
+
+    def _at(self, v: object) -> int:
+        if type(v) is not int and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
+            raise KeyError(v)
+        i = int(np.searchsorted(self._ids, int(v)))
+        if i >= self._ids.size or int(self._ids[i]) != int(v):
+            raise KeyError(v)
+        return i
+
+    def __getitem__(self, v: int) -> tuple[bytes, bytes]:
+        i = 64 * self._at(v)
+        return self._blob[i : i + 32], self._blob[i + 32 : i + 64]
+
+    def __contains__(self, v: object) -> bool:
+        try:
+            self._at(v)
+        except KeyError:
+            return False
+        return True
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._ids.tolist())
+
+    def __len__(self) -> int:
+        return int(self._ids.size)
+
+
+class _HolderIndex(Mapping[int, int]):
+    """Our share holders' leaf indices by id (SecAgg+), as int arrays instead of a dict of k + 1 ints, with
+    their ring positions (known from laying out our neighbourhood, so never computed again)."""
+
+    def __init__(self, ids: list[int], indices: tuple[int, ...], positions: np.ndarray) -> None:
+        self._ids = np.asarray(ids, dtype=np.int64).reshape(-1)  # ascending
+        self._idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        self.positions = np.asarray(positions, dtype=np.int64).reshape(-1)  # ring position of each holder
+
+    def position(self, v: int) -> int:
+        """Ring position of holder ``v``."""
+        i = int(np.searchsorted(self._ids, v))
+        if i >= self._ids.size or int(self._ids[i]) != v:
+            raise KeyError(v)
+        return int(self.positions[i])
+
+    def __getitem__(self, v: int) -> int:
+        i = int(np.searchsorted(self._ids, v))
+        if i >= self._ids.size or int(self._ids[i]) != v:
+            raise KeyError(v)
+        return int(self._idx[i])
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._ids.tolist())
+
+    def __len__(self) -> int:
+        return int(self._ids.size)
 
 
 _views: list[_RosterView] = []
@@ -292,7 +369,7 @@ class SecAggClient:
         # (a ProtocolError): the roster is refused without a separate check per entry.
 
     def _on_roster(self, msg: m.KeyRoster) -> bytes:
-        if msg.size > self.policy.max_clients:  # before laying out the graph: its ring costs O(size)
+        if msg.size > self.policy.max_clients:  # before any work that grows with the roster
             raise ProtocolError(
                 f"client {self.id}: roster of {msg.size} clients exceeds the population we expect "
                 f"({self.policy.max_clients}, ClientPolicy.max_clients)"
@@ -317,7 +394,13 @@ class SecAggClient:
             )
             raise ProtocolError(f"client {self.id}: roster has {n} clients, fewer than {why}")
         index = msg.indices[pos]
-        want = range(n) if graph.full else np.unique(np.append(graph.rows([index])[0], index)).tolist()
+        if graph.full:
+            want: list[int] | range = range(n)
+        else:  # our position pi(index) and our neighbours' leaves pi^-1(position + offsets): O(k), once
+            me = int(graph.position_of([index])[0])
+            window = np.append((me + graph.offsets) % n, me)
+            leaf_at = dict(zip(graph.rank_at(window).tolist(), window.tolist(), strict=True))
+            want = sorted(leaf_at)
         if list(msg.indices) != list(want):
             raise ProtocolError(f"client {self.id}: roster does not carry exactly the entries of our share holders")
         holders = ids.tolist()  # exactly our share holders (and us), ascending
@@ -348,8 +431,7 @@ class SecAggClient:
                 plaintexts = [pt + tails[j * w : (j + 1) * w] for j, pt in enumerate(plaintexts)]
                 own_noise = nsh[holders.index(self.id)].copy()
                 noise_commit = atr.noise_commitment(seeds[-1], round_id=self.round_id, owner=self.id)
-        peers: dict[int, tuple[bytes, X25519PublicKey]] = {}
-        recipients, boxes = [], []
+        recipients, boxes, secrets = [], [], []
         for j, (v, row) in enumerate(zip(holders, rows.tolist(), strict=True)):
             if v == self.id:
                 own = shares[j].copy()  # not a view: it would keep all k + 1 shares alive until unmasking
@@ -360,17 +442,24 @@ class SecAggClient:
                 aead.seal(ck, plaintexts[j], aead.associated_data(self.round_id, self.id, v), source=self._src)
             )
             recipients.append(v)
-            peers[v] = (ck, view.public_key(row, mask=True))
+            # s_uv now rather than at masking time: we keep 32 bytes instead of the parsed mask key.
+            s_uv = masking.pairwise_seed(
+                self._mask, view.public_key(row, mask=True), round_id=self.round_id, own_id=self.id, peer_id=v
+            )
+            secrets.append(ck + s_uv)
         commitment = masking.self_mask_commitment(self_seed, round_id=self.round_id, owner=self.id)
         out = m.ShareKeys(
             self.round_id, self.id, m.SERVER, commitment, tuple(recipients), tuple(boxes), noise_commit
         ).to_bytes()
-        self._self_seed, self._own_share, self._peers = self_seed, own, peers
+        self._self_seed, self._own_share, self._peers = self_seed, own, _PeerTable(recipients, secrets)
         self._own_noise_share = own_noise
-        self._n, self._view, self._index, self._roster_statement = n, view, index, msg.statement
-        self._index_of = (
-            {} if graph.full else dict(zip(holders, msg.indices, strict=True))
-        )  # SecAgg+: our holders' leaf indices
+        self._n, self._view, self._index, self._roster_statement = n, _Kept(graph, view.ids), index, msg.statement
+        self._index_of = (  # SecAgg+: our holders' leaf indices and ring positions (full graph: empty)
+            _HolderIndex([], (), np.zeros(0))
+            if graph.full
+            else _HolderIndex(holders, msg.indices, np.asarray([leaf_at[i] for i in msg.indices]))
+        )
+        del self._enc, self._mask  # both X25519 key pairs are spent: channel keys and s_uv are derived
         self.stage = ClientStage.SHARES_SENT
         return out
 
@@ -381,12 +470,7 @@ class SecAggClient:
             raise ProtocolError(f"client {self.id}: boxes from clients that are not our neighbours: {unknown[:5]}")
         if len(msg.senders) + 1 < self._t:
             raise ProtocolError(f"client {self.id}: only {len(msg.senders) + 1} share holders left < threshold")
-        pairwise = []
-        for v in msg.senders:
-            seed = masking.pairwise_seed(
-                self._mask, self._peers[v][1], round_id=self.round_id, own_id=self.id, peer_id=v
-            )
-            pairwise.append((seed, masking.mask_sign(self.id, v)))
+        pairwise = [(self._peers[v][1], masking.mask_sign(self.id, v)) for v in msg.senders]
         y = self._masked_packed(pairwise)
         self._store_boxes(msg.senders, msg.boxes)
         self.stage = ClientStage.MASKED_INPUT_SENT
@@ -427,7 +511,7 @@ class SecAggClient:
         roster and the survivor set together (:func:`protocols.pki.consistency_statement`)."""
         graph, n = self._view.graph, self._n
         chunks = -(-n // 256)
-        me = int(graph.ring_pos[self._index])
+        me = int(graph.position_of([self._index])[0]) if graph.full else self._index_of.position(self.id)
         if graph.full:
             near = np.arange(n)
             want = list(range(chunks))
@@ -450,13 +534,13 @@ class SecAggClient:
                 raise ProtocolError(f"client {self.id}: survivor count {msg.count} does not match the set")
             self._near_ids = self._view.ids[graph.order]  # id at each ring position
         else:
-            idx = graph.order[near]  # leaf index at each near position; ids ascend with leaf indices
+            idx = graph.rank_at(near)  # leaf index at each near position; ids ascend with leaf indices
             if msg.near_ids.size != near.size:
                 raise ProtocolError(f"client {self.id}: survivor list names {msg.near_ids.size} nearby clients")
             self._near_ids = np.empty(near.size, dtype=np.int64)
             self._near_ids[np.argsort(idx)] = msg.near_ids
             mine = np.fromiter(self._index_of, dtype=np.int64, count=len(self._index_of))  # our holders' ids
-            at = graph.ring_pos[np.fromiter(self._index_of.values(), dtype=np.int64, count=mine.size)]
+            at = self._index_of.positions  # our holders' ring positions, in the order of ``mine``
             wrong = mine[self._near_ids[np.searchsorted(near, at)] != mine]  # the ids we know must agree
             if wrong.size:
                 raise ProtocolError(f"client {self.id}: survivor list misplaces client {int(wrong[0])}")
@@ -473,8 +557,8 @@ class SecAggClient:
         """Ids of each owner's share holders (SecAgg+), one ascending row per owner, read from the survivor
         list's ids at the owner's ring window."""
         graph = self._view.graph
-        idx = np.asarray([self._index if v == self.id else self._index_of[v] for v in owners], dtype=np.int64)
-        window = (graph.ring_pos[idx][:, None] + np.concatenate([[0], graph.offsets])[None, :]) % graph.n
+        at = np.asarray([self._index_of.position(v) for v in owners], dtype=np.int64)
+        window = (at[:, None] + np.concatenate([[0], graph.offsets])[None, :]) % graph.n
         rows: np.ndarray = np.sort(self._near_ids[np.searchsorted(self._near, window)], axis=1)
         return rows
 

@@ -1,9 +1,11 @@
 """Communication graphs: the full graph (Bonawitz et al. 2017) and SecAgg+ Harary graphs (Bell et al. 2020).
 
-SecAgg+ places the checked-in clients on a ring in a uniformly random order (from a 32-byte public graph
-seed, via the AES-CTR PRG) and links each to the floor(k/2) nearest clients on either side; for odd k also
-to the client floor(n/2) places away (the Harary graph H_{k,n}: k-regular for even k or even n, otherwise
-a few nodes get degree k + 1). Each client masks with, and Shamir-shares to, its neighbours only.
+SecAgg+ places the checked-in clients on a ring in a pseudorandom order (the client of rank i among the
+sorted ids at position pi(i), pi a permutation of [0, n) keyed by the 32-byte public graph seed,
+:class:`~secagg_dp.crypto.prp.FeistelPermutation`) and links each to the floor(k/2) nearest clients on
+either side; for odd k also to the client floor(n/2) places away (the Harary graph H_{k,n}: k-regular for
+even k or even n, otherwise a few nodes get degree k + 1). Each client masks with, and Shamir-shares to,
+its neighbours only.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from scipy import stats  # no type stubs: ignore_missing_imports in pyproject.to
 
 from protocols.security import check_security
 from secagg_dp._validate import check_int, check_probability, check_real
-from secagg_dp.crypto.prg import keystream
+from secagg_dp.crypto.prp import FeistelPermutation
 from secagg_dp.errors import ParameterError
 
 __all__ = [
@@ -39,34 +41,45 @@ __all__ = [
 
 
 def ring_order(ids: Sequence[int], graph_seed: bytes) -> np.ndarray:
-    """The clients sorted by a 128-bit pseudorandom key each (uniform order up to 2^-64 collisions).
-
-    Returns a read-only array. A pure function of (ids, graph_seed), remembered for the last few rosters
-    (see :func:`roster_graph`).
-    """
+    """The clients in ring order: position p holds the client whose rank among the sorted ids is
+    pi^-1(p), pi the keyed permutation of :class:`RosterGraph`. Returns a read-only array; a pure function of
+    (ids, graph_seed), remembered for the last few rosters (see :func:`roster_graph`)."""
     return roster_graph(ids, None, graph_seed).order
 
 
 class RosterGraph:
-    """The communication graph of one roster, built once in O(n log n); each lookup then costs O(degree).
+    """The communication graph of one roster; a lookup costs O(degree), never O(n).
 
-    ``ids`` are the roster's client ids (any order, distinct), ``k=None`` or ``k >= n - 1`` the full
-    graph. Neighbour rows list the ids at fixed ring offsets from a client (no duplicates, never the client
-    itself), so callers can work on (clients x degree) arrays instead of one set per client.
+    ``ids`` are the roster's client ids (any order, distinct; ``None``: the leaf indices 0..n-1 of an
+    n-entry roster, see :func:`index_graph`), ``k=None`` or ``k >= n - 1`` the full graph. The ring puts
+    the client of rank i among the sorted ids at position pi(i), pi the keyed pseudorandom permutation of
+    [0, n) (:class:`~secagg_dp.crypto.prp.FeistelPermutation`, keyed by the graph seed): a client finds its
+    position with one evaluation of pi and its neighbours with one evaluation of pi^-1 per ring offset, so
+    laying out its neighbourhood costs O(k) whatever n (before: n AES blocks and a sort). The whole-ring
+    arrays :attr:`order` and :attr:`ring_pos` (O(n), for the server) are built on first use. Neighbour rows
+    list the ids at fixed ring offsets from a client (no duplicates, never the client itself), so callers
+    can work on (clients x degree) arrays instead of one set per client.
     """
 
-    def __init__(self, ids: Sequence[int] | np.ndarray, k: int | None, graph_seed: bytes) -> None:
-        self.ids: np.ndarray
-        if isinstance(ids, np.ndarray) and ids.size and bool((ids[1:] > ids[:-1]).all()):
-            self.ids = ids.astype(np.int64)  # already sorted (index graphs)
+    def __init__(
+        self, ids: Sequence[int] | np.ndarray | None, k: int | None, graph_seed: bytes, *, n: int | None = None
+    ) -> None:
+        self._ids: np.ndarray | None
+        if ids is None:
+            self._ids = None  # the identity: leaf indices
+            self.n = check_int("n", n, lo=0)
         else:
-            self.ids = np.asarray(sorted(ids), dtype=np.int64)
-        self.n = n = self.ids.size
-        keys = np.frombuffer(keystream(graph_seed, 16 * n), dtype="<u8").reshape(-1, 2)
-        perm = np.lexsort((keys[:, 1], keys[:, 0])) if n else np.zeros(0, dtype=np.int64)
-        self.order = self.ids[perm]  # ring position -> client id
-        self.ring_pos = np.empty(n, dtype=np.int64)  # index in sorted ids -> ring position
-        self.ring_pos[perm] = np.arange(n)
+            if isinstance(ids, np.ndarray) and ids.size and bool((ids[1:] > ids[:-1]).all()):
+                self._ids = ids.astype(np.int64)  # already sorted
+            else:
+                self._ids = np.asarray(sorted(ids), dtype=np.int64)
+            self._ids.flags.writeable = False
+            self.n = self._ids.size
+        n = self.n
+        self.perm = FeistelPermutation(n, bytes(graph_seed)) if n else None
+        self._order: np.ndarray | None = None
+        self._ring_pos: np.ndarray | None = None
+        self._rank_at: np.ndarray | None = None
         self.full = k is None or k >= n - 1
         self.k = None if self.full else check_int("k", k, lo=1)
         kk = self.k or 0  # the degree when not full
@@ -75,17 +88,91 @@ class RosterGraph:
             offsets += [n // 2] if n % 2 == 0 else [n // 2, -(n // 2)]  # the chord; one offset when n is even
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.two_hop_offsets: np.ndarray | None = None  # filled by two_hop_positions
-        for a in (self.ids, self.order, self.ring_pos, self.offsets):
-            a.flags.writeable = False
+        self.offsets.flags.writeable = False
 
     def __repr__(self) -> str:
         return f"RosterGraph(n={self.n}, k={self.k})"
 
+    @property
+    def ids(self) -> np.ndarray:
+        """The sorted ids (for an index graph, 0..n-1, built on first use)."""
+        if self._ids is None:
+            self._ids = np.arange(self.n, dtype=np.int64)
+            self._ids.flags.writeable = False
+        return self._ids
+
+    def _build(self) -> None:
+        """The whole-ring arrays, O(n): pi on every rank (vectorised), and its inverse by scattering."""
+        ring_pos = self.perm.forward(np.arange(self.n)) if self.perm else np.zeros(0, dtype=np.int64)
+        rank_at = np.empty(self.n, dtype=np.int64)
+        rank_at[ring_pos] = np.arange(self.n)
+        order = rank_at if self._ids is None else self._ids[rank_at]
+        for arr in (ring_pos, rank_at, order):
+            arr.flags.writeable = False
+        self._ring_pos, self._rank_at, self._order = ring_pos, rank_at, order
+
+    @property
+    def order(self) -> np.ndarray:
+        """Ring position -> client id, for the whole ring (O(n), built on first use)."""
+        if self._order is None:
+            self._build()
+        assert self._order is not None  # built above (for the type checker)
+        return self._order
+
+    @property
+    def ring_pos(self) -> np.ndarray:
+        """Rank among the sorted ids -> ring position, for the whole ring (O(n), built on first use)."""
+        if self._ring_pos is None:
+            self._build()
+        assert self._ring_pos is not None  # built above (for the type checker)
+        return self._ring_pos
+
+    def _bulk(self, count: int) -> bool:
+        """Whether ``count`` lookups should go through the whole-ring arrays: when they exist, or when the
+        lookups are a good part of the ring (the server's); a client's O(k) lookups use pi directly."""
+        return self._ring_pos is not None or 8 * count >= self.n
+
+    def position_of(self, ranks: np.ndarray | Sequence[int]) -> np.ndarray:
+        """Ring positions of the clients of the given ranks among the sorted ids (pi, element-wise)."""
+        r = np.asarray(ranks, dtype=np.int64).reshape(-1)
+        if self._bulk(r.size):
+            out: np.ndarray = self.ring_pos[r]
+            return out
+        if self.perm is None:
+            raise ParameterError("Argument 'ranks' must be empty for an empty roster.")
+        return self.perm.forward(r)
+
+    def rank_at(self, positions: np.ndarray | Sequence[int]) -> np.ndarray:
+        """Ranks among the sorted ids of the clients at the given ring positions (pi^-1, element-wise)."""
+        p = np.asarray(positions, dtype=np.int64).reshape(-1)
+        if self._bulk(p.size):
+            if self._rank_at is None:
+                self._build()
+            assert self._rank_at is not None  # built above (for the type checker)
+            out: np.ndarray = self._rank_at[p]
+            return out
+        if self.perm is None:
+            raise ParameterError("Argument 'positions' must be empty for an empty roster.")
+        return self.perm.inverse(p)
+
+    def at(self, positions: np.ndarray | Sequence[int]) -> np.ndarray:
+        """Ids of the clients at the given ring positions."""
+        p = np.asarray(positions, dtype=np.int64).reshape(-1)
+        if self._bulk(p.size):
+            out: np.ndarray = self.order[p]
+            return out
+        ranks = self.rank_at(p)
+        return ranks if self._ids is None else self._ids[ranks]
+
     def index(self, clients: Sequence[int] | np.ndarray) -> np.ndarray:
         """Positions of ``clients`` in the sorted ids; an id not in the roster raises ParameterError."""
         us = np.asarray(clients, dtype=np.int64).reshape(-1)
-        at = np.searchsorted(self.ids, us)
-        bad = (at >= self.n) | (self.ids[np.minimum(at, self.n - 1)] != us) if self.n else np.ones(us.size, bool)
+        if self._ids is None:  # index graph: ids are the ranks
+            bad = (us < 0) | (us >= self.n)
+            at = us
+        else:
+            at = np.searchsorted(self._ids, us)
+            bad = (at >= self.n) | (self._ids[np.minimum(at, self.n - 1)] != us) if self.n else np.ones(us.size, bool)
         if bad.any():
             raise ParameterError(f"Argument 'clients' must be a subset of 'ids'; {int(us[bad][0])} is not in it.")
         return at
@@ -94,8 +181,9 @@ class RosterGraph:
         """(len(clients), degree) array: row i holds the neighbours of ``clients[i]`` (SecAgg+ only)."""
         if self.full:
             raise ParameterError("Argument 'k' is the full graph, whose rows are the whole roster; use the sets.")
-        at = self.ring_pos[self.index(clients)]
-        rows: np.ndarray = self.order[(at[:, None] + self.offsets[None, :]) % self.n]
+        at = self.position_of(self.index(clients))
+        window = (at[:, None] + self.offsets[None, :]) % self.n
+        rows: np.ndarray = self.at(window.ravel()).reshape(window.shape)
         return rows
 
     def neighbours(self, client: int) -> frozenset[int]:
@@ -206,7 +294,7 @@ def index_graph(n: int, k: int | None, graph_seed: bytes) -> RosterGraph:
         for c_n, c_k, c_seed, graph in _index_cache:
             if c_n == n and c_k == k and c_seed == seed:
                 return graph
-    graph = RosterGraph(np.arange(n, dtype=np.int64), k, seed)
+    graph = RosterGraph(None, k, seed, n=n)
     with _cache_lock:
         _index_cache.insert(0, (n, k, seed, graph))
         del _index_cache[_CACHE_SIZE:]
@@ -237,8 +325,10 @@ def secaggplus_parameters(
 ) -> tuple[int, int]:
     """Smallest even k and the smallest safe threshold t for SecAgg+ with up to n clients; returns (k, t).
 
-    Design rule from the conditions of Bell et al. 2020 (Sec. 3-4), evaluated exactly for our ring
-    construction, where one client's neighbourhood is a uniform k-subset of the others. The adversary
+    Design rule from the conditions of Bell et al. 2020 (Sec. 3-4), evaluated exactly for a uniformly random
+    ring, where one client's neighbourhood is a uniform k-subset of the others; our ring is a keyed Feistel
+    permutation modelled as uniform (an assumption, not a theorem: docs/secure-aggregation.md, "The ring
+    layout"). The adversary
     controls c clients in absolute number (``corrupt_clients``; or c = ceil(gamma (n - 1)) from
     ``corrupt_fraction`` gamma), the roster has between N = ``min_roster`` (default n; the clients' own
     minimum) and n entries, and the server may build 2^g candidate rosters and keep the one it likes best

@@ -11,9 +11,9 @@ Dask) runs :func:`serve` on each part with the envelopes' global positions and c
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 import numpy as np
 
@@ -171,6 +171,18 @@ def serve(
     return out
 
 
+def _drain(envelopes: Sequence[Envelope]) -> Iterator[tuple[int, Envelope]]:
+    """(position, envelope) pairs; for a list, each entry is replaced by None as it is handed out."""
+    if not isinstance(envelopes, list):
+        yield from enumerate(envelopes)
+        return
+    slots = cast("list[Envelope | None]", envelopes)
+    for pos in range(len(slots)):
+        env, slots[pos] = slots[pos], None
+        if env is not None:  # always (each entry is handed out once)
+            yield pos, env
+
+
 def merge(parts: Iterable[list[Reply]]) -> tuple[list[Envelope], list[str]]:
     """Combine the replies of disjoint sets of clients into the order one sequential :func:`serve` gives
     (by envelope position, then client id): the uplink envelopes and the refusal reports."""
@@ -259,5 +271,7 @@ class InProcessClientPool:
         self._make = None  # each client holds its own (packed) copy
 
     def deliver(self, stage: str, envelopes: Sequence[Envelope]) -> tuple[list[Envelope], list[str]]:
-        """Every envelope to its client(s), one after another; replies and refusal reports in that order."""
-        return merge([serve(self.clients, self.silent_from, stage, enumerate(envelopes))])
+        """Every envelope to its client(s), one after another; replies and refusal reports in that order.
+        A list of envelopes is consumed: each entry is cleared once its client has it, so a stage's downlink
+        (e.g. n roster slices) is let go message by message while the replies accumulate."""
+        return merge([serve(self.clients, self.silent_from, stage, _drain(envelopes))])

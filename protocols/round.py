@@ -89,8 +89,10 @@ def drive_round(
     downlink = [Envelope(m.SERVER, m.BROADCAST, server.open_round())]
     for stage in (s for s in STAGES if server.security == "active" or s != "consistency"):
         t0 = time.perf_counter()
-        uplink, refused = pool.deliver(stage, transport.deliver(f"{stage}:down", downlink))
-        downlink = []  # delivered: let the stage's downlink go before the uplink is processed
+        delivered = transport.deliver(f"{stage}:down", downlink)
+        downlink = []  # the pool consumes ``delivered`` message by message (an in-process pool clears it)
+        uplink, refused = pool.deliver(stage, delivered)
+        del delivered
         reports.extend(refused)
         t1 = time.perf_counter()
         arrived = transport.deliver(f"{stage}:up", uplink)

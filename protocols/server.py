@@ -129,6 +129,28 @@ def survivor_lists(round_id: bytes, graph: RosterGraph, survivors: frozenset[int
     return SurvivorLists(round_id, graph, survivors)
 
 
+class _HolderSets(Mapping[int, frozenset[int]]):
+    """Client -> its share holders (its neighbours and itself), made on access from the graph's rows: one
+    (n, k + 1) int array instead of n frozensets of k + 1 ids (about 2 kB each at k = 32)."""
+
+    def __init__(self, graph: RosterGraph) -> None:
+        self._graph = graph
+        self._rows = np.concatenate([graph.ids[:, None], graph.rows(graph.ids)], axis=1)
+
+    def __getitem__(self, u: int) -> frozenset[int]:
+        try:
+            i = int(self._graph.index([u])[0])
+        except ParameterError:
+            raise KeyError(u) from None
+        return frozenset(self._rows[i].tolist())
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._graph.ids.tolist())
+
+    def __len__(self) -> int:
+        return self._graph.n
+
+
 class _HolderPoints(Mapping[int, dict[int, int]]):
     """Owner -> its holders' Shamir points (:func:`~protocols.graph.holder_points`), computed on access
     from the holder sets instead of stored for all n owners."""
@@ -228,7 +250,7 @@ class SecAggServer:
         self._u1: frozenset[int] = frozenset()
         self._u2: frozenset[int] = frozenset()
         self._u3: frozenset[int] = frozenset()
-        self._holders: dict[int, frozenset[int]] = {}
+        self._holders: Mapping[int, frozenset[int]] = {}
         self._points: Mapping[int, dict[int, int]] = {}
         self._statement = b""
         self._requests: dict[int, tuple[frozenset[int], frozenset[int]]] = {}
@@ -440,7 +462,11 @@ class SecAggServer:
         self._roster_statement = roster_statement(self.round_id, len(ids), tree.root)
         graph_seed = roster_graph_seed(self.round_id, len(ids), tree.root)
         self._graph = roster_graph(ids, self.k, graph_seed)
-        self._holders = {u: nb | {u} for u, nb in self._graph.neighbour_sets().items()}  # neighbours and u
+        if full:
+            everyone = frozenset(ids)
+            self._holders = dict.fromkeys(ids, everyone)  # one shared set: everyone holds a share of everything
+        else:
+            self._holders = _HolderSets(self._graph)  # neighbours and u, from the graph's rows on access
         short = [u for u in ids if len(self._holders[u]) < self.threshold]
         if short:
             raise self._abort(f"clients {short[:5]} have fewer than threshold share holders")
@@ -490,12 +516,23 @@ class SecAggServer:
                     inbox[v][1].append(j)
         # Only each commitment to b_u is needed after the boxes are forwarded.
         self._commitments = {u: sent.commitment for u, sent in self._shares.items()}
+        # Bundles are built in ring order and a ShareKeys is let go once its last box is cut: a sender's
+        # recipients are its ring neighbours, so only O(k) received messages are alive next to the bundles
+        # (in id order each would live until nearly the end: the bundles and all n k boxes twice over).
+        left = {u: sum(1 for v in sent.recipients if v in inbox) for u, sent in self._shares.items()}
+        ring = self._graph.order.tolist() if not self._graph.full else sorted(inbox)
         out = []
-        for v in sorted(inbox):
+        for v in (v for v in ring if v in inbox):
             senders, at = inbox.pop(v)
             boxes = tuple(self._shares[u].box(j) for u, j in zip(senders, at, strict=True))
             out.append((v, m.ShareBundle(self.round_id, m.SERVER, v, tuple(senders), boxes).to_bytes()))
+            del boxes
+            for u in senders:
+                left[u] -= 1
+                if not left[u]:
+                    del self._shares[u]
         self._shares.clear()  # ShareKeys are refused from now on by stage, so no "already sent" record is needed
+        out.sort(key=lambda e: e[0])  # the documented order: by recipient id
         return out
 
     def _close_masked(self) -> Outgoing:

@@ -10,7 +10,7 @@ import pytest
 
 from protocols import messages as m
 from protocols.graph import RosterGraph, neighbourhoods, roster_graph
-from secagg_dp.crypto.prg import keystream
+from secagg_dp.crypto.prp import FeistelPermutation
 from secagg_dp.crypto.shamir import PRIME
 from secagg_dp.errors import ParameterError, ProtocolError
 
@@ -18,14 +18,12 @@ RID = b"r" * 16
 
 
 def _brute_neighbours(ids: list[int], k: int, seed: bytes) -> dict[int, set[int]]:
-    """Ring by 128-bit keys compared as Python ints; neighbours by ring distance (and the antipode for odd k)."""
+    """Ring from the permutation evaluated one rank at a time (pi(i) = position of the i-th smallest id);
+    neighbours by ring distance (and the antipode for odd k), as Python sets."""
     srt = sorted(ids)
-    ks = keystream(seed, 16 * len(srt))
-    key = {
-        v: (int.from_bytes(ks[16 * i : 16 * i + 8], "little"), int.from_bytes(ks[16 * i + 8 : 16 * i + 16], "little"))
-        for i, v in enumerate(srt)
-    }
-    ring = sorted(srt, key=lambda v: key[v])
+    perm = FeistelPermutation(len(srt), seed)
+    pos = {v: int(perm.forward([i])[0]) for i, v in enumerate(srt)}
+    ring = sorted(srt, key=pos.__getitem__)
     n = len(ring)
     out = {}
     for i, u in enumerate(ring):

@@ -65,7 +65,7 @@ def test_dask_pool_round_equals_inprocess_and_brute_force(cluster, security):
         FaultInjector().tamper(Kind.UNMASK_REQUEST, recipient=IDS[3]).tamper(Kind.UNMASK_REQUEST, recipient=IDS[33])
     )
     kw = dict(
-        modulus_bits=BITS, threshold=6, neighbours=10, dropouts=drops, seed=3, round_id=b"d" * 16, security=security
+        modulus_bits=BITS, threshold=6, neighbours=10, dropouts=drops, seed=3, round_id=b"e" * 16, security=security
     )
     ref = run_pooled_round(InProcessClientPool(inputs), IDS, DIM, faults=faults(), **kw)
     with cluster.client_pool(_loads(inputs, cut=17)) as pool:
