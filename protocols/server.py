@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sized
+from collections.abc import Callable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
+from typing import overload
 
 import numpy as np
 
@@ -47,9 +48,43 @@ from secagg_dp.errors import AbortError, AuthenticationError, ParameterError, Pr
 from secagg_dp.noise import add_then_remove as atr
 from secagg_dp.zq import check_bits, sub_mod, wrap_int64
 
-__all__ = ["SecAggServer", "RoundOutcome", "survivor_lists", "SurvivorLists"]
+__all__ = ["SecAggServer", "RoundOutcome", "survivor_lists", "SurvivorLists", "DeferredOutgoing"]
 
 Outgoing = list[tuple[int, bytes]]  # (recipient or BROADCAST, serialised message)
+
+
+class DeferredOutgoing(Sequence[tuple[int, bytes]]):
+    """A stage's per-client messages, each serialised only when read: entry i is
+    ``(recipients[i], build(i))``. What :meth:`SecAggServer.advance_deferred` returns for the stages whose
+    downlink is one message per client (roster slices, survivor lists, unmask requests), so a driver can hand
+    them over one at a time instead of holding all n at once (about 12 kB each at n = 10^4 for the roster
+    slices). ``build`` depends only on state fixed when the stage closed, so every read gives the same bytes
+    whatever the order."""
+
+    def __init__(self, recipients: Sequence[int], build: Callable[[int], bytes]) -> None:
+        self.recipients: tuple[int, ...] = tuple(recipients)
+        self.build = build
+
+    def __len__(self) -> int:
+        return len(self.recipients)
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[int, bytes]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[tuple[int, bytes]]: ...
+    def __getitem__(self, i: int | slice) -> tuple[int, bytes] | list[tuple[int, bytes]]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        return self.recipients[i], self.build(i)
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        for i in range(len(self)):
+            yield self[i]
+
+
+_Deferrable = Outgoing | DeferredOutgoing
 _Verify = Callable[[int, bytes], bool]  # (owner, reconstructed secret) -> whether it is the committed one
 _HEAD = 28
 _BOX_LEN = aead.OVERHEAD + m.SharePlaintext.LEN
@@ -406,9 +441,16 @@ class SecAggServer:
     # -- deadlines -----------------------------------------------------------------------------------------
     def advance(self) -> Outgoing:
         """Close the current stage: check the threshold, then emit the next stage's messages."""
+        return list(self.advance_deferred())
+
+    def advance_deferred(self) -> Outgoing | DeferredOutgoing:
+        """:meth:`advance`, except that a downlink of one message per client comes back as a
+        :class:`DeferredOutgoing` whose entries are serialised when read (the same bytes, in the same
+        order)."""
         if self.stage not in SERVER_ACCEPTS:
             raise ProtocolError(f"server in stage {self.stage.name} has nothing to advance")
         nxt = SERVER_ADVANCE[self.security][self.stage]
+        out: _Deferrable
         if self.stage is ServerStage.COLLECT_KEYS:
             out = self._close_keys()
         elif self.stage is ServerStage.COLLECT_SHARES:
@@ -435,7 +477,7 @@ class SecAggServer:
         if len(clients) < self.threshold:
             raise self._abort(f"{len(clients)} clients {name} < threshold {self.threshold}")
 
-    def _close_keys(self) -> Outgoing:
+    def _close_keys(self) -> _Deferrable:
         self._need("checked in", self._keys)
         self._u1 = frozenset(self._keys)
         ids = tuple(sorted(self._u1))
@@ -481,15 +523,17 @@ class SecAggServer:
             roster = m.KeyRoster(self.round_id, m.SERVER, m.BROADCAST, n, tree.root, every, ids, enc, mask, sigs)
             return [(m.BROADCAST, roster.to_bytes())]
         # SecAgg+: each client gets its share holders' entries and their multiproof, O(k log n) bytes.
-        graph, out = self._graph, []
+        # Each slice is built when read (DeferredOutgoing), from the tree and key arrays fixed here.
+        graph, round_id = self._graph, self.round_id
         rows = graph.index(graph.rows(graph.ids).ravel()).reshape(n, -1)  # leaf indices of each one's neighbours
-        for i, u in enumerate(ids):
+
+        def slice_for(i: int) -> bytes:
             at = np.unique(np.append(rows[i], i))
             proof = tree.multiproof(at.tolist())
-            msg = m.KeyRoster(
-                self.round_id,
+            return m.KeyRoster(
+                round_id,
                 m.SERVER,
-                u,
+                ids[i],
                 n,
                 tree.root,
                 tuple(at.tolist()),
@@ -498,9 +542,9 @@ class SecAggServer:
                 mask[at],
                 sigs[at],
                 np.frombuffer(b"".join(proof), dtype=np.uint8).reshape(-1, m.HASH_LEN).copy(),
-            )
-            out.append((u, msg.to_bytes()))
-        return out
+            ).to_bytes()
+
+        return DeferredOutgoing(ids, slice_for)
 
     def _close_shares(self) -> Outgoing:
         self._need("shared keys", self._shares)
@@ -535,38 +579,43 @@ class SecAggServer:
         out.sort(key=lambda e: e[0])  # the documented order: by recipient id
         return out
 
-    def _close_masked(self) -> Outgoing:
+    def _close_masked(self) -> _Deferrable:
         self._need("sent masked inputs", self._masked)
         self._u3 = frozenset(self._masked)
         self._requests = {}
         if self.security == "active":  # consistency round: every survivor signs the same U3 (and roster)
             lists = survivor_lists(self.round_id, self._graph, self._u3)
             self._statement = consistency_statement(self.round_id, self._roster_statement, lists.root, len(self._u3))
-            return [(u, lists.message(u).to_bytes()) for u in sorted(self._u3)]
+            to = sorted(self._u3)
+            return DeferredOutgoing(to, lambda i: lists.message(to[i]).to_bytes())
         return self._unmask_requests(self._u3, {})
 
-    def _close_signatures(self) -> Outgoing:
+    def _close_signatures(self) -> _Deferrable:
         self._need("signed the survivor set", self._sigs)
         return self._unmask_requests(frozenset(self._sigs), self._sigs)
 
-    def _unmask_requests(self, responders: frozenset[int], sigs: dict[int, bytes]) -> Outgoing:
+    def _unmask_requests(self, responders: frozenset[int], sigs: dict[int, bytes]) -> DeferredOutgoing:
         """One UnmaskRequest per responder; in active mode with enough survivor-set signatures for the client
-        to see t signers among the holders of every secret it holds a share of (:meth:`_signer_cover`)."""
-        out = []
+        to see t signers among the holders of every secret it holds a share of (:meth:`_signer_cover`). The
+        requests (what each responder must answer) are fixed here; each message is serialised when read."""
         pick = self._signer_cover(sigs) if sigs else None
         if self._noise_sched is not None:  # d = N - |U3|: remove the groups whose every level lies above d
             removable = self._noise_sched.removable(len(self._u1) - len(self._u3))
             self._noise_group = min(removable) if removable else 0
-        for u in sorted(responders):
+        to = sorted(responders)
+        for u in to:
             mine = self._holders[u] & self._u2
-            alive, gone = mine & self._u3, mine - self._u3
-            self._requests[u] = (alive, gone)
-            signers, arr = pick(mine) if pick else ((), np.zeros((0, m.SIG_LEN), dtype=np.uint8))
-            req = m.UnmaskRequest(
-                self.round_id, m.SERVER, u, tuple(sorted(alive)), tuple(sorted(gone)), signers, arr, self._noise_group
-            )
-            out.append((u, req.to_bytes()))
-        return out
+            self._requests[u] = (mine & self._u3, mine - self._u3)
+        requests, round_id, group = dict(self._requests), self.round_id, self._noise_group
+
+        def request_for(i: int) -> bytes:
+            u = to[i]
+            alive, gone = requests[u]
+            signers, arr = pick(alive | gone) if pick else ((), np.zeros((0, m.SIG_LEN), dtype=np.uint8))
+            req = m.UnmaskRequest(round_id, m.SERVER, u, tuple(sorted(alive)), tuple(sorted(gone)), signers, arr, group)
+            return req.to_bytes()
+
+        return DeferredOutgoing(to, request_for)
 
     def _signer_cover(self, sigs: dict[int, bytes]) -> Callable[[frozenset[int]], tuple[tuple[int, ...], np.ndarray]]:
         """Choose, once per round, a set S of signers giving every owner v in U2 at least t members of S
