@@ -170,14 +170,14 @@ class _HolderSets(Mapping[int, frozenset[int]]):
 
     def __init__(self, graph: RosterGraph) -> None:
         self._graph = graph
-        self._rows = np.concatenate([graph.ids[:, None], graph.rows(graph.ids)], axis=1)
+        self.rows = np.concatenate([graph.ids[:, None], graph.rows(graph.ids)], axis=1)
 
     def __getitem__(self, u: int) -> frozenset[int]:
         try:
             i = int(self._graph.index([u])[0])
         except ParameterError:
             raise KeyError(u) from None
-        return frozenset(self._rows[i].tolist())
+        return frozenset(self.rows[i].tolist())
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._graph.ids.tolist())
@@ -201,6 +201,33 @@ class _HolderPoints(Mapping[int, dict[int, int]]):
 
     def __len__(self) -> int:
         return len(self._holders)
+
+
+class _ShareTable:
+    """Received Shamir shares of one kind, sorted by (owner, evaluation point): flat arrays of owners,
+    points and share rows, and each owner's span. O(shares) numbers and no per-share Python objects (the
+    previous per-owner lists of (point, row) tuples cost about 0.2 kB per share)."""
+
+    def __init__(self, owners: np.ndarray, points: np.ndarray, rows: np.ndarray) -> None:
+        order = np.lexsort((points, owners))
+        self.points, self.rows = points[order], rows[order]
+        sorted_owners = owners[order]
+        uniq, first, counts = np.unique(sorted_owners, return_index=True, return_counts=True)
+        self._span: dict[int, tuple[int, int]] = dict(
+            zip(uniq.tolist(), zip(first.tolist(), counts.tolist(), strict=True), strict=True)
+        )
+
+    def span(self, owner: int) -> tuple[int, int]:
+        """(first row, number of shares) of ``owner``; (0, 0) if none arrived."""
+        return self._span.get(owner, (0, 0))
+
+    def count(self, owner: int) -> int:
+        return self.span(owner)[1]
+
+    def shares(self, owner: int) -> list[tuple[int, np.ndarray]]:
+        """``owner``'s (point, row) pairs by increasing point."""
+        a, c = self.span(owner)
+        return list(zip(self.points[a : a + c].tolist(), self.rows[a : a + c], strict=True))
 
 
 @dataclass(frozen=True)
@@ -670,51 +697,59 @@ class SecAggServer:
     # -- unmasking -----------------------------------------------------------------------------------------
     def _finish(self) -> RoundOutcome:
         self._need("answered the unmask request", self._responses)
-        self_sh: dict[int, list[tuple[int, np.ndarray]]] = defaultdict(list)
-        key_sh: dict[int, list[tuple[int, np.ndarray]]] = defaultdict(list)
-        noise_sh: dict[int, list[tuple[int, np.ndarray]]] = defaultdict(list)
-        points: dict[int, dict[int, int]] = {}  # owner -> holder -> point, for the owners seen here
+        # The shares, one flat table per kind (owner, evaluation point, row) instead of per-owner lists of
+        # (point, row) tuples; each parsed response is let go once its shares are copied out.
+        parts: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {"self": [], "key": [], "noise": []}
         for r in sorted(self._responses):
-            msg = self._responses[r]
-            for owner, row in zip(msg.self_owners, msg.self_shares, strict=True):
-                pts = points.get(owner) or points.setdefault(owner, self._points[owner])
-                self_sh[owner].append((pts[r], row))
-            for owner, row in zip(msg.key_owners, msg.key_shares, strict=True):
-                pts = points.get(owner) or points.setdefault(owner, self._points[owner])
-                key_sh[owner].append((pts[r], row))
-            for owner, row in zip(msg.noise_owners, msg.noise_shares, strict=True):
-                noise_sh[owner].append((self._points[owner][r], row))
+            msg = self._responses.pop(r)
+            for kind, owners, rows in (
+                ("self", msg.self_owners, msg.self_shares),
+                ("key", msg.key_owners, msg.key_shares),
+                ("noise", msg.noise_owners, msg.noise_shares),
+            ):
+                if owners:
+                    own = np.asarray(owners, dtype=np.int64)
+                    parts[kind].append((own, np.full(own.size, r, dtype=np.int64), rows))
             for owner in msg.failed:
                 self.reports.append(f"client {r} rejected the share box from client {owner} (authentication failed)")
+            del msg
+        widths = {"self": _SHARE_ROW // 4, "key": _SHARE_ROW // 4, "noise": m.NOISE_PIECES}
+        self_sh, key_sh, noise_sh = (
+            self._share_table(parts.pop(kind), widths[kind]) for kind in ("self", "key", "noise")
+        )
         dropped = self._u2 - self._u3
         need_keys = sorted(v for v in dropped if self._holders[v] & self._u3)  # v itself is not in U3
-        short = [u for u in sorted(self._u3) if len(self_sh[u]) < self.threshold]
-        short += [v for v in need_keys if len(key_sh[v]) < self.threshold]
+        short = [u for u in sorted(self._u3) if self_sh.count(u) < self.threshold]
+        short += [v for v in need_keys if key_sh.count(v) < self.threshold]
         group, sched = self._noise_group, self._noise_sched
         if group:
-            short += [u for u in sorted(self._u3) if len(noise_sh[u]) < self.threshold]
+            short += [u for u in sorted(self._u3) if noise_sh.count(u) < self.threshold]
         if short:  # decide before reconstructing anything
             raise self._abort(f"fewer than threshold shares for clients {short[:5]}")
 
         b_seeds = self._reconstruct_all(
-            {u: self_sh[u] for u in self._u3},
+            self_sh,
+            list(self._u3),
             lambda u, s: masking.self_mask_commitment(s, round_id=self.round_id, owner=u) == self._commitments[u],
         )
         sk = self._reconstruct_all(
-            {v: key_sh[v] for v in need_keys},
+            key_sh,
+            need_keys,
             lambda v, s: keypair_from_private(s).public == self._keys[v][1],
         )
         noise_seeds: dict[int, bytes] = {}
         if group and sched is not None:
             top = sched.groups
             noise_seeds = self._reconstruct_all(
-                {u: noise_sh[u] for u in self._u3},
+                noise_sh,
+                list(self._u3),
                 lambda u, s: (
                     atr.noise_commitment(atr.chain_from(s, group, top)[top], round_id=self.round_id, owner=u)
                     == self._noise_commitments.get(u)
                 ),
             )
         self.reconstructions = len(b_seeds) + len(sk) + len(noise_seeds)
+        del self_sh, key_sh, noise_sh
 
         total, self._acc = self._acc, None  # sum of y_u over U3, accumulated on arrival (_accumulate)
         if total is None:  # U3 is non-empty here (_close_masked checked the threshold), so y_u arrived
@@ -738,21 +773,57 @@ class SecAggServer:
             total = sub_mod(total, wrap_int64(excess, self.bits), self.bits)
         return RoundOutcome(total, frozenset(self._u3), frozenset(dropped), removed)
 
-    def _reconstruct_all(self, shares: dict[int, list[tuple[int, np.ndarray]]], verify: _Verify) -> dict[int, bytes]:
-        """Reconstruct each owner's 32-byte secret from exactly t shares, batching owners with equal points."""
+    def _share_table(self, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], width: int) -> _ShareTable:
+        """The received shares of one kind as a :class:`_ShareTable`: ``parts`` holds (owners, responders,
+        rows) per response; each share's evaluation point is its responder's point among the owner's
+        holders (:func:`~protocols.graph.holder_points`)."""
+        if not parts:
+            z = np.zeros(0, dtype=np.int64)
+            return _ShareTable(z, z, np.zeros((0, width), dtype=np.uint32))
+        owners = np.concatenate([p[0] for p in parts])
+        holders = np.concatenate([p[1] for p in parts])
+        rows = np.concatenate([p[2] for p in parts])
+        parts.clear()
+        return _ShareTable(owners, self._holder_points(owners, holders), rows)
+
+    def _holder_points(self, owners: np.ndarray, holders: np.ndarray) -> np.ndarray:
+        """Evaluation point of ``holders[i]`` for the secret of ``owners[i]``: 1 + its rank among the
+        owner's share holders (:func:`~protocols.graph.holder_points`), vectorised on the SecAgg+ ring."""
+        out = np.zeros(owners.size, dtype=np.int64)
+        hs = self._holders
+        if not isinstance(hs, _HolderSets):  # full graph: one point set for everyone (n <= shamir.MAX_HOLDERS)
+            for i, (o, r) in enumerate(zip(owners.tolist(), holders.tolist(), strict=True)):
+                out[i] = self._points[o][r]
+            return out
+        ranked = np.sort(hs.rows, axis=1)  # (n, k + 1): each client's holders in id order
+        step = 1 << 13  # rows per chunk: a (step, k + 1) comparison at a time
+        for a in range(0, owners.size, step):
+            at = ranked[self._graph.index(owners[a : a + step])]
+            mine = holders[a : a + step, None]
+            if not (at == mine).any(axis=1).all():  # the receive checks make this impossible
+                raise ProtocolError("a share came from a client that does not hold that secret")
+            out[a : a + step] = (at < mine).sum(axis=1) + 1
+        return out
+
+    def _reconstruct_all(self, table: _ShareTable, owners: list[int], verify: _Verify) -> dict[int, bytes]:
+        """Reconstruct each owner's 32-byte secret from the t shares of lowest point, batching owners with
+        equal points (every owner has at least t shares: checked before)."""
         t = self.threshold
         groups: dict[tuple[int, ...], list[int]] = defaultdict(list)
-        for owner, lst in shares.items():
-            lst.sort(key=lambda e: e[0])
-            groups[tuple(x for x, _ in lst[:t])].append(owner)
+        for owner in owners:
+            a, _ = table.span(owner)
+            groups[tuple(table.points[a : a + t].tolist())].append(owner)
         out: dict[int, bytes] = {}
-        for pts, owners in groups.items():
-            rows = np.concatenate([np.stack([row for _, row in shares[o][:t]]) for o in owners], axis=1)
-            pieces = shamir.reconstruct(pts, rows, threshold=t).reshape(len(owners), -1)
-            for o, pc in zip(owners, pieces, strict=True):
+        for pts, members in groups.items():
+            starts = np.fromiter((table.span(o)[0] for o in members), dtype=np.int64, count=len(members))
+            take = (starts[:, None] + np.arange(t)[None, :]).T  # (t, owners): share rows in the table
+            rows = table.rows[take].reshape(t, -1)  # (t, owners * width), as one np.concatenate of the blocks
+            pieces = shamir.reconstruct(pts, rows, threshold=t).reshape(len(members), -1)
+            del rows, take
+            for o, pc in zip(members, pieces, strict=True):
                 secret = self._decode_verified(o, pc, verify)
                 if secret is None:
-                    secret = self._repair(o, shares[o], verify)
+                    secret = self._repair(o, table.shares(o), verify)
                 out[o] = secret
         return out
 
