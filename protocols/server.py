@@ -210,7 +210,7 @@ class _ShareTable:
 
     def __init__(self, owners: np.ndarray, points: np.ndarray, rows: np.ndarray) -> None:
         order = np.lexsort((points, owners))
-        self.points, self.rows = points[order], rows[order]
+        self.points, self.rows, self.order = points[order], rows, order  # rows stay as received: no second copy
         sorted_owners = owners[order]
         uniq, first, counts = np.unique(sorted_owners, return_index=True, return_counts=True)
         self._span: dict[int, tuple[int, int]] = dict(
@@ -227,7 +227,7 @@ class _ShareTable:
     def shares(self, owner: int) -> list[tuple[int, np.ndarray]]:
         """``owner``'s (point, row) pairs by increasing point."""
         a, c = self.span(owner)
-        return list(zip(self.points[a : a + c].tolist(), self.rows[a : a + c], strict=True))
+        return list(zip(self.points[a : a + c].tolist(), self.rows[self.order[a : a + c]], strict=True))
 
 
 @dataclass(frozen=True)
@@ -315,7 +315,7 @@ class SecAggServer:
         self._holders: Mapping[int, frozenset[int]] = {}
         self._points: Mapping[int, dict[int, int]] = {}
         self._statement = b""
-        self._requests: dict[int, tuple[frozenset[int], frozenset[int]]] = {}
+        self._responders: frozenset[int] = frozenset()  # the clients sent an UnmaskRequest (see _request)
 
     def __repr__(self) -> str:
         return f"SecAggServer(stage={self.stage.name}, round_id={self.round_id.hex()})"
@@ -386,7 +386,7 @@ class SecAggServer:
                     raise ProtocolError(f"survivor-set signature of client {u} is invalid") from None
                 self._sigs[u] = msg.signature
             case m.UnmaskResponse():
-                alive, gone = self._requests[u]
+                alive, gone = self._request(u)
                 owners_ok = set(msg.self_owners) <= alive and set(msg.key_owners) <= gone
                 if not (owners_ok and set(msg.failed) <= alive | gone):
                     raise ProtocolError(f"client {u} sent shares for clients it was not asked about")
@@ -443,7 +443,7 @@ class SecAggServer:
             m.Kind.SHARE_KEYS: (self._u1, self._shares, "ShareKeys"),
             m.Kind.MASKED_INPUT: (self._u2, self._masked, "MaskedInput"),
             m.Kind.SURVIVOR_SIGNATURE: (self._u3, self._sigs, "SurvivorSignature"),
-            m.Kind.UNMASK_RESPONSE: (frozenset(self._requests), self._responses, "UnmaskResponse"),
+            m.Kind.UNMASK_RESPONSE: (self._responders, self._responses, "UnmaskResponse"),
         }[kind]
         if u not in allowed:
             raise ProtocolError(f"{what} from unknown or excluded client {u}")
@@ -609,7 +609,7 @@ class SecAggServer:
     def _close_masked(self) -> _Deferrable:
         self._need("sent masked inputs", self._masked)
         self._u3 = frozenset(self._masked)
-        self._requests = {}
+        self._responders = frozenset()
         if self.security == "active":  # consistency round: every survivor signs the same U3 (and roster)
             lists = survivor_lists(self.round_id, self._graph, self._u3)
             self._statement = consistency_statement(self.round_id, self._roster_statement, lists.root, len(self._u3))
@@ -629,20 +629,25 @@ class SecAggServer:
         if self._noise_sched is not None:  # d = N - |U3|: remove the groups whose every level lies above d
             removable = self._noise_sched.removable(len(self._u1) - len(self._u3))
             self._noise_group = min(removable) if removable else 0
+        self._responders = frozenset(responders)
         to = sorted(responders)
-        for u in to:
-            mine = self._holders[u] & self._u2
-            self._requests[u] = (mine & self._u3, mine - self._u3)
-        requests, round_id, group = dict(self._requests), self.round_id, self._noise_group
+        round_id, group = self.round_id, self._noise_group
 
         def request_for(i: int) -> bytes:
             u = to[i]
-            alive, gone = requests[u]
+            alive, gone = self._request(u)
             signers, arr = pick(alive | gone) if pick else ((), np.zeros((0, m.SIG_LEN), dtype=np.uint8))
             req = m.UnmaskRequest(round_id, m.SERVER, u, tuple(sorted(alive)), tuple(sorted(gone)), signers, arr, group)
             return req.to_bytes()
 
         return DeferredOutgoing(to, request_for)
+
+    def _request(self, u: int) -> tuple[frozenset[int], frozenset[int]]:
+        """What responder ``u`` is asked about: the owners among its share holders whose b-share (in U3) and
+        whose key share (in U2 but not U3) it must send. Computed when needed (U2 and U3 are fixed once the
+        requests go out), not kept as two sets per client."""
+        mine = self._holders[u] & self._u2
+        return mine & self._u3, mine - self._u3
 
     def _signer_cover(self, sigs: dict[int, bytes]) -> Callable[[frozenset[int]], tuple[tuple[int, ...], np.ndarray]]:
         """Choose, once per round, a set S of signers giving every owner v in U2 at least t members of S
@@ -698,25 +703,29 @@ class SecAggServer:
     def _finish(self) -> RoundOutcome:
         self._need("answered the unmask request", self._responses)
         # The shares, one flat table per kind (owner, evaluation point, row) instead of per-owner lists of
-        # (point, row) tuples; each parsed response is let go once its shares are copied out.
-        parts: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {"self": [], "key": [], "noise": []}
+        # (point, row) tuples, filled in place; each parsed response is let go once its shares are copied.
+        kinds = (("self_owners", "self_shares"), ("key_owners", "key_shares"), ("noise_owners", "noise_shares"))
+        widths = (_SHARE_ROW // 4, _SHARE_ROW // 4, m.NOISE_PIECES)
+        sizes = [sum(len(getattr(msg, o)) for msg in self._responses.values()) for o, _ in kinds]
+        owners = [np.zeros(c, dtype=np.int64) for c in sizes]
+        holders = [np.zeros(c, dtype=np.int64) for c in sizes]
+        rows = [np.zeros((c, w), dtype=np.uint32) for c, w in zip(sizes, widths, strict=True)]
+        filled = [0, 0, 0]
         for r in sorted(self._responses):
             msg = self._responses.pop(r)
-            for kind, owners, rows in (
-                ("self", msg.self_owners, msg.self_shares),
-                ("key", msg.key_owners, msg.key_shares),
-                ("noise", msg.noise_owners, msg.noise_shares),
-            ):
-                if owners:
-                    own = np.asarray(owners, dtype=np.int64)
-                    parts[kind].append((own, np.full(own.size, r, dtype=np.int64), rows))
+            for j, (o, sh) in enumerate(kinds):
+                who, at = getattr(msg, o), filled[j]
+                owners[j][at : at + len(who)] = who
+                holders[j][at : at + len(who)] = r
+                rows[j][at : at + len(who)] = getattr(msg, sh)
+                filled[j] += len(who)
             for owner in msg.failed:
                 self.reports.append(f"client {r} rejected the share box from client {owner} (authentication failed)")
             del msg
-        widths = {"self": _SHARE_ROW // 4, "key": _SHARE_ROW // 4, "noise": m.NOISE_PIECES}
         self_sh, key_sh, noise_sh = (
-            self._share_table(parts.pop(kind), widths[kind]) for kind in ("self", "key", "noise")
+            _ShareTable(owners[j], self._holder_points(owners[j], holders[j]), rows[j]) for j in range(3)
         )
+        del owners, holders, rows
         dropped = self._u2 - self._u3
         need_keys = sorted(v for v in dropped if self._holders[v] & self._u3)  # v itself is not in U3
         short = [u for u in sorted(self._u3) if self_sh.count(u) < self.threshold]
@@ -773,19 +782,6 @@ class SecAggServer:
             total = sub_mod(total, wrap_int64(excess, self.bits), self.bits)
         return RoundOutcome(total, frozenset(self._u3), frozenset(dropped), removed)
 
-    def _share_table(self, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], width: int) -> _ShareTable:
-        """The received shares of one kind as a :class:`_ShareTable`: ``parts`` holds (owners, responders,
-        rows) per response; each share's evaluation point is its responder's point among the owner's
-        holders (:func:`~protocols.graph.holder_points`)."""
-        if not parts:
-            z = np.zeros(0, dtype=np.int64)
-            return _ShareTable(z, z, np.zeros((0, width), dtype=np.uint32))
-        owners = np.concatenate([p[0] for p in parts])
-        holders = np.concatenate([p[1] for p in parts])
-        rows = np.concatenate([p[2] for p in parts])
-        parts.clear()
-        return _ShareTable(owners, self._holder_points(owners, holders), rows)
-
     def _holder_points(self, owners: np.ndarray, holders: np.ndarray) -> np.ndarray:
         """Evaluation point of ``holders[i]`` for the secret of ``owners[i]``: 1 + its rank among the
         owner's share holders (:func:`~protocols.graph.holder_points`), vectorised on the SecAgg+ ring."""
@@ -817,7 +813,9 @@ class SecAggServer:
         for pts, members in groups.items():
             starts = np.fromiter((table.span(o)[0] for o in members), dtype=np.int64, count=len(members))
             take = (starts[:, None] + np.arange(t)[None, :]).T  # (t, owners): share rows in the table
-            rows = table.rows[take].reshape(t, -1)  # (t, owners * width), as one np.concatenate of the blocks
+            rows = table.rows[table.order[take]].reshape(
+                t, -1
+            )  # (t, owners * width), as one np.concatenate of the blocks
             pieces = shamir.reconstruct(pts, rows, threshold=t).reshape(len(members), -1)
             del rows, take
             for o, pc in zip(members, pieces, strict=True):
