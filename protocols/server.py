@@ -810,19 +810,20 @@ class SecAggServer:
             a, _ = table.span(owner)
             groups[tuple(table.points[a : a + t].tolist())].append(owner)
         out: dict[int, bytes] = {}
-        for pts, members in groups.items():
-            starts = np.fromiter((table.span(o)[0] for o in members), dtype=np.int64, count=len(members))
-            take = (starts[:, None] + np.arange(t)[None, :]).T  # (t, owners): share rows in the table
-            rows = table.rows[table.order[take]].reshape(
-                t, -1
-            )  # (t, owners * width), as one np.concatenate of the blocks
-            pieces = shamir.reconstruct(pts, rows, threshold=t).reshape(len(members), -1)
-            del rows, take
-            for o, pc in zip(members, pieces, strict=True):
-                secret = self._decode_verified(o, pc, verify)
-                if secret is None:
-                    secret = self._repair(o, table.shares(o), verify)
-                out[o] = secret
+        step = 1024  # owners per batch: interpolation is column by column, so batching changes no result
+        for pts, everyone in groups.items():
+            for first in range(0, len(everyone), step):
+                members = everyone[first : first + step]
+                starts = np.fromiter((table.span(o)[0] for o in members), dtype=np.int64, count=len(members))
+                take = (starts[:, None] + np.arange(t)[None, :]).T  # (t, owners): share rows in the table
+                rows = table.rows[table.order[take]].reshape(t, -1)  # (t, owners * width): blocks side by side
+                pieces = shamir.reconstruct(pts, rows, threshold=t).reshape(len(members), -1)
+                del rows, take
+                for o, pc in zip(members, pieces, strict=True):
+                    secret = self._decode_verified(o, pc, verify)
+                    if secret is None:
+                        secret = self._repair(o, table.shares(o), verify)
+                    out[o] = secret
         return out
 
     @staticmethod
