@@ -203,6 +203,31 @@ class _HolderPoints(Mapping[int, dict[int, int]]):
         return len(self._holders)
 
 
+class _ShareRows:
+    """Shares of one kind as they arrive: owner, responder and row appended to preallocated arrays (grown by
+    doubling if a bound was short), so a parsed UnmaskResponse is let go as soon as it is checked."""
+
+    def __init__(self, capacity: int, width: int) -> None:
+        self.size = 0
+        self.owners = np.zeros(capacity, dtype=np.int64)
+        self.holders = np.zeros(capacity, dtype=np.int64)
+        self.rows = np.zeros((capacity, width), dtype=np.uint32)
+
+    def add(self, owners: tuple[int, ...], holder: int, rows: np.ndarray) -> None:
+        a, b = self.size, self.size + len(owners)
+        if b > self.owners.size:
+            cap = max(b, 2 * self.owners.size)
+            for name in ("owners", "holders", "rows"):
+                old = getattr(self, name)
+                new = np.zeros((cap, *old.shape[1:]), dtype=old.dtype)
+                new[:a] = old[:a]
+                setattr(self, name, new)
+        self.owners[a:b] = owners
+        self.holders[a:b] = holder
+        self.rows[a:b] = rows
+        self.size = b
+
+
 class _ShareTable:
     """Received Shamir shares of one kind, sorted by (owner, evaluation point): flat arrays of owners,
     points and share rows, and each owner's span. O(shares) numbers and no per-share Python objects (the
@@ -308,7 +333,8 @@ class SecAggServer:
         self._masked: set[int] = set()  # U3 so far; their inputs live only in the running sum
         self._acc: np.ndarray | None = None
         self._sigs: dict[int, bytes] = {}
-        self._responses: dict[int, m.UnmaskResponse] = {}
+        self._responses: dict[int, tuple[int, ...]] = {}  # responder -> owners whose box failed to open
+        self._share_rows: tuple[_ShareRows, ...] = ()  # b-shares, key shares, noise-seed shares as received
         self._u1: frozenset[int] = frozenset()
         self._u2: frozenset[int] = frozenset()
         self._u3: frozenset[int] = frozenset()
@@ -392,7 +418,11 @@ class SecAggServer:
                     raise ProtocolError(f"client {u} sent shares for clients it was not asked about")
                 if msg.noise_owners and not self._noise_group:
                     raise ProtocolError(f"client {u} sent noise-seed shares that were not asked for")
-                self._responses[u] = msg
+                self._responses[u] = msg.failed
+                b_rows, key_rows, noise_rows = self._share_rows
+                b_rows.add(msg.self_owners, u, msg.self_shares)
+                key_rows.add(msg.key_owners, u, msg.key_shares)
+                noise_rows.add(msg.noise_owners, u, msg.noise_shares)
             case _:  # unreachable: SERVER_ACCEPTS admits only the kinds above
                 raise ProtocolError(f"server cannot handle a {kind.name} message")
 
@@ -498,6 +528,7 @@ class SecAggServer:
         self._acc = None
         self._shares.clear()
         self._responses.clear()
+        self._share_rows = ()
         return AbortError(f"round aborted: {why}")
 
     def _need(self, name: str, clients: Sized) -> None:
@@ -632,6 +663,14 @@ class SecAggServer:
         self._responders = frozenset(responders)
         to = sorted(responders)
         round_id, group = self.round_id, self._noise_group
+        asked = [self._request(u) for u in to]  # bounds for the share tables (unfilled pages cost no memory)
+        alive_n, gone_n = sum(len(a) for a, _ in asked), sum(len(g) for _, g in asked)
+        del asked
+        self._share_rows = (
+            _ShareRows(alive_n, _SHARE_ROW // 4),
+            _ShareRows(gone_n, _SHARE_ROW // 4),
+            _ShareRows(alive_n if group else 0, m.NOISE_PIECES),
+        )
 
         def request_for(i: int) -> bytes:
             u = to[i]
@@ -702,30 +741,20 @@ class SecAggServer:
     # -- unmasking -----------------------------------------------------------------------------------------
     def _finish(self) -> RoundOutcome:
         self._need("answered the unmask request", self._responses)
-        # The shares, one flat table per kind (owner, evaluation point, row) instead of per-owner lists of
-        # (point, row) tuples, filled in place; each parsed response is let go once its shares are copied.
-        kinds = (("self_owners", "self_shares"), ("key_owners", "key_shares"), ("noise_owners", "noise_shares"))
-        widths = (_SHARE_ROW // 4, _SHARE_ROW // 4, m.NOISE_PIECES)
-        sizes = [sum(len(getattr(msg, o)) for msg in self._responses.values()) for o, _ in kinds]
-        owners = [np.zeros(c, dtype=np.int64) for c in sizes]
-        holders = [np.zeros(c, dtype=np.int64) for c in sizes]
-        rows = [np.zeros((c, w), dtype=np.uint32) for c, w in zip(sizes, widths, strict=True)]
-        filled = [0, 0, 0]
+        # The shares, one flat table per kind (owner, evaluation point, row), filled on arrival (receive),
+        # instead of the parsed responses and per-owner lists of (point, row) tuples.
         for r in sorted(self._responses):
-            msg = self._responses.pop(r)
-            for j, (o, sh) in enumerate(kinds):
-                who, at = getattr(msg, o), filled[j]
-                owners[j][at : at + len(who)] = who
-                holders[j][at : at + len(who)] = r
-                rows[j][at : at + len(who)] = getattr(msg, sh)
-                filled[j] += len(who)
-            for owner in msg.failed:
+            for owner in self._responses[r]:
                 self.reports.append(f"client {r} rejected the share box from client {owner} (authentication failed)")
-            del msg
         self_sh, key_sh, noise_sh = (
-            _ShareTable(owners[j], self._holder_points(owners[j], holders[j]), rows[j]) for j in range(3)
+            _ShareTable(
+                acc.owners[: acc.size],
+                self._holder_points(acc.owners[: acc.size], acc.holders[: acc.size]),
+                acc.rows[: acc.size],
+            )
+            for acc in self._share_rows
         )
-        del owners, holders, rows
+        self._share_rows = ()
         dropped = self._u2 - self._u3
         need_keys = sorted(v for v in dropped if self._holders[v] & self._u3)  # v itself is not in U3
         short = [u for u in sorted(self._u3) if self_sh.count(u) < self.threshold]
