@@ -663,9 +663,7 @@ class SecAggServer:
         self._responders = frozenset(responders)
         to = sorted(responders)
         round_id, group = self.round_id, self._noise_group
-        asked = [self._request(u) for u in to]  # bounds for the share tables (unfilled pages cost no memory)
-        alive_n, gone_n = sum(len(a) for a, _ in asked), sum(len(g) for _, g in asked)
-        del asked
+        alive_n, gone_n = self._request_sizes(to)  # the share tables' sizes (unfilled pages cost no memory)
         self._share_rows = (
             _ShareRows(alive_n, _SHARE_ROW // 4),
             _ShareRows(gone_n, _SHARE_ROW // 4),
@@ -687,6 +685,24 @@ class SecAggServer:
         requests go out), not kept as two sets per client."""
         mine = self._holders[u] & self._u2
         return mine & self._u3, mine - self._u3
+
+    def _request_sizes(self, to: list[int]) -> tuple[int, int]:
+        """Total numbers of b-shares and of key shares the responders ``to`` are asked for (:meth:`_request`),
+        counted on the graph's holder rows without building the sets."""
+        hs = self._holders
+        if not isinstance(hs, _HolderSets):  # full graph: everyone holds everything (n <= shamir.MAX_HOLDERS)
+            sizes = [self._request(u) for u in to]
+            return sum(len(a) for a, _ in sizes), sum(len(g) for _, g in sizes)
+        alive_n = gone_n = 0
+        u2 = np.fromiter(self._u2, dtype=np.int64, count=len(self._u2))
+        u3 = np.fromiter(self._u3, dtype=np.int64, count=len(self._u3))
+        step = 1 << 13
+        for a in range(0, len(to), step):
+            rows = hs.rows[self._graph.index(np.asarray(to[a : a + step], dtype=np.int64))]
+            in2, in3 = np.isin(rows, u2), np.isin(rows, u3)
+            alive_n += int((in2 & in3).sum())
+            gone_n += int((in2 & ~in3).sum())
+        return alive_n, gone_n
 
     def _signer_cover(self, sigs: dict[int, bytes]) -> Callable[[frozenset[int]], tuple[tuple[int, ...], np.ndarray]]:
         """Choose, once per round, a set S of signers giving every owner v in U2 at least t members of S
