@@ -15,9 +15,9 @@ from protocols.communication import Communication
 from protocols.pki import KeyRegistry
 from protocols.pool import ClientPool, InProcessClientPool, RoundPlan
 from protocols.security import check_security, min_threshold
-from protocols.server import SecAggServer
+from protocols.server import DeferredOutgoing, SecAggServer
 from protocols.stages import STAGE_NAMES
-from protocols.transport import Envelope, FaultInjector, InProcessTransport
+from protocols.transport import Envelope, FaultInjector, InProcessTransport, LazyEnvelopes
 from secagg_dp._validate import check_int
 from secagg_dp.crypto import shamir
 from secagg_dp.errors import ParameterError, ProtocolError
@@ -86,7 +86,7 @@ def drive_round(
         pool = clients
     reports: list[str] = []
     timings: dict[str, float] = {}
-    downlink = [Envelope(m.SERVER, m.BROADCAST, server.open_round())]
+    downlink: Sequence[Envelope] = [Envelope(m.SERVER, m.BROADCAST, server.open_round())]
     for stage in (s for s in STAGES if server.security == "active" or s != "consistency"):
         t0 = time.perf_counter()
         delivered = transport.deliver(f"{stage}:down", downlink)
@@ -98,7 +98,12 @@ def drive_round(
         arrived = transport.deliver(f"{stage}:up", uplink)
         del uplink
         _feed(server, arrived, stage, reports)
-        downlink = [Envelope(m.SERVER, r, b) for r, b in server.advance()]
+        nxt = server.advance_deferred()  # per-client messages are built as the pool reads them
+        if isinstance(nxt, DeferredOutgoing):
+            downlink = LazyEnvelopes(m.SERVER, nxt.recipients, nxt.build)
+        else:
+            downlink = [Envelope(m.SERVER, r, b) for r, b in nxt]
+        del nxt
         t2 = time.perf_counter()
         timings[f"{stage}:clients"] = t1 - t0
         timings[f"{stage}:server"] = t2 - t1

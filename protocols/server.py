@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sized
+from collections.abc import Callable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
+from typing import overload
 
 import numpy as np
 
@@ -47,9 +48,43 @@ from secagg_dp.errors import AbortError, AuthenticationError, ParameterError, Pr
 from secagg_dp.noise import add_then_remove as atr
 from secagg_dp.zq import check_bits, sub_mod, wrap_int64
 
-__all__ = ["SecAggServer", "RoundOutcome", "survivor_lists", "SurvivorLists"]
+__all__ = ["SecAggServer", "RoundOutcome", "survivor_lists", "SurvivorLists", "DeferredOutgoing"]
 
 Outgoing = list[tuple[int, bytes]]  # (recipient or BROADCAST, serialised message)
+
+
+class DeferredOutgoing(Sequence[tuple[int, bytes]]):
+    """A stage's per-client messages, each serialised only when read: entry i is
+    ``(recipients[i], build(i))``. What :meth:`SecAggServer.advance_deferred` returns for the stages whose
+    downlink is one message per client (roster slices, survivor lists, unmask requests), so a driver can hand
+    them over one at a time instead of holding all n at once (about 12 kB each at n = 10^4 for the roster
+    slices). ``build`` depends only on state fixed when the stage closed, so every read gives the same bytes
+    whatever the order."""
+
+    def __init__(self, recipients: Sequence[int], build: Callable[[int], bytes]) -> None:
+        self.recipients: tuple[int, ...] = tuple(recipients)
+        self.build = build
+
+    def __len__(self) -> int:
+        return len(self.recipients)
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[int, bytes]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[tuple[int, bytes]]: ...
+    def __getitem__(self, i: int | slice) -> tuple[int, bytes] | list[tuple[int, bytes]]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        return self.recipients[i], self.build(i)
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        for i in range(len(self)):
+            yield self[i]
+
+
+_Deferrable = Outgoing | DeferredOutgoing
 _Verify = Callable[[int, bytes], bool]  # (owner, reconstructed secret) -> whether it is the committed one
 _HEAD = 28
 _BOX_LEN = aead.OVERHEAD + m.SharePlaintext.LEN
@@ -135,14 +170,14 @@ class _HolderSets(Mapping[int, frozenset[int]]):
 
     def __init__(self, graph: RosterGraph) -> None:
         self._graph = graph
-        self._rows = np.concatenate([graph.ids[:, None], graph.rows(graph.ids)], axis=1)
+        self.rows = np.concatenate([graph.ids[:, None], graph.rows(graph.ids)], axis=1)
 
     def __getitem__(self, u: int) -> frozenset[int]:
         try:
             i = int(self._graph.index([u])[0])
         except ParameterError:
             raise KeyError(u) from None
-        return frozenset(self._rows[i].tolist())
+        return frozenset(self.rows[i].tolist())
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._graph.ids.tolist())
@@ -166,6 +201,58 @@ class _HolderPoints(Mapping[int, dict[int, int]]):
 
     def __len__(self) -> int:
         return len(self._holders)
+
+
+class _ShareRows:
+    """Shares of one kind as they arrive: owner, responder and row appended to preallocated arrays (grown by
+    doubling if a bound was short), so a parsed UnmaskResponse is let go as soon as it is checked."""
+
+    def __init__(self, capacity: int, width: int) -> None:
+        self.size = 0
+        self.owners = np.zeros(capacity, dtype=np.int64)
+        self.holders = np.zeros(capacity, dtype=np.int64)
+        self.rows = np.zeros((capacity, width), dtype=np.uint32)
+
+    def add(self, owners: tuple[int, ...], holder: int, rows: np.ndarray) -> None:
+        a, b = self.size, self.size + len(owners)
+        if b > self.owners.size:
+            cap = max(b, 2 * self.owners.size)
+            for name in ("owners", "holders", "rows"):
+                old = getattr(self, name)
+                new = np.zeros((cap, *old.shape[1:]), dtype=old.dtype)
+                new[:a] = old[:a]
+                setattr(self, name, new)
+        self.owners[a:b] = owners
+        self.holders[a:b] = holder
+        self.rows[a:b] = rows
+        self.size = b
+
+
+class _ShareTable:
+    """Received Shamir shares of one kind, sorted by (owner, evaluation point): flat arrays of owners,
+    points and share rows, and each owner's span. O(shares) numbers and no per-share Python objects (the
+    previous per-owner lists of (point, row) tuples cost about 0.2 kB per share)."""
+
+    def __init__(self, owners: np.ndarray, points: np.ndarray, rows: np.ndarray) -> None:
+        order = np.lexsort((points, owners))
+        self.points, self.rows, self.order = points[order], rows, order  # rows stay as received: no second copy
+        sorted_owners = owners[order]
+        uniq, first, counts = np.unique(sorted_owners, return_index=True, return_counts=True)
+        self._span: dict[int, tuple[int, int]] = dict(
+            zip(uniq.tolist(), zip(first.tolist(), counts.tolist(), strict=True), strict=True)
+        )
+
+    def span(self, owner: int) -> tuple[int, int]:
+        """(first row, number of shares) of ``owner``; (0, 0) if none arrived."""
+        return self._span.get(owner, (0, 0))
+
+    def count(self, owner: int) -> int:
+        return self.span(owner)[1]
+
+    def shares(self, owner: int) -> list[tuple[int, np.ndarray]]:
+        """``owner``'s (point, row) pairs by increasing point."""
+        a, c = self.span(owner)
+        return list(zip(self.points[a : a + c].tolist(), self.rows[self.order[a : a + c]], strict=True))
 
 
 @dataclass(frozen=True)
@@ -246,14 +333,15 @@ class SecAggServer:
         self._masked: set[int] = set()  # U3 so far; their inputs live only in the running sum
         self._acc: np.ndarray | None = None
         self._sigs: dict[int, bytes] = {}
-        self._responses: dict[int, m.UnmaskResponse] = {}
+        self._responses: dict[int, tuple[int, ...]] = {}  # responder -> owners whose box failed to open
+        self._share_rows: tuple[_ShareRows, ...] = ()  # b-shares, key shares, noise-seed shares as received
         self._u1: frozenset[int] = frozenset()
         self._u2: frozenset[int] = frozenset()
         self._u3: frozenset[int] = frozenset()
         self._holders: Mapping[int, frozenset[int]] = {}
         self._points: Mapping[int, dict[int, int]] = {}
         self._statement = b""
-        self._requests: dict[int, tuple[frozenset[int], frozenset[int]]] = {}
+        self._responders: frozenset[int] = frozenset()  # the clients sent an UnmaskRequest (see _request)
 
     def __repr__(self) -> str:
         return f"SecAggServer(stage={self.stage.name}, round_id={self.round_id.hex()})"
@@ -324,13 +412,17 @@ class SecAggServer:
                     raise ProtocolError(f"survivor-set signature of client {u} is invalid") from None
                 self._sigs[u] = msg.signature
             case m.UnmaskResponse():
-                alive, gone = self._requests[u]
+                alive, gone = self._request(u)
                 owners_ok = set(msg.self_owners) <= alive and set(msg.key_owners) <= gone
                 if not (owners_ok and set(msg.failed) <= alive | gone):
                     raise ProtocolError(f"client {u} sent shares for clients it was not asked about")
                 if msg.noise_owners and not self._noise_group:
                     raise ProtocolError(f"client {u} sent noise-seed shares that were not asked for")
-                self._responses[u] = msg
+                self._responses[u] = msg.failed
+                b_rows, key_rows, noise_rows = self._share_rows
+                b_rows.add(msg.self_owners, u, msg.self_shares)
+                key_rows.add(msg.key_owners, u, msg.key_shares)
+                noise_rows.add(msg.noise_owners, u, msg.noise_shares)
             case _:  # unreachable: SERVER_ACCEPTS admits only the kinds above
                 raise ProtocolError(f"server cannot handle a {kind.name} message")
 
@@ -381,7 +473,7 @@ class SecAggServer:
             m.Kind.SHARE_KEYS: (self._u1, self._shares, "ShareKeys"),
             m.Kind.MASKED_INPUT: (self._u2, self._masked, "MaskedInput"),
             m.Kind.SURVIVOR_SIGNATURE: (self._u3, self._sigs, "SurvivorSignature"),
-            m.Kind.UNMASK_RESPONSE: (frozenset(self._requests), self._responses, "UnmaskResponse"),
+            m.Kind.UNMASK_RESPONSE: (self._responders, self._responses, "UnmaskResponse"),
         }[kind]
         if u not in allowed:
             raise ProtocolError(f"{what} from unknown or excluded client {u}")
@@ -406,9 +498,16 @@ class SecAggServer:
     # -- deadlines -----------------------------------------------------------------------------------------
     def advance(self) -> Outgoing:
         """Close the current stage: check the threshold, then emit the next stage's messages."""
+        return list(self.advance_deferred())
+
+    def advance_deferred(self) -> Outgoing | DeferredOutgoing:
+        """:meth:`advance`, except that a downlink of one message per client comes back as a
+        :class:`DeferredOutgoing` whose entries are serialised when read (the same bytes, in the same
+        order)."""
         if self.stage not in SERVER_ACCEPTS:
             raise ProtocolError(f"server in stage {self.stage.name} has nothing to advance")
         nxt = SERVER_ADVANCE[self.security][self.stage]
+        out: _Deferrable
         if self.stage is ServerStage.COLLECT_KEYS:
             out = self._close_keys()
         elif self.stage is ServerStage.COLLECT_SHARES:
@@ -429,13 +528,14 @@ class SecAggServer:
         self._acc = None
         self._shares.clear()
         self._responses.clear()
+        self._share_rows = ()
         return AbortError(f"round aborted: {why}")
 
     def _need(self, name: str, clients: Sized) -> None:
         if len(clients) < self.threshold:
             raise self._abort(f"{len(clients)} clients {name} < threshold {self.threshold}")
 
-    def _close_keys(self) -> Outgoing:
+    def _close_keys(self) -> _Deferrable:
         self._need("checked in", self._keys)
         self._u1 = frozenset(self._keys)
         ids = tuple(sorted(self._u1))
@@ -481,15 +581,17 @@ class SecAggServer:
             roster = m.KeyRoster(self.round_id, m.SERVER, m.BROADCAST, n, tree.root, every, ids, enc, mask, sigs)
             return [(m.BROADCAST, roster.to_bytes())]
         # SecAgg+: each client gets its share holders' entries and their multiproof, O(k log n) bytes.
-        graph, out = self._graph, []
+        # Each slice is built when read (DeferredOutgoing), from the tree and key arrays fixed here.
+        graph, round_id = self._graph, self.round_id
         rows = graph.index(graph.rows(graph.ids).ravel()).reshape(n, -1)  # leaf indices of each one's neighbours
-        for i, u in enumerate(ids):
+
+        def slice_for(i: int) -> bytes:
             at = np.unique(np.append(rows[i], i))
             proof = tree.multiproof(at.tolist())
-            msg = m.KeyRoster(
-                self.round_id,
+            return m.KeyRoster(
+                round_id,
                 m.SERVER,
-                u,
+                ids[i],
                 n,
                 tree.root,
                 tuple(at.tolist()),
@@ -498,9 +600,9 @@ class SecAggServer:
                 mask[at],
                 sigs[at],
                 np.frombuffer(b"".join(proof), dtype=np.uint8).reshape(-1, m.HASH_LEN).copy(),
-            )
-            out.append((u, msg.to_bytes()))
-        return out
+            ).to_bytes()
+
+        return DeferredOutgoing(ids, slice_for)
 
     def _close_shares(self) -> Outgoing:
         self._need("shared keys", self._shares)
@@ -535,38 +637,72 @@ class SecAggServer:
         out.sort(key=lambda e: e[0])  # the documented order: by recipient id
         return out
 
-    def _close_masked(self) -> Outgoing:
+    def _close_masked(self) -> _Deferrable:
         self._need("sent masked inputs", self._masked)
         self._u3 = frozenset(self._masked)
-        self._requests = {}
+        self._responders = frozenset()
         if self.security == "active":  # consistency round: every survivor signs the same U3 (and roster)
             lists = survivor_lists(self.round_id, self._graph, self._u3)
             self._statement = consistency_statement(self.round_id, self._roster_statement, lists.root, len(self._u3))
-            return [(u, lists.message(u).to_bytes()) for u in sorted(self._u3)]
+            to = sorted(self._u3)
+            return DeferredOutgoing(to, lambda i: lists.message(to[i]).to_bytes())
         return self._unmask_requests(self._u3, {})
 
-    def _close_signatures(self) -> Outgoing:
+    def _close_signatures(self) -> _Deferrable:
         self._need("signed the survivor set", self._sigs)
         return self._unmask_requests(frozenset(self._sigs), self._sigs)
 
-    def _unmask_requests(self, responders: frozenset[int], sigs: dict[int, bytes]) -> Outgoing:
+    def _unmask_requests(self, responders: frozenset[int], sigs: dict[int, bytes]) -> DeferredOutgoing:
         """One UnmaskRequest per responder; in active mode with enough survivor-set signatures for the client
-        to see t signers among the holders of every secret it holds a share of (:meth:`_signer_cover`)."""
-        out = []
+        to see t signers among the holders of every secret it holds a share of (:meth:`_signer_cover`). The
+        requests (what each responder must answer) are fixed here; each message is serialised when read."""
         pick = self._signer_cover(sigs) if sigs else None
         if self._noise_sched is not None:  # d = N - |U3|: remove the groups whose every level lies above d
             removable = self._noise_sched.removable(len(self._u1) - len(self._u3))
             self._noise_group = min(removable) if removable else 0
-        for u in sorted(responders):
-            mine = self._holders[u] & self._u2
-            alive, gone = mine & self._u3, mine - self._u3
-            self._requests[u] = (alive, gone)
-            signers, arr = pick(mine) if pick else ((), np.zeros((0, m.SIG_LEN), dtype=np.uint8))
-            req = m.UnmaskRequest(
-                self.round_id, m.SERVER, u, tuple(sorted(alive)), tuple(sorted(gone)), signers, arr, self._noise_group
-            )
-            out.append((u, req.to_bytes()))
-        return out
+        self._responders = frozenset(responders)
+        to = sorted(responders)
+        round_id, group = self.round_id, self._noise_group
+        alive_n, gone_n = self._request_sizes(to)  # the share tables' sizes (unfilled pages cost no memory)
+        self._share_rows = (
+            _ShareRows(alive_n, _SHARE_ROW // 4),
+            _ShareRows(gone_n, _SHARE_ROW // 4),
+            _ShareRows(alive_n if group else 0, m.NOISE_PIECES),
+        )
+
+        def request_for(i: int) -> bytes:
+            u = to[i]
+            alive, gone = self._request(u)
+            signers, arr = pick(alive | gone) if pick else ((), np.zeros((0, m.SIG_LEN), dtype=np.uint8))
+            req = m.UnmaskRequest(round_id, m.SERVER, u, tuple(sorted(alive)), tuple(sorted(gone)), signers, arr, group)
+            return req.to_bytes()
+
+        return DeferredOutgoing(to, request_for)
+
+    def _request(self, u: int) -> tuple[frozenset[int], frozenset[int]]:
+        """What responder ``u`` is asked about: the owners among its share holders whose b-share (in U3) and
+        whose key share (in U2 but not U3) it must send. Computed when needed (U2 and U3 are fixed once the
+        requests go out), not kept as two sets per client."""
+        mine = self._holders[u] & self._u2
+        return mine & self._u3, mine - self._u3
+
+    def _request_sizes(self, to: list[int]) -> tuple[int, int]:
+        """Total numbers of b-shares and of key shares the responders ``to`` are asked for (:meth:`_request`),
+        counted on the graph's holder rows without building the sets."""
+        hs = self._holders
+        if not isinstance(hs, _HolderSets):  # full graph: everyone holds everything (n <= shamir.MAX_HOLDERS)
+            sizes = [self._request(u) for u in to]
+            return sum(len(a) for a, _ in sizes), sum(len(g) for _, g in sizes)
+        alive_n = gone_n = 0
+        u2 = np.fromiter(self._u2, dtype=np.int64, count=len(self._u2))
+        u3 = np.fromiter(self._u3, dtype=np.int64, count=len(self._u3))
+        step = 1 << 13
+        for a in range(0, len(to), step):
+            rows = hs.rows[self._graph.index(np.asarray(to[a : a + step], dtype=np.int64))]
+            in2, in3 = np.isin(rows, u2), np.isin(rows, u3)
+            alive_n += int((in2 & in3).sum())
+            gone_n += int((in2 & ~in3).sum())
+        return alive_n, gone_n
 
     def _signer_cover(self, sigs: dict[int, bytes]) -> Callable[[frozenset[int]], tuple[tuple[int, ...], np.ndarray]]:
         """Choose, once per round, a set S of signers giving every owner v in U2 at least t members of S
@@ -621,51 +757,53 @@ class SecAggServer:
     # -- unmasking -----------------------------------------------------------------------------------------
     def _finish(self) -> RoundOutcome:
         self._need("answered the unmask request", self._responses)
-        self_sh: dict[int, list[tuple[int, np.ndarray]]] = defaultdict(list)
-        key_sh: dict[int, list[tuple[int, np.ndarray]]] = defaultdict(list)
-        noise_sh: dict[int, list[tuple[int, np.ndarray]]] = defaultdict(list)
-        points: dict[int, dict[int, int]] = {}  # owner -> holder -> point, for the owners seen here
+        # The shares, one flat table per kind (owner, evaluation point, row), filled on arrival (receive),
+        # instead of the parsed responses and per-owner lists of (point, row) tuples.
         for r in sorted(self._responses):
-            msg = self._responses[r]
-            for owner, row in zip(msg.self_owners, msg.self_shares, strict=True):
-                pts = points.get(owner) or points.setdefault(owner, self._points[owner])
-                self_sh[owner].append((pts[r], row))
-            for owner, row in zip(msg.key_owners, msg.key_shares, strict=True):
-                pts = points.get(owner) or points.setdefault(owner, self._points[owner])
-                key_sh[owner].append((pts[r], row))
-            for owner, row in zip(msg.noise_owners, msg.noise_shares, strict=True):
-                noise_sh[owner].append((self._points[owner][r], row))
-            for owner in msg.failed:
+            for owner in self._responses[r]:
                 self.reports.append(f"client {r} rejected the share box from client {owner} (authentication failed)")
+        self_sh, key_sh, noise_sh = (
+            _ShareTable(
+                acc.owners[: acc.size],
+                self._holder_points(acc.owners[: acc.size], acc.holders[: acc.size]),
+                acc.rows[: acc.size],
+            )
+            for acc in self._share_rows
+        )
+        self._share_rows = ()
         dropped = self._u2 - self._u3
         need_keys = sorted(v for v in dropped if self._holders[v] & self._u3)  # v itself is not in U3
-        short = [u for u in sorted(self._u3) if len(self_sh[u]) < self.threshold]
-        short += [v for v in need_keys if len(key_sh[v]) < self.threshold]
+        short = [u for u in sorted(self._u3) if self_sh.count(u) < self.threshold]
+        short += [v for v in need_keys if key_sh.count(v) < self.threshold]
         group, sched = self._noise_group, self._noise_sched
         if group:
-            short += [u for u in sorted(self._u3) if len(noise_sh[u]) < self.threshold]
+            short += [u for u in sorted(self._u3) if noise_sh.count(u) < self.threshold]
         if short:  # decide before reconstructing anything
             raise self._abort(f"fewer than threshold shares for clients {short[:5]}")
 
         b_seeds = self._reconstruct_all(
-            {u: self_sh[u] for u in self._u3},
+            self_sh,
+            list(self._u3),
             lambda u, s: masking.self_mask_commitment(s, round_id=self.round_id, owner=u) == self._commitments[u],
         )
         sk = self._reconstruct_all(
-            {v: key_sh[v] for v in need_keys},
+            key_sh,
+            need_keys,
             lambda v, s: keypair_from_private(s).public == self._keys[v][1],
         )
         noise_seeds: dict[int, bytes] = {}
         if group and sched is not None:
             top = sched.groups
             noise_seeds = self._reconstruct_all(
-                {u: noise_sh[u] for u in self._u3},
+                noise_sh,
+                list(self._u3),
                 lambda u, s: (
                     atr.noise_commitment(atr.chain_from(s, group, top)[top], round_id=self.round_id, owner=u)
                     == self._noise_commitments.get(u)
                 ),
             )
         self.reconstructions = len(b_seeds) + len(sk) + len(noise_seeds)
+        del self_sh, key_sh, noise_sh
 
         total, self._acc = self._acc, None  # sum of y_u over U3, accumulated on arrival (_accumulate)
         if total is None:  # U3 is non-empty here (_close_masked checked the threshold), so y_u arrived
@@ -689,22 +827,48 @@ class SecAggServer:
             total = sub_mod(total, wrap_int64(excess, self.bits), self.bits)
         return RoundOutcome(total, frozenset(self._u3), frozenset(dropped), removed)
 
-    def _reconstruct_all(self, shares: dict[int, list[tuple[int, np.ndarray]]], verify: _Verify) -> dict[int, bytes]:
-        """Reconstruct each owner's 32-byte secret from exactly t shares, batching owners with equal points."""
+    def _holder_points(self, owners: np.ndarray, holders: np.ndarray) -> np.ndarray:
+        """Evaluation point of ``holders[i]`` for the secret of ``owners[i]``: 1 + its rank among the
+        owner's share holders (:func:`~protocols.graph.holder_points`), vectorised on the SecAgg+ ring."""
+        out = np.zeros(owners.size, dtype=np.int64)
+        hs = self._holders
+        if not isinstance(hs, _HolderSets):  # full graph: one point set for everyone (n <= shamir.MAX_HOLDERS)
+            for i, (o, r) in enumerate(zip(owners.tolist(), holders.tolist(), strict=True)):
+                out[i] = self._points[o][r]
+            return out
+        ranked = np.sort(hs.rows, axis=1)  # (n, k + 1): each client's holders in id order
+        step = 1 << 13  # rows per chunk: a (step, k + 1) comparison at a time
+        for a in range(0, owners.size, step):
+            at = ranked[self._graph.index(owners[a : a + step])]
+            mine = holders[a : a + step, None]
+            if not (at == mine).any(axis=1).all():  # the receive checks make this impossible
+                raise ProtocolError("a share came from a client that does not hold that secret")
+            out[a : a + step] = (at < mine).sum(axis=1) + 1
+        return out
+
+    def _reconstruct_all(self, table: _ShareTable, owners: list[int], verify: _Verify) -> dict[int, bytes]:
+        """Reconstruct each owner's 32-byte secret from the t shares of lowest point, batching owners with
+        equal points (every owner has at least t shares: checked before)."""
         t = self.threshold
         groups: dict[tuple[int, ...], list[int]] = defaultdict(list)
-        for owner, lst in shares.items():
-            lst.sort(key=lambda e: e[0])
-            groups[tuple(x for x, _ in lst[:t])].append(owner)
+        for owner in owners:
+            a, _ = table.span(owner)
+            groups[tuple(table.points[a : a + t].tolist())].append(owner)
         out: dict[int, bytes] = {}
-        for pts, owners in groups.items():
-            rows = np.concatenate([np.stack([row for _, row in shares[o][:t]]) for o in owners], axis=1)
-            pieces = shamir.reconstruct(pts, rows, threshold=t).reshape(len(owners), -1)
-            for o, pc in zip(owners, pieces, strict=True):
-                secret = self._decode_verified(o, pc, verify)
-                if secret is None:
-                    secret = self._repair(o, shares[o], verify)
-                out[o] = secret
+        step = 1024  # owners per batch: interpolation is column by column, so batching changes no result
+        for pts, everyone in groups.items():
+            for first in range(0, len(everyone), step):
+                members = everyone[first : first + step]
+                starts = np.fromiter((table.span(o)[0] for o in members), dtype=np.int64, count=len(members))
+                take = (starts[:, None] + np.arange(t)[None, :]).T  # (t, owners): share rows in the table
+                rows = table.rows[table.order[take]].reshape(t, -1)  # (t, owners * width): blocks side by side
+                pieces = shamir.reconstruct(pts, rows, threshold=t).reshape(len(members), -1)
+                del rows, take
+                for o, pc in zip(members, pieces, strict=True):
+                    secret = self._decode_verified(o, pc, verify)
+                    if secret is None:
+                        secret = self._repair(o, table.shares(o), verify)
+                    out[o] = secret
         return out
 
     @staticmethod

@@ -17,8 +17,9 @@ counts the encoded bytes of every envelope sent, per client, stage and direction
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from protocols.messages import Kind, peek_kind
 from secagg_dp.errors import ProtocolError
 from secagg_dp.rng import resolve_rng
 
-__all__ = ["Envelope", "FaultInjector", "InProcessTransport", "PHASES"]
+__all__ = ["Envelope", "FaultInjector", "InProcessTransport", "LazyEnvelopes", "PHASES"]
 
 PHASES = tuple(
     f"{s}:{d}"
@@ -51,6 +52,69 @@ class Envelope:
 
 
 Match = Callable[[Envelope], bool]
+
+
+class LazyEnvelopes(Sequence[Envelope]):
+    """Envelopes from one ``sender`` whose payloads are built when an entry is read: entry i is
+    ``Envelope(sender, recipients[order[i]], build(order[i]))``. A driver wraps a stage's per-client downlink
+    in one (e.g. the server's :class:`~protocols.server.DeferredOutgoing`) so that at most the messages a pool
+    is handling exist at once; :meth:`InProcessTransport.deliver` hands back a reordered view and meters each
+    entry when it is first read. ``build`` must give the same bytes on every call."""
+
+    def __init__(
+        self,
+        sender: int,
+        recipients: Sequence[int],
+        build: Callable[[int], bytes],
+        *,
+        order: Sequence[int] | np.ndarray | None = None,
+        on_read: Callable[[Envelope], None] | None = None,
+    ) -> None:
+        self.sender = sender
+        self.recipients = tuple(recipients)
+        self.build = build
+        self.order = np.arange(len(self.recipients)) if order is None else np.asarray(order, dtype=np.int64)
+        self._on_read = on_read
+        self._read = np.zeros(len(self.order), dtype=bool)
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    @overload
+    def __getitem__(self, i: int) -> Envelope: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Envelope]: ...
+    def __getitem__(self, i: int | slice) -> Envelope | list[Envelope]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        j = int(self.order[i])
+        env = Envelope(self.sender, self.recipients[j], self.build(j))
+        if self._on_read is not None and not self._read[i]:
+            self._read[i] = True
+            self._on_read(env)
+        return env
+
+    def __iter__(self) -> Iterator[Envelope]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def reordered(self, order: Sequence[int] | np.ndarray, on_read: Callable[[Envelope], None] | None) -> LazyEnvelopes:
+        """Entry i of the result is entry ``order[i]`` of this one; ``on_read`` is called on each entry's
+        first read."""
+        return LazyEnvelopes(
+            self.sender,
+            self.recipients,
+            self.build,
+            order=self.order[np.asarray(order, dtype=np.int64)],
+            on_read=on_read,
+        )
+
+    def settle(self) -> None:
+        """Read (and so meter) every entry not read yet."""
+        for i in np.flatnonzero(~self._read).tolist():
+            self[i]
 
 
 def _match(kind: Kind | None, sender: int | None, recipient: int | None) -> Match:
@@ -126,18 +190,45 @@ class InProcessTransport:
         self._held: dict[str, list[Envelope]] = {"down": [], "up": []}  # per direction
         self.log: list[tuple[str, Envelope]] = []
         self.meter = CommunicationMeter()
+        self._pending: list[LazyEnvelopes] = []  # lazy deliveries whose entries are metered when read
 
     def communication(self) -> Communication:
         """Bytes each client sent and received so far, per stage (what the parties sent, before faults)."""
+        self._settle()
         return self.meter.result()
 
-    def deliver(self, phase: str, sent: list[Envelope]) -> list[Envelope]:
+    def _settle(self) -> None:
+        while self._pending:
+            self._pending.pop().settle()
+
+    @overload
+    def deliver(self, phase: str, sent: list[Envelope]) -> list[Envelope]: ...
+    @overload
+    def deliver(self, phase: str, sent: Sequence[Envelope]) -> Sequence[Envelope]: ...
+    def deliver(self, phase: str, sent: Sequence[Envelope]) -> Sequence[Envelope]:
         """The envelopes to hand over in ``phase``: ``sent`` (counted by :attr:`meter`) after the fault
-        rules, with the held-back and injected ones, in a seeded order."""
-        sent = list(sent)
-        self.meter.count(phase, sent)
+        rules, with the held-back and injected ones, in a seeded order.
+
+        A :class:`LazyEnvelopes` with no fault rule, held-back or injected envelope and no log comes back as
+        a lazy view in the same seeded order (each payload built when the pool reads it, metered on first
+        read; entries never read are metered at the next ``deliver`` or :meth:`communication`): the same
+        order, bytes and counts as the list it stands for."""
+        self._settle()
         f = self.faults
         direction = phase.rsplit(":", 1)[-1]
+        if (
+            isinstance(sent, LazyEnvelopes)
+            and not self.keep_log
+            and not (f.drops or f.tampers or f.delays or f.injections.get(phase))
+            and not self._held[direction]
+        ):
+            self.meter.count(phase, [])  # the stage is seen now, as for a list
+            order = self._rng.permutation(len(sent))  # the draw the list path makes for a batch of this length
+            view = sent.reordered(order, lambda env: self.meter.count(phase, [env]))
+            self._pending.append(view)
+            return view
+        sent = list(sent)
+        self.meter.count(phase, sent)
         batch = self._held[direction] + list(f.injections.get(phase, []))
         self._held[direction] = []
         for env in sent:
