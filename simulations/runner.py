@@ -138,7 +138,8 @@ def plan(cfg: SimConfig, root_seed: int = 0, task: Any = None) -> Plan:
         signal = task_cfg.local_steps * task_cfg.sample_rate * shard * priv.clip
         sigma_total = sigma_local * math.sqrt(task_cfg.local_steps)
     dim = int(task.vector_dim)
-    from secagg_dp.quantize import ZqCodec, next_pow2, rounded_l2_bound
+    from secagg_dp.quantize import ZqCodec
+    from secagg_dp.quantize.scale import sampler_capped_scale
 
     try:
         scale = ZqCodec.scale_for(
@@ -156,21 +157,17 @@ def plan(cfg: SimConfig, root_seed: int = 0, task: Any = None) -> Plan:
             f"{dim} (clip {signal:g}, noise std {sigma_total:.4g}, k = {priv.k_stddevs:g}): {exc}"
         ) from exc
     scale_rule = scale
-    # Sampler range: the DG/Skellam samplers take a grid std <= SIGMA_INT_MAX, and at wide bit widths the
-    # k-stddev rule asks for far more (6e16 at b = 62). Beyond that std the rounding error (variance <= 1/4
-    # per coordinate per client) is < 1e-12 of the noise variance, so a larger scale buys no utility: cap
-    # s <= SIGMA_INT_MAX / sigma_local. A smaller scale only lowers the wrap-around probability; the codec,
-    # the sensitivities and the accountant all use the scale actually chosen.
-    capped = sigma_local * scale > SIGMA_INT_MAX
-    if capped:
-        scale = SIGMA_INT_MAX / sigma_local
-        inflation = rounded_l2_bound(priv.clip * scale, next_pow2(dim), priv.beta) / (priv.clip * scale)
-        if inflation > 2.0:  # the same criterion ZqCodec.scale_for applies to an uncapped scale
-            raise ConfigError(
-                f"Config key 'privacy.noise_multiplier' = {priv.noise_multiplier:g} is too large for the samplers: "
-                f"the grid noise std is capped at {SIGMA_INT_MAX:g}, which leaves scale {scale:.4g} and rounding "
-                f"inflates the L2 sensitivity by x{inflation:.3g} (> 2). To fix, lower the noise multiplier or clip."
-            )
+    # Sampler range: the grid noise std is capped at SIGMA_INT_MAX (secagg_dp.quantize.sampler_capped_scale)
+    scale, inflation = sampler_capped_scale(
+        scale, sigma=sigma_local, clip=priv.clip, dim=dim, beta=priv.beta, sigma_int_max=SIGMA_INT_MAX
+    )
+    capped = inflation is not None
+    if inflation is not None and inflation > 2.0:  # the same criterion ZqCodec.scale_for applies uncapped
+        raise ConfigError(
+            f"Config key 'privacy.noise_multiplier' = {priv.noise_multiplier:g} is too large for the samplers: "
+            f"the grid noise std is capped at {SIGMA_INT_MAX:g}, which leaves scale {scale:.4g} and rounding "
+            f"inflates the L2 sensitivity by x{inflation:.3g} (> 2). To fix, lower the noise multiplier or clip."
+        )
     codec = ZqCodec(dim, cfg.secagg.bits, priv.clip, scale, rotation_seed=0, beta=priv.beta)
     from secagg_dp.quantize import wrap_around_bound
 

@@ -32,7 +32,7 @@ from secagg_dp.quantize.hadamard import next_pow2
 from secagg_dp.quantize.rounding import rounded_l2_bound
 from secagg_dp.zq import check_bits
 
-__all__ = ["DEFAULT_BETA", "MAX_CLIP_SCALE", "scale_for", "WrapBound", "wrap_around_bound"]
+__all__ = ["DEFAULT_BETA", "MAX_CLIP_SCALE", "scale_for", "sampler_capped_scale", "WrapBound", "wrap_around_bound"]
 
 #: [KLS21] default conditional-rounding parameter (also the default of their released code).
 DEFAULT_BETA = math.exp(-0.5)
@@ -103,6 +103,24 @@ def scale_for(
             "reduce n_clients, k, sigma or dim, or accept more inflation with a larger max_inflation."
         )
     return s
+
+
+def sampler_capped_scale(
+    scale: float, *, sigma: float, clip: float, dim: int, beta: float, sigma_int_max: float
+) -> tuple[float, float | None]:
+    """Cap the scale so that the grid noise std s·σ stays within the samplers' range ``sigma_int_max``.
+
+    Returns (s', inflation): s' = min(s, sigma_int_max / σ), and, when the cap applies, the rounding
+    inflation Δ₂(c·s')/(c·s') of the L2 sensitivity (the criterion :func:`scale_for` applies to an uncapped
+    scale; the caller decides what to refuse), else None. At wide bit widths the k-stddev rule asks for far
+    more than the samplers take (6e16 at b = 62); beyond that std the rounding error (variance ≤ 1/4 per
+    coordinate per client) is negligible against the noise, so a larger scale buys no utility. A smaller
+    scale only lowers the wrap-around probability; codec, sensitivities and accountant use s'.
+    """
+    if sigma * scale <= sigma_int_max:
+        return scale, None
+    capped = sigma_int_max / sigma
+    return capped, rounded_l2_bound(clip * capped, next_pow2(dim), beta) / (clip * capped)
 
 
 @dataclass(frozen=True)

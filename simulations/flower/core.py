@@ -21,8 +21,9 @@ from protocols.pool import RoundPlan
 from secagg_dp import zq
 from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.errors import ParameterError
+from secagg_dp.noise import SIGMA_MAX
 from secagg_dp.quantize import ZqCodec
-from secagg_dp.quantize.scale import DEFAULT_BETA
+from secagg_dp.quantize.scale import DEFAULT_BETA, sampler_capped_scale
 
 __all__ = [
     "FlowerDPConfig",
@@ -36,7 +37,6 @@ __all__ = [
 ]
 
 MECHANISMS = ("ddg", "skellam")
-_SIGMA_INT_MAX = 1e15  # the samplers' largest grid std (simulations.runner.SIGMA_INT_MAX)
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,16 @@ class FlowerDPConfig:
                 f"Argument 'bits' = {self.bits} is too small for {self.sample_size} clients of dimension {self.dim}: "
                 f"{exc}"
             ) from exc
-        scale = min(scale, _SIGMA_INT_MAX / sigma_local)  # the samplers' range (as the simulator's plan caps it)
+        # the samplers' range, capped as the simulator's plan caps it
+        scale, inflation = sampler_capped_scale(
+            scale, sigma=sigma_local, clip=self.clip, dim=self.dim, beta=self.beta, sigma_int_max=SIGMA_MAX
+        )
+        if inflation is not None and inflation > 2.0:  # the criterion ZqCodec.scale_for applies uncapped
+            raise ParameterError(
+                f"Argument 'noise_multiplier' = {self.noise_multiplier:g} is too large for the samplers: the grid "
+                f"noise std is capped at {SIGMA_MAX:g}, which leaves scale {scale:.4g} and rounding inflates the L2 "
+                f"sensitivity by x{inflation:.3g} (> 2). To fix, lower the noise multiplier or clip."
+            )
         object.__setattr__(self, "scale", float(scale))
         object.__setattr__(self, "sigma_int", float(sigma_local * scale))
 

@@ -41,6 +41,19 @@ def test_bad_config_names_the_argument():
         _cfg(mechanism="gaussian")
 
 
+def test_wide_modulus_keeps_the_grid_noise_in_the_samplers_range():
+    """At 40 bits the codec's scale rule asks for a grid noise std far above what the samplers take; the
+    config caps it at their limit (as the simulator's plan does), so a client can encode and noise."""
+    from secagg_dp.noise import SIGMA_MAX
+    from simulations.flower import encode_update
+
+    cfg = _cfg(bits=40)
+    assert cfg.sigma_int <= SIGMA_MAX
+    assert cfg.sigma_int == pytest.approx(SIGMA_MAX)  # the cap is what binds at this width
+    out = encode_update(cfg, np.ones(cfg.dim), np.random.default_rng(0))
+    assert out.shape == (cfg.codec.padded_dim,) and int(out.max()) < 2**40
+
+
 def test_round_event_is_fixed_size_sampling_and_pays_for_missing_noise():
     from secagg_dp.accounting.checkin import CheckinAccountant
 
