@@ -17,7 +17,6 @@ import threading
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats  # no type stubs: ignore_missing_imports in pyproject.toml
 
 from protocols.security import check_security
 from secagg_dp._validate import check_int, check_probability, check_real
@@ -375,6 +374,8 @@ def secaggplus_parameters(
         )
     n_drop = math.floor(delta * (pop - 1))
     log2n = math.log2(n)
+    from scipy import stats  # lazy: scipy.stats costs ~75 MB of RSS in every process that runs a round
+
     for k in range(2, pop - 1, 2):
         if delta + gamma_eff > 0 and g + 2 * log2n + k * math.log2(delta + gamma_eff) > -sigma:
             continue

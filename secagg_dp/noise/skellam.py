@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special
 
 from secagg_dp.noise._checks import check_integer_points, check_size, check_variance
 from secagg_dp.rng import resolve_rng
@@ -58,6 +57,8 @@ def skellam_pmf(x: Any, variance: float) -> np.ndarray | np.float64:
     variance = check_variance(variance)
     k = np.abs(check_integer_points("x", x))
     if variance < _DEBYE_MIN_VARIANCE:
+        from scipy import special  # lazy: not needed to sample, only for the pmf
+
         out = np.asarray(special.ive(k, variance))
     else:
         out = np.exp(_log_ive_debye(k, variance))
@@ -79,6 +80,8 @@ def skellam_logpmf(x: Any, variance: float) -> npt.NDArray[np.float64] | np.floa
     if variance >= _DEBYE_MIN_VARIANCE:
         out = _log_ive_debye(k, variance)
         return out[()] if out.ndim == 0 else out
+    from scipy import special  # lazy: not needed to sample, only for the pmf
+
     with np.errstate(divide="ignore"):
         out = np.log(np.atleast_1d(special.ive(k, variance))).reshape(k.shape)
     tail = ~(out > math.log(np.finfo(np.float64).tiny))
