@@ -80,6 +80,30 @@ def _load_public(raw: bytes) -> X25519PublicKey:
     return key
 
 
+def release_caches() -> None:
+    """Forget the parsed roster keys and roster views remembered for the clients of this process
+    (:func:`_load_public`, :func:`_roster_view`): they serve only the share-keys stage, and where one process
+    plays n SecAgg+ clients they hold about 2 n parsed X25519 keys (roughly 0.5 kB each) until the process ends.
+    Called by :class:`~protocols.pool.InProcessClientPool` once every client has shared its keys; harmless at any
+    time (a later roster is parsed afresh)."""
+    _parsed_keys.clear()
+    with _views_lock:
+        _views.clear()
+
+
+class _SpentSource:
+    """The client's randomness source after the share-keys stage, the last that draws from it: a seeded
+    source holds an OpenSSL AES context (about 1 kB), which a process playing n clients need not keep."""
+
+    __slots__ = ()
+
+    def bytes(self, n: int) -> bytes:
+        raise ProtocolError("a client draws no randomness after sharing its keys")
+
+
+_SPENT = _SpentSource()
+
+
 class _Kept:
     """What a client keeps of its roster view after the share-keys stage: the graph (shared, O(1) per
     client) and, on the full graph only, the roster's ids. Not the roster message: its entries and
@@ -100,6 +124,16 @@ class _PeerTable(Mapping[int, tuple[bytes, bytes]]):
         order = sorted(range(len(ids)), key=ids.__getitem__)
         self._ids = np.asarray([ids[i] for i in order], dtype=np.int64).reshape(-1)
         self._blob = b"".join(rows[i] for i in order)
+        self._width = 64
+
+    def drop_seeds(self) -> None:
+        """Forget the pairwise mask seeds once the masked input is sent (only the channel keys, to open the
+        boxes at unmasking, are needed after it): 32 bytes per neighbour less. ``table[v]`` is then
+        (channel key, b"")."""
+        if self._width == 64:
+            w = memoryview(self._blob)
+            self._blob = b"".join(w[i : i + 32] for i in range(0, len(self._blob), 64))
+            self._width = 32
 
     def _at(self, v: object) -> int:
         if type(v) is not int and (isinstance(v, bool) or not isinstance(v, (int, np.integer))):
@@ -110,8 +144,8 @@ class _PeerTable(Mapping[int, tuple[bytes, bytes]]):
         return i
 
     def __getitem__(self, v: int) -> tuple[bytes, bytes]:
-        i = 64 * self._at(v)
-        return self._blob[i : i + 32], self._blob[i + 32 : i + 64]
+        i = self._width * self._at(v)
+        return self._blob[i : i + 32], self._blob[i + 32 : i + self._width]
 
     def __contains__(self, v: object) -> bool:
         try:
@@ -460,6 +494,7 @@ class SecAggClient:
             else _HolderIndex(holders, msg.indices, np.asarray([leaf_at[i] for i in msg.indices]))
         )
         del self._enc, self._mask  # both X25519 key pairs are spent: channel keys and s_uv are derived
+        self._src = _SPENT  # no randomness is drawn after this stage (a seeded source holds an AES context)
         self.stage = ClientStage.SHARES_SENT
         return out
 
@@ -472,6 +507,12 @@ class SecAggClient:
             raise ProtocolError(f"client {self.id}: only {len(msg.senders) + 1} share holders left < threshold")
         pairwise = [(self._peers[v][1], masking.mask_sign(self.id, v)) for v in msg.senders]
         y = self._masked_packed(pairwise)
+        del pairwise
+        # Our input and the mask seeds are spent once y is sent (a process playing n clients would otherwise
+        # keep n d bits / 8 bytes of inputs and 32 n k bytes of seeds through the last two stages).
+        self._x = b""
+        self._self_seed = b""
+        self._peers.drop_seeds()
         self._store_boxes(msg.senders, msg.boxes)
         self.stage = ClientStage.MASKED_INPUT_SENT
         return m.MaskedInput.encode_packed(self.round_id, self.id, m.SERVER, self.bits, self._dim, bytes(y))
@@ -671,6 +712,11 @@ class SecAggClient:
             np.array(noise_out, dtype=np.uint32).reshape(-1, m.NOISE_PIECES),
         ).to_bytes()
         self.stage = ClientStage.DONE
+        # The round is over for us (DONE accepts no message): let go of the boxes, channel keys and survivor
+        # views, about 10 kB per SecAgg+ client, before the server reconstructs (one process may play n clients).
+        del self._box_blob, self._box_ids, self._box_ends, self._peers, self._own_share, self._own_noise_share
+        if self.active:
+            del self._near_ids, self._near, self._survivors
         return out
 
     def _check_noise_group(self, msg: m.UnmaskRequest, alive: set[int], known: set[int]) -> int:

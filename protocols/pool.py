@@ -10,7 +10,9 @@ Dask) runs :func:`serve` on each part with the envelopes' global positions and c
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, cast
@@ -18,7 +20,7 @@ from typing import Protocol, cast
 import numpy as np
 
 from protocols import messages as m
-from protocols.client import SecAggClient
+from protocols.client import SecAggClient, release_caches
 from protocols.pki import KeyRegistry, create_identities
 from protocols.security import DEFAULT_MAX_CLIENTS, ClientPolicy
 from protocols.stages import STAGE_NAMES
@@ -171,6 +173,28 @@ def serve(
     return out
 
 
+_malloc_trim: Callable[[int], int] | None = None
+
+
+def _trim_heap() -> None:
+    """Hand the heap's free pages back to the system (glibc ``malloc_trim``; nothing elsewhere). After the
+    unmasking stage an in-process pool's clients have let go of their boxes and keys (about 10 kB each,
+    scattered through the heap); the server's share tables and reconstruction then need fresh pages, which
+    glibc maps anew rather than reusing those holes, so without this the peak RSS carries both."""
+    global _malloc_trim
+    if _malloc_trim is None:
+        trim: Callable[[int], int] = lambda pad: 0  # noqa: E731 (no glibc: nothing to do)
+        if sys.platform.startswith("linux"):
+            try:
+                fn = ctypes.CDLL("libc.so.6").malloc_trim
+                fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
+                trim = fn
+            except (OSError, AttributeError):
+                pass
+        _malloc_trim = trim
+    _malloc_trim(0)
+
+
 def _drain(envelopes: Sequence[Envelope]) -> Iterator[tuple[int, Envelope]]:
     """(position, envelope) pairs; for a list, each entry is replaced by None as it is handed out."""
     if not isinstance(envelopes, list):
@@ -274,4 +298,9 @@ class InProcessClientPool:
         """Every envelope to its client(s), one after another; replies and refusal reports in that order.
         A list of envelopes is consumed: each entry is cleared once its client has it, so a stage's downlink
         (e.g. n roster slices) is let go message by message while the replies accumulate."""
-        return merge([serve(self.clients, self.silent_from, stage, _drain(envelopes))])
+        out = merge([serve(self.clients, self.silent_from, stage, _drain(envelopes))])
+        if stage == "share_keys":  # the parsed roster keys are spent (n k of them at most, O(n) kept)
+            release_caches()
+        elif stage == "unmasking":  # every client has let go of its state
+            _trim_heap()
+        return out
