@@ -5,7 +5,9 @@ A round of n clients with d-dimensional inputs in Z_{2^bits} runs through ``prot
 no n x d array), SecAgg+ with degree k (default 32) and the smallest threshold an active client accepts, active mode,
 10 % of the clients silent from the masked-input stage on. Printed per configuration: the peak RSS of the
 process (``ru_maxrss``) against the same process's RSS before the round (imports, libraries), the packed input
-of all clients (n d bits / 8 bytes, the baseline), and the MaskedInput size against the raw vector (d bits / 8).
+of all clients (n d bits / 8 bytes, the baseline), and the MaskedInput size against the raw vector (d bits / 8);
+then the stage split (Linux: /proc): the RSS when each stage's downlink reaches the clients (after the server's
+part of the previous stage), after the clients' replies, and the peak so far.
 
 Run: python benchmarks/bench_round_memory.py [--n N --d D --bits B --k K] [--baseline]   (default: the two
 configurations of the issue's targets, n = 10^4, d = 10^3 and n = 100, d = 10^6, at 20 bits; ``--baseline``
@@ -24,7 +26,19 @@ import time
 import numpy as np
 
 
-def one(n: int, d: int, bits: int, k: int, baseline: int = 0) -> dict[str, float]:
+def _status() -> tuple[int, int]:
+    """(VmRSS, VmHWM) of this process in bytes from /proc (Linux); (0, 0) elsewhere."""
+    try:
+        with open("/proc/self/status") as f:
+            got = {
+                k: int(v.split()[0]) * 1024 for k, v in (line.split(":", 1) for line in f) if k in ("VmRSS", "VmHWM")
+            }
+    except OSError:
+        return 0, 0
+    return got.get("VmRSS", 0), got.get("VmHWM", 0)
+
+
+def one(n: int, d: int, bits: int, k: int, baseline: int = 0) -> dict[str, object]:
     from protocols import InProcessClientPool, min_threshold, run_pooled_round
     from protocols import messages as m
 
@@ -39,6 +53,16 @@ def one(n: int, d: int, bits: int, k: int, baseline: int = 0) -> dict[str, float
         pool = InProcessClientPool({c: make(c) for c in seeds})
     else:
         pool = InProcessClientPool.lazy(sorted(seeds), make)
+    split: list[tuple[str, int, int, int]] = []  # (stage, RSS before its clients, RSS after them, peak so far)
+    deliver = pool.deliver
+
+    def metered(stage: str, envelopes):  # type: ignore[no-untyped-def]
+        before = _status()[0]
+        out = deliver(stage, envelopes)
+        split.append((stage, before, *_status()))
+        return out
+
+    pool.deliver = metered  # type: ignore[method-assign]
     gone = set(range(0, n, 10))
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     t0 = time.perf_counter()
@@ -60,7 +84,18 @@ def one(n: int, d: int, bits: int, k: int, baseline: int = 0) -> dict[str, float
         want += make(c)
     assert np.array_equal(res.aggregate, want & np.uint64((1 << bits) - 1)), "aggregate is not exact"
     upload = len(m.MaskedInput(bytes(16), 0, m.SERVER, bits, np.zeros(d, np.uint64)).to_bytes())
-    return {"n": n, "d": d, "bits": bits, "k": k, "t": t, "seconds": secs, "rss0": rss0, "rss": rss, "upload": upload}
+    return {
+        "n": n,
+        "d": d,
+        "bits": bits,
+        "k": k,
+        "t": t,
+        "seconds": secs,
+        "rss0": rss0,
+        "rss": rss,
+        "upload": upload,
+        "split": split,
+    }
 
 
 def main() -> None:
@@ -92,6 +127,13 @@ def main() -> None:
             f"peak / packed inputs {r['rss'] / packed:.1f}x); round {r['seconds']:.1f} s; "
             f"MaskedInput {r['upload']:,} B = {r['upload'] / raw:.3f} x raw ({raw:,.0f} B)"
         )
+        if r["split"]:  # RSS when the stage's downlink reaches the clients / after their replies; peak so far
+            print(
+                "  stage split (MiB, RSS before -> after the clients' part, peak so far): "
+                + "; ".join(
+                    f"{st} {a / 2**20:,.0f} -> {b / 2**20:,.0f} ({h / 2**20:,.0f})" for st, a, b, h in r["split"]
+                )
+            )
 
 
 if __name__ == "__main__":
