@@ -99,9 +99,9 @@ class _Shared:
     messages."""
 
     commitment: bytes
-    recipients: tuple[int, ...]
+    recipients: np.ndarray  # int64, in message order (an array: a tuple of k int objects costs ~1.2 kB)
     data: bytes = field(repr=False)
-    spans: np.ndarray = field(repr=False)  # (boxes, 2) int64: start and end of each box in ``data``
+    spans: np.ndarray = field(repr=False)  # (boxes, 2) int32: start and end of each box in ``data``
 
     @classmethod
     def of(cls, msg: m.ShareKeys, data: bytes) -> _Shared:
@@ -111,7 +111,8 @@ class _Shared:
         tail = len(msg.noise_commitment)  # add-then-remove: the noise commitment follows the boxes
         if (ends[-1] if ends.size else m.HEADER_LEN + 36) + tail != len(data):  # guards the layout assumption
             raise ProtocolError("ShareKeys layout does not match its bytes")
-        return cls(msg.commitment, msg.recipients, bytes(data), np.stack([ends - lengths, ends], axis=1))
+        spans = np.stack([ends - lengths, ends], axis=1).astype(np.int32)  # a message is < 2 GiB
+        return cls(msg.commitment, np.asarray(msg.recipients, dtype=np.int64).reshape(-1), bytes(data), spans)
 
     def boxes(self) -> list[bytes]:
         return [self.data[a:b] for a, b in self.spans.tolist()]
@@ -610,22 +611,30 @@ class SecAggServer:
         # Who sent v a box, and where in the sender's message: (senders, box positions) per recipient. Boxes
         # are cut out of the received bytes one bundle at a time, so no second copy of all O(n k) boxes exists
         # next to the received messages and the bundles.
-        inbox: dict[int, tuple[list[int], list[int]]] = {v: ([], []) for v in self._u2}
-        for u in sorted(self._u2):
-            for j, v in enumerate(self._shares[u].recipients):
-                if v in inbox:
-                    inbox[v][0].append(u)
-                    inbox[v][1].append(j)
+        # As three int arrays sorted by (recipient, sender) -- not n lists of ints: O(n k) int objects.
+        owners = sorted(self._u2)
+        counts = [self._shares[u].recipients.size for u in owners]
+        u2 = np.asarray(owners, dtype=np.int64)
+        src = np.repeat(u2, counts)
+        dst = np.concatenate([self._shares[u].recipients for u in owners]) if owners else src
+        pos = np.arange(src.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        keep = np.isin(dst, u2)  # recipients that shared keys themselves
+        src, dst, pos = src[keep], dst[keep], pos[keep]
+        order = np.lexsort((src, dst))
+        src, dst, pos = src[order], dst[order], pos[order]
+        del keep, order
         # Only each commitment to b_u is needed after the boxes are forwarded.
         self._commitments = {u: sent.commitment for u, sent in self._shares.items()}
         # Bundles are built in ring order and a ShareKeys is let go once its last box is cut: a sender's
         # recipients are its ring neighbours, so only O(k) received messages are alive next to the bundles
         # (in id order each would live until nearly the end: the bundles and all n k boxes twice over).
-        left = {u: sum(1 for v in sent.recipients if v in inbox) for u, sent in self._shares.items()}
-        ring = self._graph.order.tolist() if not self._graph.full else sorted(inbox)
+        got, many = np.unique(src, return_counts=True)
+        left = dict.fromkeys(owners, 0) | dict(zip(got.tolist(), many.tolist(), strict=True))
+        ring = self._graph.order.tolist() if not self._graph.full else owners
         out = []
-        for v in (v for v in ring if v in inbox):
-            senders, at = inbox.pop(v)
+        for v in (v for v in ring if v in left):
+            lo, hi = int(np.searchsorted(dst, v)), int(np.searchsorted(dst, v, side="right"))
+            senders, at = src[lo:hi].tolist(), pos[lo:hi].tolist()
             boxes = tuple(self._shares[u].box(j) for u, j in zip(senders, at, strict=True))
             out.append((v, m.ShareBundle(self.round_id, m.SERVER, v, tuple(senders), boxes).to_bytes()))
             del boxes
