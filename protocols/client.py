@@ -115,6 +115,10 @@ class _Kept:
         self.graph, self.ids = graph, ids
 
 
+_NO_IDS = np.zeros(0, dtype=np.int64)
+_NO_IDS.flags.writeable = False
+
+
 class _PeerTable(Mapping[int, tuple[bytes, bytes]]):
     """Our neighbours' channel keys and pairwise mask seeds, ``table[v] = (channel key, s_uv)``, 64 bytes per
     neighbour in one bytes object indexed by a sorted id array: a process playing n clients keeps n k of
@@ -167,8 +171,8 @@ class _HolderIndex(Mapping[int, int]):
 
     def __init__(self, ids: list[int], indices: tuple[int, ...], positions: np.ndarray) -> None:
         self._ids = np.asarray(ids, dtype=np.int64).reshape(-1)  # ascending
-        self._idx = np.asarray(indices, dtype=np.int64).reshape(-1)
-        self.positions = np.asarray(positions, dtype=np.int64).reshape(-1)  # ring position of each holder
+        self._idx = np.asarray(indices, dtype=np.uint32).reshape(-1)  # leaf indices < n < 2^32: half the bytes
+        self.positions = np.asarray(positions, dtype=np.uint32).reshape(-1)  # ring position of each holder
 
     def position(self, v: int) -> int:
         """Ring position of holder ``v``."""
@@ -487,7 +491,8 @@ class SecAggClient:
         ).to_bytes()
         self._self_seed, self._own_share, self._peers = self_seed, own, _PeerTable(recipients, secrets)
         self._own_noise_share = own_noise
-        self._n, self._view, self._index, self._roster_statement = n, _Kept(graph, view.ids), index, msg.statement
+        kept = _Kept(graph, view.ids if graph.full else _NO_IDS)  # SecAgg+: our holders' ids are in _index_of
+        self._n, self._view, self._index, self._roster_statement = n, kept, index, msg.statement
         self._index_of = (  # SecAgg+: our holders' leaf indices and ring positions (full graph: empty)
             _HolderIndex([], (), np.zeros(0))
             if graph.full
