@@ -462,8 +462,23 @@ def _discretised(
     )
     surv = np.minimum.accumulate(np.clip(surv, 0.0, 1.0))
     probs = np.maximum(surv - np.append(surv[1:], c.p_out), 0.0)  # [eps_i, eps_{i+1}) -> eps_i; top: [eps_m, inf)
-    eps_hi = _epsilon(-m, pess, pess_inf, h, rounds, delta, trunc)
-    return eps_hi, min(_epsilon(-m, probs, c.p_out, h, rounds, delta, trunc), eps_hi)
+    if rounds > 1 and _chunk_workers(2, probs.size * 32) > 1:  # two independent compositions: one on a worker
+        from concurrent.futures import ThreadPoolExecutor  # lazy: only a large job pays for the import
+
+        err = np.geterr()
+
+        def optimistic() -> float:
+            with np.errstate(**err):  # numpy's error state is per thread: the caller's applies here too
+                return _epsilon(-m, probs, c.p_out, h, rounds, delta, trunc)
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            future = pool.submit(optimistic)
+            eps_hi = _epsilon(-m, pess, pess_inf, h, rounds, delta, trunc)
+            eps_lo = future.result()
+    else:
+        eps_hi = _epsilon(-m, pess, pess_inf, h, rounds, delta, trunc)
+        eps_lo = _epsilon(-m, probs, c.p_out, h, rounds, delta, trunc)
+    return eps_hi, min(eps_lo, eps_hi)
 
 
 def _connect_dots_pessimistic(h: float, idx: np.ndarray, deltas: np.ndarray) -> tuple[np.ndarray, float]:
