@@ -262,3 +262,49 @@ def test_default_grid_refines_when_the_slack_is_large() -> None:
     assert fine.discretization < coarse.discretization
     assert fine.epsilon_optimistic <= fine.epsilon <= coarse.epsilon
     assert coarse.epsilon_optimistic <= fine.epsilon
+
+
+def test_logsumexp_replica_equals_scipy_bit_for_bit() -> None:
+    # The Chernoff truncation bounds use a copy of scipy.special.logsumexp's arithmetic (real 1-D input, weights
+    # b); the oracle is SciPy itself. Random pmfs with exact zeros, an all-zero pmf (-inf), point masses, and the
+    # orders the bounds use; every value must be the same float (NaN only where SciPy gives NaN).
+    from scipy import special
+
+    from secagg_dp.accounting.checkin.pld import _CHERNOFF_ORDERS, _logsumexp_weighted
+
+    rng = np.random.default_rng(20240611)
+    for trial in range(120):
+        size = int(rng.integers(1, 2500))
+        p = rng.random(size) ** int(rng.integers(1, 30))
+        p[rng.random(size) < 0.2] = 0.0
+        if trial % 7 == 0:
+            p[:] = 0.0
+        if trial % 11 == 0:
+            p = np.zeros(size)
+            p[rng.integers(0, size)] = 1.0
+        p /= max(float(p.sum()), 1e-300)
+        ar = np.arange(size)
+        for order in _CHERNOFF_ORDERS / size:
+            want = float(special.logsumexp(ar * order, b=p))
+            got = _logsumexp_weighted(ar * order, p, p == 0)
+            assert got == want or (math.isnan(got) and math.isnan(want)), (trial, order, got, want)
+
+
+def test_worker_threads_leave_every_number_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The component tails are summed in chunk order whether the chunks run on worker threads or not, and the
+    # pessimistic and optimistic compositions are independent: the certificate must be the same floats with
+    # one thread and with several (the oracle is the single-threaded computation).
+    from secagg_dp.accounting.checkin import pld as mod
+
+    args = [(10**4, 0.1, 1.0, 10, 1e-5, "analyst"), (2000, 0.05, 0.8, 50, 1e-6, "server")]
+    for n, gamma, sigma, rounds, delta, observer in args:
+        monkeypatch.setattr(mod, "_chunk_workers", lambda chunks, work: 1)
+        one = checkin_pld(n, gamma, sigma, rounds, delta, observer=observer)
+        c = mod._components(n, gamma, sigma, observer, 1e-12, 1e-4)
+        grid = np.linspace(0.0, 3.0, 5001)
+        tails_one = mod._tails(c, grid)
+        monkeypatch.setattr(mod, "_chunk_workers", lambda chunks, work: min(chunks, 3))
+        many = checkin_pld(n, gamma, sigma, rounds, delta, observer=observer)
+        tails_many = mod._tails(c, grid)
+        assert many == one
+        assert np.array_equal(tails_many[0], tails_one[0]) and np.array_equal(tails_many[1], tails_one[1])
