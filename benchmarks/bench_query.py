@@ -5,6 +5,8 @@ Times ``secagg-dp --help``, the README's ``account checkin`` query, the issue's 
 wall clock and CPU (user + system of the child). Baselines measured in the same run: ``python -c pass``
 (the interpreter's floor) and, with ``--baseline-rev REV``, the same commands on the package as of git
 revision REV (extracted to a temporary folder), whose outputs must equal today's for the account queries.
+Both trees are byte-compiled first (``compileall``; ``--no-compile`` skips it), as an installed package is:
+otherwise, under ``PYTHONDONTWRITEBYTECODE``, every run recompiles the package's modules (0.1-0.2 s here).
 
     python benchmarks/bench_query.py                      # today's code against `python -c pass`
     python benchmarks/bench_query.py --baseline-rev main  # ... and against main (calibrate skipped there:
@@ -68,16 +70,28 @@ def extract(rev: str, into: Path) -> Path:
     return into / "tree"
 
 
+def byte_compile(path: Path) -> None:
+    """Write the bytecode of the tree's packages (pip does this on install; an editable tree caches it on
+    first import unless PYTHONDONTWRITEBYTECODE is set)."""
+    dirs = [str(path / d) for d in ("secagg_dp", "protocols", "simulations") if (path / d).is_dir()]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *dirs], check=True, stdout=subprocess.DEVNULL)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=3, help="runs per command, best kept (calibrate: 1)")
     p.add_argument("--baseline-rev", default=None, help="also time the package at this git revision")
     p.add_argument("--baseline-calibrate", action="store_true", help="time calibrate at the baseline too")
+    p.add_argument("--no-compile", action="store_true", help="do not byte-compile the trees first")
     args = p.parse_args()
     floor = best([sys.executable, "-c", "pass"], ROOT, args.repeat)
     print(f"python -c pass: {floor[0]:.3f} s wall, {floor[1]:.3f} s CPU (floor, same run)")
     with tempfile.TemporaryDirectory() as tmp:
         base = extract(args.baseline_rev, Path(tmp)) if args.baseline_rev else None
+        if not args.no_compile:
+            for tree in (ROOT, base):
+                if tree is not None:
+                    byte_compile(tree)
         head = f"{'command':<36}{'wall s':>8}{'CPU s':>8}{'x floor':>9}"
         if base is not None:
             head += f"{'base wall':>11}{'base CPU':>10}{'wall gain':>11}{'CPU gain':>10}  output"
