@@ -180,11 +180,7 @@ def _handle(args: argparse.Namespace) -> int:
     pld = pld_server = pld_note = None
     pool = pld_job = None
     if method == "pld":
-        # the PLD certificates and the RDP lines below share no state: the PLD pair runs on a worker thread
-        # while this thread computes the RDP lines (numpy's kernels release the GIL); the numbers are the
-        # same as one after the other
-        from concurrent.futures import ThreadPoolExecutor
-
+        from secagg_dp._parallel import idle_cpus
         from secagg_dp.accounting.checkin.pld import PLDCertificate, checkin_pld
 
         def pld_pair() -> tuple[PLDCertificate, PLDCertificate]:
@@ -193,8 +189,21 @@ def _handle(args: argparse.Namespace) -> int:
                 checkin_pld(args.n, gamma, args.sigma, args.rounds, args.delta, observer="server"),
             )
 
-        pool = ThreadPoolExecutor(max_workers=1)
-        pld_job = pool.submit(pld_pair)
+        if idle_cpus(2) >= 2:
+            # the PLD certificates and the RDP lines below share no state: with an idle CPU the PLD pair runs
+            # on a worker thread while this thread computes the RDP lines (numpy's kernels release the GIL);
+            # the numbers are the same as one after the other
+            from concurrent.futures import ThreadPoolExecutor
+
+            pool = ThreadPoolExecutor(max_workers=1)
+            pld_job = pool.submit(pld_pair)
+        else:
+            try:
+                pld, pld_server = pld_pair()
+            except ParameterError as exc:  # outside the PLD grid's range: the default falls back to RDP
+                if args.method == "pld":
+                    raise
+                method, pld, pld_server, pld_note = "rdp", None, None, f"pld unavailable, rdp used: {exc}"
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

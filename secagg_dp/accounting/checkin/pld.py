@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +35,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
+from secagg_dp._parallel import idle_cpus
 from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.accounting.checkin.tails import binom_window_edge, log_binom_pmf, log_binom_tail_ub
 from secagg_dp.errors import ParameterError
@@ -246,14 +246,11 @@ _MAX_WORKERS = 4
 
 
 def _chunk_workers(chunks: int, work: int) -> int:
-    """Worker threads for :func:`_tails`: one per available CPU (at most ``_MAX_WORKERS``), one for small jobs."""
+    """Worker threads for :func:`_tails` and :func:`_discretised`: one per idle CPU (:func:`secagg_dp._parallel.
+    idle_cpus`, at most ``_MAX_WORKERS``); one for small jobs."""
     if chunks < 2 or work < _PARALLEL_MIN_WORK:
         return 1
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus, _MAX_WORKERS, chunks))
+    return idle_cpus(min(_MAX_WORKERS, chunks))
 
 
 def wor_gaussian_delta(q: float, std: float, epsilons: np.ndarray) -> np.ndarray:
