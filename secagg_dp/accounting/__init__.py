@@ -15,154 +15,165 @@ differ only by module (``checkin.DEFAULT_ORDERS``, the former name of ``CHECKIN_
 ``NEIGHBOURING``, the check-in adapter ``checkin.rdp_to_epsilon``) stay in their modules.
 """
 
-from secagg_dp.accounting.checkin.accountant import CHECKIN_METHODS, CheckinAccountant, pld_supports, tightest_method
-from secagg_dp.accounting.checkin.baselines import (
-    analytic_gaussian_epsilon,
-    chernoff_shortcut_epsilon,
-    chernoff_shortcut_rdp,
-    strong_composition_baseline,
-)
-from secagg_dp.accounting.checkin.bases import DDGSum, GaussianSum, SkellamSum
-from secagg_dp.accounting.checkin.dropout import (
-    PROTOCOL_DROPOUT_STAGES,
-    DropoutStage,
-    calibrate_gaussian_multiplier,
-    effective_checkin_rate,
-    gaussian_composed_epsilon,
-    p_versus_gamma,
-    staged_checkin_rate,
-    underdelivered_epsilon,
-)
-from secagg_dp.accounting.checkin.events import CheckinRound
-from secagg_dp.accounting.checkin.local_steps import (
-    SEED004_LABEL,
-    LocalStep,
-    LocalStepsDDG,
-    LocalStepsGaussian,
-    LocalStepsSkellam,
-    calibrate_local_sigma,
-    fuse_steps,
-    heterogeneous_gaussian_rdp,
-    local_steps_epsilon,
-    seed004_joint_noise_rdp,
-    sum_dominating_step,
-    table1_comparison,
-)
-from secagg_dp.accounting.checkin.mixture import (
-    CHECKIN_ORDERS,
-    OBSERVERS,
-    BaseMechanism,
-    CheckinCertificate,
-    MixtureResult,
-    PerKProvider,
-    PerKTable,
-    SubsampledCheckin,
-    checkin_epsilon,
-    checkin_mixture,
-    checkin_orders,
-    checkin_rdp,
-    window_certificate,
-)
-from secagg_dp.accounting.checkin.observers import (
-    server_certificate,
-    server_ex_post_certificate,
-    server_view_provider,
-)
-from secagg_dp.accounting.checkin.pld import (
-    PLD_OBSERVERS,
-    PLDCertificate,
-    calibrate_checkin_pld,
-    checkin_pld,
-    checkin_round_delta,
-    epsilon_for_delta,
-    wor_gaussian_delta,
-)
-from secagg_dp.accounting.checkin.providers import CHECKIN_MECHANISMS, checkin_provider
-from secagg_dp.accounting.checkin.tails import binom_window_edge, log_binom_pmf, log_binom_tail_ub
-from secagg_dp.accounting.core.accountant import BOUNDS, Certificate, PrivacyAccountant, check_observer
-from secagg_dp.accounting.core.calibration import (
-    calibrate_gaussian_noise_multiplier,
-    calibrate_noise,
-    gaussian_epsilon,
-)
-from secagg_dp.accounting.core.conversion import (
-    LargestOrderWarning,
-    dp_delta,
-    dp_to_rdp,
-    dp_to_rdp_lemma1,
-    pure_dp_to_rdp,
-    rdp_to_dp,
-    rdp_to_dp_mironov,
-)
-from secagg_dp.accounting.core.events import (
-    NEIGHBOURING_RELATIONS,
-    Composed,
-    DiscreteGaussian,
-    DistributedDiscreteGaussian,
-    Gaussian,
-    PoissonSampled,
-    PrivacyEvent,
-    SampledWithoutReplacement,
-    SelfComposed,
-    Skellam,
-    check_neighbouring,
-    sampled,
-    sum_l2_sensitivity,
-)
-from secagg_dp.accounting.core.interop import dp_neighboring_relation, from_dp_event, to_dp_event
-from secagg_dp.accounting.core.ledger import (
-    LedgerError,
-    PrivacyLedger,
-    RdpAccountant,
-    UnsupportedEventError,
-    register_event_type,
-)
-from secagg_dp.accounting.core.logspace import log1p_exp, log_binomial_sum, log_comb, log_expm1
-from secagg_dp.accounting.core.pairs import wor_gaussian_pair_log_am1, wor_gaussian_pair_rdp
-from secagg_dp.accounting.core.pld_accountant import PLDAccountant
-from secagg_dp.accounting.core.rdp import (
-    DEFAULT_ORDERS,
-    ddg_rdp,
-    ddg_tau,
-    discrete_gaussian_rdp,
-    gaussian_rdp,
-    skellam_rdp,
-)
-from secagg_dp.accounting.core.subsampling import (
-    integer_rdp_table,
-    poisson_subsampled_gaussian_log_am1,
-    poisson_subsampled_gaussian_rdp,
-    poisson_subsampled_rdp,
-    revealed_participation_rdp,
-    wor_subsampled_gaussian_log_am1,
-    wor_subsampled_gaussian_rdp,
-    wor_subsampled_log_am1,
-    wor_subsampled_rdp,
-)
-from secagg_dp.accounting.shuffle.certificates import SHUFFLE_BOUNDS, shuffle_certificate
-from secagg_dp.accounting.shuffle.gaussian import (
-    shuffle_gaussian_log_moments,
-    shuffle_gaussian_rdp,
-    shuffle_gaussian_rdp_partition,
-    shuffle_gaussian_rdp_upper,
-)
-from secagg_dp.accounting.shuffle.ldp import (
-    LDPResult,
-    approach_epsilon,
-    first_cut,
-    first_cut_epsilon,
-    fmt_shuffle,
-    seed000_lower_rdp,
-    seed000_upper_rdp,
-    subsample_dp,
-)
-from secagg_dp.accounting.shuffle.shuffled_checkin import (
-    binomial_window,
-    shuffled_checkin_gaussian_rdp_chernoff,
-    shuffled_checkin_gaussian_rdp_pair_lower,
-    shuffled_checkin_gaussian_rdp_windowed,
-    subsampled_shuffle_gaussian_rdp,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names, for type checkers and the API reference; at run time each loads on first use
+    from secagg_dp.accounting.checkin.accountant import (
+        CHECKIN_METHODS,
+        CheckinAccountant,
+        pld_supports,
+        tightest_method,
+    )
+    from secagg_dp.accounting.checkin.baselines import (
+        analytic_gaussian_epsilon,
+        chernoff_shortcut_epsilon,
+        chernoff_shortcut_rdp,
+        strong_composition_baseline,
+    )
+    from secagg_dp.accounting.checkin.bases import DDGSum, GaussianSum, SkellamSum
+    from secagg_dp.accounting.checkin.dropout import (
+        PROTOCOL_DROPOUT_STAGES,
+        DropoutStage,
+        calibrate_gaussian_multiplier,
+        effective_checkin_rate,
+        gaussian_composed_epsilon,
+        p_versus_gamma,
+        staged_checkin_rate,
+        underdelivered_epsilon,
+    )
+    from secagg_dp.accounting.checkin.events import CheckinRound
+    from secagg_dp.accounting.checkin.local_steps import (
+        SEED004_LABEL,
+        LocalStep,
+        LocalStepsDDG,
+        LocalStepsGaussian,
+        LocalStepsSkellam,
+        calibrate_local_sigma,
+        fuse_steps,
+        heterogeneous_gaussian_rdp,
+        local_steps_epsilon,
+        seed004_joint_noise_rdp,
+        sum_dominating_step,
+        table1_comparison,
+    )
+    from secagg_dp.accounting.checkin.mixture import (
+        CHECKIN_ORDERS,
+        OBSERVERS,
+        BaseMechanism,
+        CheckinCertificate,
+        MixtureResult,
+        PerKProvider,
+        PerKTable,
+        SubsampledCheckin,
+        checkin_epsilon,
+        checkin_mixture,
+        checkin_orders,
+        checkin_rdp,
+        window_certificate,
+    )
+    from secagg_dp.accounting.checkin.observers import (
+        server_certificate,
+        server_ex_post_certificate,
+        server_view_provider,
+    )
+    from secagg_dp.accounting.checkin.pld import (
+        PLD_OBSERVERS,
+        PLDCertificate,
+        calibrate_checkin_pld,
+        checkin_pld,
+        checkin_round_delta,
+        epsilon_for_delta,
+        wor_gaussian_delta,
+    )
+    from secagg_dp.accounting.checkin.providers import CHECKIN_MECHANISMS, checkin_provider
+    from secagg_dp.accounting.checkin.tails import binom_window_edge, log_binom_pmf, log_binom_tail_ub
+    from secagg_dp.accounting.core.accountant import BOUNDS, Certificate, PrivacyAccountant, check_observer
+    from secagg_dp.accounting.core.calibration import (
+        calibrate_gaussian_noise_multiplier,
+        calibrate_noise,
+        gaussian_epsilon,
+    )
+    from secagg_dp.accounting.core.conversion import (
+        LargestOrderWarning,
+        dp_delta,
+        dp_to_rdp,
+        dp_to_rdp_lemma1,
+        pure_dp_to_rdp,
+        rdp_to_dp,
+        rdp_to_dp_mironov,
+    )
+    from secagg_dp.accounting.core.events import (
+        NEIGHBOURING_RELATIONS,
+        Composed,
+        DiscreteGaussian,
+        DistributedDiscreteGaussian,
+        Gaussian,
+        PoissonSampled,
+        PrivacyEvent,
+        SampledWithoutReplacement,
+        SelfComposed,
+        Skellam,
+        check_neighbouring,
+        sampled,
+        sum_l2_sensitivity,
+    )
+    from secagg_dp.accounting.core.interop import dp_neighboring_relation, from_dp_event, to_dp_event
+    from secagg_dp.accounting.core.ledger import (
+        LedgerError,
+        PrivacyLedger,
+        RdpAccountant,
+        UnsupportedEventError,
+        register_event_type,
+    )
+    from secagg_dp.accounting.core.logspace import log1p_exp, log_binomial_sum, log_comb, log_expm1
+    from secagg_dp.accounting.core.pairs import wor_gaussian_pair_log_am1, wor_gaussian_pair_rdp
+    from secagg_dp.accounting.core.pld_accountant import PLDAccountant
+    from secagg_dp.accounting.core.rdp import (
+        DEFAULT_ORDERS,
+        ddg_rdp,
+        ddg_tau,
+        discrete_gaussian_rdp,
+        gaussian_rdp,
+        skellam_rdp,
+    )
+    from secagg_dp.accounting.core.subsampling import (
+        integer_rdp_table,
+        poisson_subsampled_gaussian_log_am1,
+        poisson_subsampled_gaussian_rdp,
+        poisson_subsampled_rdp,
+        revealed_participation_rdp,
+        wor_subsampled_gaussian_log_am1,
+        wor_subsampled_gaussian_rdp,
+        wor_subsampled_log_am1,
+        wor_subsampled_rdp,
+    )
+    from secagg_dp.accounting.shuffle.certificates import SHUFFLE_BOUNDS, shuffle_certificate
+    from secagg_dp.accounting.shuffle.gaussian import (
+        shuffle_gaussian_log_moments,
+        shuffle_gaussian_rdp,
+        shuffle_gaussian_rdp_partition,
+        shuffle_gaussian_rdp_upper,
+    )
+    from secagg_dp.accounting.shuffle.ldp import (
+        LDPResult,
+        approach_epsilon,
+        first_cut,
+        first_cut_epsilon,
+        fmt_shuffle,
+        seed000_lower_rdp,
+        seed000_upper_rdp,
+        subsample_dp,
+    )
+    from secagg_dp.accounting.shuffle.shuffled_checkin import (
+        binomial_window,
+        shuffled_checkin_gaussian_rdp_chernoff,
+        shuffled_checkin_gaussian_rdp_pair_lower,
+        shuffled_checkin_gaussian_rdp_windowed,
+        subsampled_shuffle_gaussian_rdp,
+    )
 
 __all__ = [
     "DEFAULT_ORDERS",
@@ -304,3 +315,87 @@ __all__ = [
     "seed000_upper_rdp",
     "seed000_lower_rdp",
 ]
+
+# module -> the names this package takes from it: the imports above, for the run-time loader below
+# (tests/test_public_api.py checks that the two lists agree)
+_EXPORTS = {
+    "checkin.accountant": "CHECKIN_METHODS CheckinAccountant pld_supports tightest_method",
+    "checkin.baselines": (
+        "analytic_gaussian_epsilon chernoff_shortcut_epsilon chernoff_shortcut_rdp strong_composition_baseline"
+    ),
+    "checkin.bases": "DDGSum GaussianSum SkellamSum",
+    "checkin.dropout": (
+        "PROTOCOL_DROPOUT_STAGES DropoutStage calibrate_gaussian_multiplier effective_checkin_rate "
+        "gaussian_composed_epsilon p_versus_gamma staged_checkin_rate underdelivered_epsilon"
+    ),
+    "checkin.events": "CheckinRound",
+    "checkin.local_steps": (
+        "SEED004_LABEL LocalStep LocalStepsDDG LocalStepsGaussian LocalStepsSkellam calibrate_local_sigma "
+        "fuse_steps heterogeneous_gaussian_rdp local_steps_epsilon seed004_joint_noise_rdp "
+        "sum_dominating_step table1_comparison"
+    ),
+    "checkin.mixture": (
+        "CHECKIN_ORDERS OBSERVERS BaseMechanism CheckinCertificate MixtureResult PerKProvider PerKTable "
+        "SubsampledCheckin checkin_epsilon checkin_mixture checkin_orders checkin_rdp window_certificate"
+    ),
+    "checkin.observers": "server_certificate server_ex_post_certificate server_view_provider",
+    "checkin.pld": (
+        "PLD_OBSERVERS PLDCertificate calibrate_checkin_pld checkin_pld checkin_round_delta epsilon_for_delta "
+        "wor_gaussian_delta"
+    ),
+    "checkin.providers": "CHECKIN_MECHANISMS checkin_provider",
+    "checkin.tails": "binom_window_edge log_binom_pmf log_binom_tail_ub",
+    "core.accountant": "BOUNDS Certificate PrivacyAccountant check_observer",
+    "core.calibration": "calibrate_gaussian_noise_multiplier calibrate_noise gaussian_epsilon",
+    "core.conversion": (
+        "LargestOrderWarning dp_delta dp_to_rdp dp_to_rdp_lemma1 pure_dp_to_rdp rdp_to_dp rdp_to_dp_mironov"
+    ),
+    "core.events": (
+        "NEIGHBOURING_RELATIONS Composed DiscreteGaussian DistributedDiscreteGaussian Gaussian PoissonSampled "
+        "PrivacyEvent SampledWithoutReplacement SelfComposed Skellam check_neighbouring sampled "
+        "sum_l2_sensitivity"
+    ),
+    "core.interop": "dp_neighboring_relation from_dp_event to_dp_event",
+    "core.ledger": "LedgerError PrivacyLedger RdpAccountant UnsupportedEventError register_event_type",
+    "core.logspace": "log1p_exp log_binomial_sum log_comb log_expm1",
+    "core.pairs": "wor_gaussian_pair_log_am1 wor_gaussian_pair_rdp",
+    "core.pld_accountant": "PLDAccountant",
+    "core.rdp": "DEFAULT_ORDERS ddg_rdp ddg_tau discrete_gaussian_rdp gaussian_rdp skellam_rdp",
+    "core.subsampling": (
+        "integer_rdp_table poisson_subsampled_gaussian_log_am1 poisson_subsampled_gaussian_rdp "
+        "poisson_subsampled_rdp revealed_participation_rdp wor_subsampled_gaussian_log_am1 "
+        "wor_subsampled_gaussian_rdp wor_subsampled_log_am1 wor_subsampled_rdp"
+    ),
+    "shuffle.certificates": "SHUFFLE_BOUNDS shuffle_certificate",
+    "shuffle.gaussian": (
+        "shuffle_gaussian_log_moments shuffle_gaussian_rdp shuffle_gaussian_rdp_partition shuffle_gaussian_rdp_upper"
+    ),
+    "shuffle.ldp": (
+        "LDPResult approach_epsilon first_cut first_cut_epsilon fmt_shuffle seed000_lower_rdp "
+        "seed000_upper_rdp subsample_dp"
+    ),
+    "shuffle.shuffled_checkin": (
+        "binomial_window shuffled_checkin_gaussian_rdp_chernoff shuffled_checkin_gaussian_rdp_pair_lower "
+        "shuffled_checkin_gaussian_rdp_windowed subsampled_shuffle_gaussian_rdp"
+    ),
+}
+_SOURCE = {name: f"{__name__}.{module}" for module, names in _EXPORTS.items() for name in names.split()}
+_ROOMS = ("checkin", "core", "shuffle")
+
+
+def __getattr__(name: str) -> Any:
+    """A public name is imported from its module on first use (PEP 562), so that importing one module of a
+    room (as ``secagg-dp account checkin`` does) does not import every accountant, the ledger and the shuffle
+    model; the rooms themselves load the same way."""
+    if name in _ROOMS:
+        return importlib.import_module(f"{__name__}.{name}")
+    module = _SOURCE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -10,6 +10,9 @@ close: the caches and shortcuts are only allowed where they compute the same flo
 * PLD: the Connect-the-Dots pmf, the FFT composition and the conversion written here, against dp-accounting's
   ``create_pmf_pessimistic_connect_dots`` / ``self_compose`` / ``get_epsilon_for_delta`` chain; tails reused
   across grid halvings and sigma-free components kept across calls, against fresh evaluations;
+* PLD: the Chernoff truncation bounds with a copy of SciPy's ``logsumexp`` arithmetic, against SciPy's own
+  (and that copy against ``scipy.special.logsumexp`` on random pmfs); the component tails and the two
+  compositions on worker threads, against one thread;
 * the calibration's contract (certificate at most the target, a failing certificate within ``rel_tol`` below).
 """
 
@@ -211,6 +214,83 @@ def test_tails_reused_across_halvings_and_cached_components_equal_fresh_ones(cas
         cert.epsilon_optimistic,
         cert.window,
     )
+
+
+def test_logsumexp_replica_equals_scipy_bit_for_bit() -> None:
+    # The Chernoff truncation bounds use a copy of scipy.special.logsumexp's arithmetic (real 1-D input, weights
+    # b); the oracle is SciPy itself. Random pmfs with exact zeros, an all-zero pmf (-inf), point masses, and the
+    # orders the bounds use; every value must be the same float (NaN only where SciPy gives NaN).
+    rng = np.random.default_rng(20240611)
+    for trial in range(120):
+        size = int(rng.integers(1, 2500))
+        p = rng.random(size) ** int(rng.integers(1, 30))
+        p[rng.random(size) < 0.2] = 0.0
+        if trial % 7 == 0:
+            p[:] = 0.0
+        if trial % 11 == 0:
+            p = np.zeros(size)
+            p[rng.integers(0, size)] = 1.0
+        p /= max(float(p.sum()), 1e-300)
+        ar = np.arange(size)
+        for order in pld._CHERNOFF_ORDERS / size:
+            want = float(special.logsumexp(ar * order, b=p))
+            got = pld._logsumexp_weighted(ar * order, p, p == 0)
+            assert got == want or (math.isnan(got) and math.isnan(want)), (trial, order, got, want)
+
+
+def test_worker_threads_leave_every_number_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The component tails are summed in chunk order whether the chunks run on worker threads or not, and the
+    # pessimistic and optimistic compositions are independent: the certificate must be the same floats with
+    # one thread and with several (the oracle is the single-threaded computation).
+    args = [(10**4, 0.1, 1.0, 10, 1e-5, "analyst"), (2000, 0.05, 0.8, 50, 1e-6, "server")]
+    for n, gamma, sigma, rounds, delta, observer in args:
+        monkeypatch.setattr(pld, "_chunk_workers", lambda chunks, work: 1)
+        one = pld.checkin_pld(n, gamma, sigma, rounds, delta, observer=observer)
+        c = pld._components(n, gamma, sigma, observer, 1e-12, 1e-4)
+        grid = np.linspace(0.0, 3.0, 5001)
+        tails_one = pld._tails(c, grid)
+        monkeypatch.setattr(pld, "_chunk_workers", lambda chunks, work: min(chunks, 3))
+        many = pld.checkin_pld(n, gamma, sigma, rounds, delta, observer=observer)
+        tails_many = pld._tails(c, grid)
+        assert many == one
+        assert np.array_equal(tails_many[0], tails_one[0]) and np.array_equal(tails_many[1], tails_one[1])
+
+
+def _reference_self_convolve_bounds(p: np.ndarray, rounds: int, trunc: float) -> tuple[int, int]:
+    """The previous pld._self_convolve_bounds: scipy.special.logsumexp at each Chernoff order."""
+    hi = (len(p) - 1) * rounds
+    lo = 0
+    if trunc == 0:
+        return lo, hi
+    orders = pld._CHERNOFF_ORDERS / len(p)
+    ar = np.arange(len(p))
+    for order in orders:
+        bound = (rounds * special.logsumexp(ar * order, b=p) + math.log(2 / trunc)) / order
+        if not math.isfinite(bound):
+            continue
+        if order > 0:
+            hi = min(hi, math.ceil(bound))
+        if order < 0:
+            lo = max(lo, math.floor(bound))
+    return lo, hi
+
+
+@pytest.mark.parametrize("case", PLD_CASES)
+def test_truncation_bounds_equal_scipy_logsumexp_ones(case: tuple) -> None:
+    # the pessimistic and optimistic pmfs of each case's default grid, at several round counts
+    n, gamma, sigma, rounds, delta, observer = case
+    c, top, trunc = pld._setup(n, gamma, sigma, rounds, delta, observer, 1e-3, 1e-4)
+    m = int(math.ceil(top / (top / 2000)))
+    idx = np.arange(-m, m + 1)
+    with np.errstate(all="ignore"):
+        deltas, surv = pld._profile_and_survival(c, idx * (top / 2000))
+    pess, _ = pld._connect_dots_pessimistic(top / 2000, idx, np.maximum.accumulate(np.clip(deltas, 0, 1)[::-1])[::-1])
+    surv = np.minimum.accumulate(np.clip(surv, 0.0, 1.0))
+    opt = np.maximum(surv - np.append(surv[1:], c.p_out), 0.0)
+    for p in (pess, opt):
+        for t in (1, 2, 10, 1000):
+            for tr in (trunc, 1e-30, 0.0):
+                assert pld._self_convolve_bounds(p, t, tr) == _reference_self_convolve_bounds(p, t, tr)
 
 
 @pytest.mark.parametrize("args", [(1000, 0.1, 10, 1e-5, 0.5), (10000, 0.1, 100, 1e-4, 0.2)])

@@ -11,43 +11,74 @@ core and never the shuffle accountants. ``CHECKIN_ORDERS`` is the check-in order
 ``DEFAULT_ORDERS`` here is its former name (the same array).
 """
 
-from secagg_dp.accounting.checkin.accountant import *  # noqa: F403
-from secagg_dp.accounting.checkin.accountant import __all__ as _accountant
-from secagg_dp.accounting.checkin.baselines import *  # noqa: F403
-from secagg_dp.accounting.checkin.baselines import __all__ as _baselines
-from secagg_dp.accounting.checkin.bases import *  # noqa: F403
-from secagg_dp.accounting.checkin.bases import __all__ as _bases
-from secagg_dp.accounting.checkin.dropout import *  # noqa: F403
-from secagg_dp.accounting.checkin.dropout import __all__ as _dropout
-from secagg_dp.accounting.checkin.events import *  # noqa: F403
-from secagg_dp.accounting.checkin.events import __all__ as _events
-from secagg_dp.accounting.checkin.local_steps import *  # noqa: F403
-from secagg_dp.accounting.checkin.local_steps import __all__ as _local_steps
-from secagg_dp.accounting.checkin.mixture import *  # noqa: F403
-from secagg_dp.accounting.checkin.mixture import __all__ as _mixture
-from secagg_dp.accounting.checkin.observers import *  # noqa: F403
-from secagg_dp.accounting.checkin.observers import __all__ as _observers
-from secagg_dp.accounting.checkin.pld import *  # noqa: F403
-from secagg_dp.accounting.checkin.pld import __all__ as _pld
-from secagg_dp.accounting.checkin.providers import *  # noqa: F403
-from secagg_dp.accounting.checkin.providers import __all__ as _providers
-from secagg_dp.accounting.checkin.tails import *  # noqa: F403
-from secagg_dp.accounting.checkin.tails import __all__ as _tails
+from __future__ import annotations
 
-__all__ = list(
-    dict.fromkeys(
-        [
-            *_events,
-            *_accountant,
-            *_mixture,
-            *_bases,
-            *_tails,
-            *_dropout,
-            *_local_steps,
-            *_baselines,
-            *_observers,
-            *_pld,
-            *_providers,
-        ]
-    )
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names, for type checkers and the API reference; at run time they load on first use
+    from secagg_dp.accounting.checkin.accountant import *  # noqa: F403
+    from secagg_dp.accounting.checkin.baselines import *  # noqa: F403
+    from secagg_dp.accounting.checkin.bases import *  # noqa: F403
+    from secagg_dp.accounting.checkin.dropout import *  # noqa: F403
+    from secagg_dp.accounting.checkin.events import *  # noqa: F403
+    from secagg_dp.accounting.checkin.local_steps import *  # noqa: F403
+    from secagg_dp.accounting.checkin.mixture import *  # noqa: F403
+    from secagg_dp.accounting.checkin.observers import *  # noqa: F403
+    from secagg_dp.accounting.checkin.pld import *  # noqa: F403
+    from secagg_dp.accounting.checkin.providers import *  # noqa: F403
+    from secagg_dp.accounting.checkin.tails import *  # noqa: F403
+
+_MODULES = (
+    "accountant",
+    "baselines",
+    "bases",
+    "dropout",
+    "events",
+    "local_steps",
+    "mixture",
+    "observers",
+    "pld",
+    "providers",
+    "tails",
+)  # bound in this order (a later module's name wins, as with the star imports)
+_ALL_ORDER = (
+    "events",
+    "accountant",
+    "mixture",
+    "bases",
+    "tails",
+    "dropout",
+    "local_steps",
+    "baselines",
+    "observers",
+    "pld",
+    "providers",
 )
+
+
+def _load() -> None:
+    """Import every module of the room and bind their public names here (the former star imports)."""
+    mods = {m: importlib.import_module(f"{__name__}.{m}") for m in _MODULES}
+    for m in _MODULES:
+        globals().update({name: getattr(mods[m], name) for name in mods[m].__all__})
+    globals()["__all__"] = list(dict.fromkeys(name for m in _ALL_ORDER for name in mods[m].__all__))
+
+
+def __getattr__(name: str) -> Any:
+    """Public names and ``__all__`` load with the room's modules on first use (PEP 562): importing one module
+    of the room (as ``secagg-dp account checkin`` does) no longer imports all of them."""
+    if name in _MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name.startswith("__") and name != "__all__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    _load()
+    try:
+        return globals()[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
+
+def __dir__() -> list[str]:
+    _load()
+    return sorted(globals())

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy import special
 
+from secagg_dp._parallel import idle_cpus
 from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.accounting.checkin.tails import binom_window_edge, log_binom_pmf, log_binom_tail_ub
 from secagg_dp.errors import ParameterError
@@ -202,22 +203,54 @@ def _tails(c: _Components, eps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Weighted sums over components, for eps >= 0, of A_k(L > eps) and B_k(L > eps).
 
     L(y) = log(1 - q + q exp((Delta y - Delta^2/2)/s^2)) is increasing in y, so L > eps iff
-    y > y_eps = Delta/2 + (s^2/Delta) log1p(expm1(eps)/q); A(y > t) = q Phi((Delta - t)/s) + (1-q) Phi(-t/s)."""
-    d = _DELTA_SENS
+    y > y_eps = Delta/2 + (s^2/Delta) log1p(expm1(eps)/q); A(y > t) = q Phi((Delta - t)/s) + (1-q) Phi(-t/s).
+
+    Components are taken 32 at a time; the chunks' products may be evaluated on worker threads
+    (:func:`_chunk_workers`), but they are added in chunk order, so the sums are the same floats either way."""
     sa = np.zeros(eps.shape)
     sb = np.zeros(eps.shape)
     em1 = np.expm1(eps)[None, :]
     one_rate = c.q.size > 0 and bool(np.all(c.q == c.q[0]))  # the server view: q = 1 for every component
     shared = np.log1p(em1 / c.q[0]) if one_rate else None  # then one row serves them all (same numbers)
-    for i in range(0, c.w.size, 32):
-        q, s = c.q[i : i + 32, None], c.s[i : i + 32, None]
-        y = d / 2.0 + (s * s / d) * (shared if shared is not None else np.log1p(em1 / q))
-        tb = special.ndtr(-y / s)
-        ta = q * special.ndtr((d - y) / s) + (1.0 - q) * tb
-        w = c.w[i : i + 32]
-        sa += w @ ta
-        sb += w @ tb
+    err = np.geterr()
+
+    def chunk(i: int) -> tuple[np.ndarray, np.ndarray]:
+        with np.errstate(**err):  # numpy's error state is per thread: the caller's applies in the workers too
+            q, s = c.q[i : i + _TAIL_CHUNK, None], c.s[i : i + _TAIL_CHUNK, None]
+            y = _DELTA_SENS / 2.0 + (s * s / _DELTA_SENS) * (shared if shared is not None else np.log1p(em1 / q))
+            tb = special.ndtr(-y / s)
+            ta = q * special.ndtr((_DELTA_SENS - y) / s) + (1.0 - q) * tb
+            w = c.w[i : i + _TAIL_CHUNK]
+            return w @ ta, w @ tb
+
+    starts = range(0, c.w.size, _TAIL_CHUNK)
+    workers = _chunk_workers(len(starts), c.w.size * eps.size)
+    if workers <= 1:
+        parts: Iterator[tuple[np.ndarray, np.ndarray]] = map(chunk, starts)
+        for pa, pb in parts:
+            sa += pa
+            sb += pb
+        return sa, sb
+    from concurrent.futures import ThreadPoolExecutor  # lazy: only a large job pays for the import
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:  # numpy's kernels release the GIL
+        for pa, pb in pool.map(chunk, starts):  # in chunk order
+            sa += pa
+            sb += pb
     return sa, sb
+
+
+_TAIL_CHUNK = 32  # components per chunk (fixed: the sums' rounding follows the chunking)
+_PARALLEL_MIN_WORK = 200_000  # component x grid evaluations below which threads cost more than they save
+_MAX_WORKERS = 4
+
+
+def _chunk_workers(chunks: int, work: int) -> int:
+    """Worker threads for :func:`_tails` and :func:`_discretised`: one per idle CPU (:func:`secagg_dp._parallel.
+    idle_cpus`, at most ``_MAX_WORKERS``); one for small jobs."""
+    if chunks < 2 or work < _PARALLEL_MIN_WORK:
+        return 1
+    return idle_cpus(min(_MAX_WORKERS, chunks))
 
 
 def wor_gaussian_delta(q: float, std: float, epsilons: np.ndarray) -> np.ndarray:
@@ -426,8 +459,23 @@ def _discretised(
     )
     surv = np.minimum.accumulate(np.clip(surv, 0.0, 1.0))
     probs = np.maximum(surv - np.append(surv[1:], c.p_out), 0.0)  # [eps_i, eps_{i+1}) -> eps_i; top: [eps_m, inf)
-    eps_hi = _epsilon(-m, pess, pess_inf, h, rounds, delta, trunc)
-    return eps_hi, min(_epsilon(-m, probs, c.p_out, h, rounds, delta, trunc), eps_hi)
+    if rounds > 1 and _chunk_workers(2, probs.size * 32) > 1:  # two independent compositions: one on a worker
+        from concurrent.futures import ThreadPoolExecutor  # lazy: only a large job pays for the import
+
+        err = np.geterr()
+
+        def optimistic() -> float:
+            with np.errstate(**err):  # numpy's error state is per thread: the caller's applies here too
+                return _epsilon(-m, probs, c.p_out, h, rounds, delta, trunc)
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            future = pool.submit(optimistic)
+            eps_hi = _epsilon(-m, pess, pess_inf, h, rounds, delta, trunc)
+            eps_lo = future.result()
+    else:
+        eps_hi = _epsilon(-m, pess, pess_inf, h, rounds, delta, trunc)
+        eps_lo = _epsilon(-m, probs, c.p_out, h, rounds, delta, trunc)
+    return eps_hi, min(eps_lo, eps_hi)
 
 
 def _connect_dots_pessimistic(h: float, idx: np.ndarray, deltas: np.ndarray) -> tuple[np.ndarray, float]:
@@ -459,8 +507,9 @@ def _self_convolve_bounds(p: np.ndarray, rounds: int, trunc: float) -> tuple[int
         return lo, hi
     orders = _CHERNOFF_ORDERS / len(p)
     ar = np.arange(len(p))
+    zero = p == 0
     for order in orders:
-        bound = (rounds * special.logsumexp(ar * order, b=p) + math.log(2 / trunc)) / order
+        bound = (rounds * _logsumexp_weighted(ar * order, p, zero) + math.log(2 / trunc)) / order
         if not math.isfinite(bound):
             continue
         if order > 0:
@@ -468,6 +517,31 @@ def _self_convolve_bounds(p: np.ndarray, rounds: int, trunc: float) -> tuple[int
         if order < 0:
             lo = max(lo, math.floor(bound))
     return lo, hi
+
+
+def _logsumexp_weighted(a: np.ndarray, b: np.ndarray, b_zero: np.ndarray) -> float:
+    """log sum_i b_i e^(a_i) for 1-D float arrays, ``b_zero`` = (b == 0): the arithmetic of
+    ``scipy.special.logsumexp(a, b=b)`` (SciPy 1.17, real 1-D input) step for step, so the value is the same
+    float (``tests/accounting/checkin/test_pld.py`` checks the equality), without its array-API dispatch (about
+    0.5 ms a call; a calibration makes about a thousand). The largest term is factored out and added back as
+    log1p(rest / largest) + log(largest weight) + largest exponent; where that is not finite, the direct
+    log(sum b e^a) (computed only then)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        a0, a = a, a.astype(np.float64, copy=True)
+        a[b_zero] = -np.inf
+        a_max = np.max(a, keepdims=True)
+        i_max = a == a_max
+        a[i_max] = -np.inf
+        m = np.sum(b * i_max.astype(np.float64), keepdims=True)
+        s = np.sum(b * np.exp(a - a_max), keepdims=True)
+        s = np.where(s == 0, s, s / m)
+        sgn = np.sign(s + 1) * np.sign(m)
+        s = np.where(s < -1, -s - 2, s)
+        out = np.log1p(s) + np.log(np.abs(m)) + a_max
+        out[sgn < 0] = np.nan
+        if not np.isfinite(out[0]):
+            out = np.log(np.sum(b * np.exp(a0), keepdims=True))
+    return float(out[0])
 
 
 def _epsilon(

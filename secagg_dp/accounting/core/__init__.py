@@ -10,46 +10,77 @@ persistent privacy ledger (:mod:`.ledger`). It may import only ``secagg_dp`` fou
 validators) and third-party numerics; it never imports the check-in or shuffle accountants.
 """
 
-from secagg_dp.accounting.core.accountant import *  # noqa: F403
-from secagg_dp.accounting.core.accountant import __all__ as _accountant
-from secagg_dp.accounting.core.calibration import *  # noqa: F403
-from secagg_dp.accounting.core.calibration import __all__ as _calibration
-from secagg_dp.accounting.core.conversion import *  # noqa: F403
-from secagg_dp.accounting.core.conversion import __all__ as _conversion
-from secagg_dp.accounting.core.events import *  # noqa: F403
-from secagg_dp.accounting.core.events import __all__ as _events
-from secagg_dp.accounting.core.interop import *  # noqa: F403
-from secagg_dp.accounting.core.interop import __all__ as _interop
-from secagg_dp.accounting.core.ledger import *  # noqa: F403
-from secagg_dp.accounting.core.ledger import __all__ as _ledger
-from secagg_dp.accounting.core.logspace import *  # noqa: F403
-from secagg_dp.accounting.core.logspace import __all__ as _logspace
-from secagg_dp.accounting.core.pairs import *  # noqa: F403
-from secagg_dp.accounting.core.pairs import __all__ as _pairs
-from secagg_dp.accounting.core.pld_accountant import *  # noqa: F403
-from secagg_dp.accounting.core.pld_accountant import __all__ as _pld_accountant
-from secagg_dp.accounting.core.rdp import *  # noqa: F403
-from secagg_dp.accounting.core.rdp import __all__ as _rdp
-from secagg_dp.accounting.core.rdp_accountant import *  # noqa: F403
-from secagg_dp.accounting.core.rdp_accountant import __all__ as _rdp_accountant
-from secagg_dp.accounting.core.subsampling import *  # noqa: F403
-from secagg_dp.accounting.core.subsampling import __all__ as _subsampling
+from __future__ import annotations
 
-__all__ = list(
-    dict.fromkeys(
-        [
-            *_events,
-            *_rdp,
-            *_subsampling,
-            *_pairs,
-            *_logspace,
-            *_conversion,
-            *_calibration,
-            *_accountant,
-            *_rdp_accountant,
-            *_pld_accountant,
-            *_interop,
-            *_ledger,
-        ]
-    )
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names, for type checkers and the API reference; at run time they load on first use
+    from secagg_dp.accounting.core.accountant import *  # noqa: F403
+    from secagg_dp.accounting.core.calibration import *  # noqa: F403
+    from secagg_dp.accounting.core.conversion import *  # noqa: F403
+    from secagg_dp.accounting.core.events import *  # noqa: F403
+    from secagg_dp.accounting.core.interop import *  # noqa: F403
+    from secagg_dp.accounting.core.ledger import *  # noqa: F403
+    from secagg_dp.accounting.core.logspace import *  # noqa: F403
+    from secagg_dp.accounting.core.pairs import *  # noqa: F403
+    from secagg_dp.accounting.core.pld_accountant import *  # noqa: F403
+    from secagg_dp.accounting.core.rdp import *  # noqa: F403
+    from secagg_dp.accounting.core.rdp_accountant import *  # noqa: F403
+    from secagg_dp.accounting.core.subsampling import *  # noqa: F403
+
+_MODULES = (
+    "accountant",
+    "calibration",
+    "conversion",
+    "events",
+    "interop",
+    "ledger",
+    "logspace",
+    "pairs",
+    "pld_accountant",
+    "rdp",
+    "rdp_accountant",
+    "subsampling",
+)  # bound in this order (a later module's name wins, as with the star imports)
+_ALL_ORDER = (
+    "events",
+    "rdp",
+    "subsampling",
+    "pairs",
+    "logspace",
+    "conversion",
+    "calibration",
+    "accountant",
+    "rdp_accountant",
+    "pld_accountant",
+    "interop",
+    "ledger",
 )
+
+
+def _load() -> None:
+    """Import every module of the room and bind their public names here (the former star imports)."""
+    mods = {m: importlib.import_module(f"{__name__}.{m}") for m in _MODULES}
+    for m in _MODULES:
+        globals().update({name: getattr(mods[m], name) for name in mods[m].__all__})
+    globals()["__all__"] = list(dict.fromkeys(name for m in _ALL_ORDER for name in mods[m].__all__))
+
+
+def __getattr__(name: str) -> Any:
+    """Public names and ``__all__`` load with the room's modules on first use (PEP 562): importing one module
+    of the room (as ``secagg-dp account checkin`` does) no longer imports all of them."""
+    if name in _MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name.startswith("__") and name != "__all__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    _load()
+    try:
+        return globals()[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
+
+def __dir__() -> list[str]:
+    _load()
+    return sorted(globals())

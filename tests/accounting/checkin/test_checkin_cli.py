@@ -233,3 +233,28 @@ def test_dropout_stages_flag(capsys):
     assert code == 0 and json.loads(out.out)["gamma"] == pytest.approx(0.81)
     code, out = _run(capsys, base + ["--dropout-stages", "0"])
     assert code == 2 and "dropout-stages" in out.err  # the parser names the flag
+
+
+def test_pld_beside_rdp_on_a_worker_prints_what_one_after_the_other_prints(capsys, monkeypatch):
+    # With an idle CPU the PLD pair runs on a worker thread while the RDP lines are computed; without, one after
+    # the other. The oracle is the sequential run: every printed number must be the same, in text and JSON.
+    import secagg_dp._parallel as par
+
+    argv = "account checkin --n 2000 --gamma 0.05 --sigma 1 --rounds 10 --delta 1e-6 --max-order 64".split()
+    outs = {}
+    for cpus in (1, 2):
+        monkeypatch.setattr(par, "idle_cpus", lambda limit, cpus=cpus: min(cpus, limit))
+        outs[cpus] = [_run(capsys, argv)[1].out, _run(capsys, [*argv, "--json"])[1].out]
+    assert outs[1] == outs[2]
+    assert json.loads(outs[2][1])["method"] == "pld"
+
+
+def test_explicit_pld_error_still_comes_first_with_the_worker(capsys, monkeypatch):
+    # too little noise for the PLD grid: with --method pld that error is reported (exit 2), not an RDP result
+    import secagg_dp._parallel as par
+
+    argv = "account checkin --n 1000 --gamma 0.1 --sigma 0.001 --rounds 1 --delta 1e-6 --method pld".split()
+    for cpus in (1, 2):
+        monkeypatch.setattr(par, "idle_cpus", lambda limit, cpus=cpus: min(cpus, limit))
+        code, out = _run(capsys, argv)
+        assert code == 2 and "out of the PLD grid" in out.err
