@@ -21,6 +21,7 @@ __all__ = [
     "check_real",
     "check_probability",
     "check_finite_array",
+    "all_finite",
     "range_text",
 ]
 
@@ -99,9 +100,22 @@ def check_finite_array(name: str, x: Any, *, ndim: int | None = None, length: in
         raise ParameterError(f"Argument '{name}' must have {ndim} dimension(s), not shape {arr.shape}.")
     if length is not None and arr.shape[-1] != length:
         raise ParameterError(f"Argument '{name}' must have length {length}, not {arr.shape[-1]}.")
-    if not np.all(np.isfinite(arr)):
+    if not all_finite(arr):
         raise ParameterError(f"Argument '{name}' contains NaN or infinite values.")
     return arr
+
+
+def all_finite(arr: np.ndarray) -> bool:
+    """Whether every entry of the float array ``arr`` is finite, in one reduction where possible.
+
+    A NaN or an infinity makes the float sum NaN or infinite, so a finite sum proves every entry finite (one
+    read of the array instead of a mask and its reduction); a non-finite sum (which finite entries can also
+    give, by overflow) is decided entry by entry.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        if np.isfinite(np.sum(arr)):
+            return True
+    return bool(np.isfinite(arr).all())
 
 
 def range_text(lo: int | None, hi: int | None) -> str:

@@ -32,6 +32,7 @@ __all__ = [
     "fwht",
     "fwht_butterfly",
     "hadamard_rows",
+    "hadamard_rows_inplace",
     "sylvester",
     "rademacher_signs",
     "rotate",
@@ -163,6 +164,27 @@ def hadamard_rows(a: np.ndarray) -> np.ndarray:
     out = _kron_transform(a.reshape(m * (d // inner), inner)).reshape(m, d)
     _butterfly_stages(out, inner)
     return out
+
+
+def hadamard_rows_inplace(a: np.ndarray, scratch: np.ndarray) -> None:
+    """:func:`hadamard_rows` written back into ``a`` (C-contiguous float64 (m, d)), with ``scratch`` (the same
+    shape, C-contiguous) as the intermediate: no allocation for d <= 2^12 (otherwise, or for non-contiguous
+    arrays, a copy of :func:`hadamard_rows`). The same products in the same order
+    as :func:`hadamard_rows` (numpy's batched ``matmul`` with an output array calls the same BLAS product per
+    row), so the result is equal bit for bit (tested)."""
+    m, d = a.shape
+    k = d.bit_length() - 1
+    if d > 1 << _KRON_MAX_BITS or k == 0 or not (a.flags.c_contiguous and scratch.flags.c_contiguous):
+        a[...] = hadamard_rows(a)
+        return
+    lo = (k + 1) // 2
+    big_a, big_b = 1 << (k - lo), 1 << lo
+    a3, s3 = a.reshape(m, big_a, big_b), scratch.reshape(m, big_a, big_b)
+    np.matmul(a3, sylvester(big_b), out=s3)
+    if big_a > 1:
+        np.matmul(sylvester(big_a), s3, out=a3)
+    else:
+        a[...] = scratch
 
 
 def rademacher_signs(rotation_seed: int, d: int) -> np.ndarray:

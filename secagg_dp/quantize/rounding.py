@@ -88,9 +88,10 @@ def _shrink_rows_inplace(y: npt.NDArray[np.float64], norm_bound: float) -> None:
     gamma = 4.0 * (y.shape[-1] + 2) * _EPS
     target = norm_bound * (1.0 - gamma)
     norms = np.sqrt(np.einsum("ij,ij->i", y, y))
+    if norms.max(initial=0.0) <= target:  # the usual case: one reduction instead of a mask
+        return
     over = np.flatnonzero(norms > target)
-    if over.size:
-        y[over] *= (target / norms[over])[:, None]
+    y[over] *= (target / norms[over])[:, None]
 
 
 def stochastic_round(y: npt.ArrayLike, *, rng: np.random.Generator | None = None) -> npt.NDArray[np.int64]:

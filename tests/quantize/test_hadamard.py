@@ -101,3 +101,19 @@ def test_next_pow2_and_bad_lengths() -> None:
         fwht(np.float64(1.0))
     with pytest.raises(ParameterError):
         next_pow2(0)
+
+
+@pytest.mark.parametrize("log_d", [0, 1, 2, 5, 10, 12, 13])
+def test_hadamard_rows_inplace_equals_hadamard_rows_bit_for_bit(log_d: int) -> None:
+    from secagg_dp.quantize.hadamard import hadamard_rows, hadamard_rows_inplace
+
+    d = 1 << log_d
+    a = np.random.default_rng(log_d).normal(size=(5, d))
+    want = hadamard_rows(a)
+    got = a.copy()
+    hadamard_rows_inplace(got, np.empty_like(got))
+    assert np.array_equal(got, want)
+    wide = np.zeros((5, 2 * d))  # a non-contiguous view takes the copying path, same values
+    wide[:, :d] = a
+    hadamard_rows_inplace(wide[:, :d], np.empty((5, d)))
+    assert np.array_equal(wide[:, :d], want)
