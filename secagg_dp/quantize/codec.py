@@ -25,7 +25,7 @@ from secagg_dp._validate import check_finite_array, check_int, check_real
 from secagg_dp.errors import ParameterError, RoundingError
 from secagg_dp.quantize.hadamard import (
     hadamard_rows,
-    hadamard_rows_inplace,
+    hadamard_rows_into,
     next_pow2,
     rademacher_signs,
     rotate,
@@ -34,6 +34,8 @@ from secagg_dp.quantize.hadamard import (
 from secagg_dp.quantize.rounding import (
     _EPS,
     _conditional_round_rows,
+    _rejected,
+    _row_sq_norms,
     _shrink_rows_inplace,
     _within,
     rounded_l1_bound,
@@ -125,11 +127,12 @@ class ZqCodec:
 
     # ----- building blocks ------------------------------------------------------------------------
 
-    def _check_input(self, x: object) -> np.ndarray:
+    def _check_input(self, x: object, *, finite: bool = True) -> np.ndarray:
+        """``x`` as float64 after the checks (``finite`` False: :meth:`_rounded_rows` checks finiteness)."""
         arr = np.asarray(x)
         if arr.dtype == np.bool_:
             raise ParameterError(f"Argument 'x' must be a real numeric array, not dtype {arr.dtype}.")
-        arr = check_finite_array("x", arr)
+        arr = check_finite_array("x", arr, finite=finite)
         if arr.ndim not in (1, 2) or arr.shape[-1] != self.dim:
             raise ParameterError(
                 f"Argument 'x' must have shape ({self.dim},) or (n_clients, {self.dim}), not {arr.shape}."
@@ -161,15 +164,27 @@ class ZqCodec:
         tile.setflags(write=False)
         return tile
 
+    @cached_property
+    def _within_sq(self) -> float:
+        """(c(1 + γ))²: rows whose float squared norm is at most this are not clipped (see _clip_factors)."""
+        return (self.clip * (1.0 + 4.0 * (self.padded_dim + 2) * _EPS)) ** 2
+
     def _clip_factors(self, a: np.ndarray) -> np.ndarray | None:
         """Per row of ``a`` unit·min(1, c/‖x‖), with 1 for every ‖x‖ ≤ c(1 + γ) (a row normalised to c in
-        float64, whose computed norm can exceed c by a few ulps, is left as it is); None when that is every row."""
-        norms = np.sqrt(np.einsum("ij,ij->i", a, a))
-        limit = self.clip * (1.0 + 4.0 * (self.padded_dim + 2) * _EPS)
-        if norms.max(initial=0.0) <= limit:
+        float64, whose computed norm can exceed c by a few ulps, is left as it is); None when that is every row.
+        (A squared norm that overflows to infinity gives the factor 0, as the clip of such a row is 0 in float.)
+
+        Also the finiteness check of ``a``: a NaN or an infinity makes its row's squared norm, and their sum,
+        NaN or infinite; only then (or on overflow) is ``a`` checked entry by entry (ParameterError)."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            sq = _row_sq_norms(a)
+            total = float(np.add.reduce(sq))
+        if not math.isfinite(total):
+            check_finite_array("x", a)
+        if not sq.size or np.maximum.reduce(sq) <= self._within_sq:
             return None
-        within = norms <= limit
-        ratio = np.where(within, 1.0, self.clip / np.where(within, 1.0, norms))
+        within = sq <= self._within_sq
+        ratio = np.where(within, 1.0, self.clip / np.sqrt(np.where(within, 1.0, sq)))
         factor: np.ndarray = self._unit * ratio
         return factor
 
@@ -212,7 +227,7 @@ class ZqCodec:
         """:meth:`_quantize_rows` of checked float64 ``a`` (2-D) fused per pass of :data:`_PASS_ROWS` rows.
 
         Each pass runs clip, pad, rotation, scale, the exact-norm guard and the first rounding draw of its rows
-        in four preallocated arrays, then the rows above Δ₂ are redrawn after the last pass, as
+        in preallocated arrays (few numpy calls per pass: each costs microseconds on small arrays), then the rows above Δ₂ are redrawn after the last pass, as
         :func:`~secagg_dp.quantize.rounding.conditional_round` does for the whole batch: every row's float
         operations are the same row-wise operations in the same order (the batched products and the row norms
         do not depend on the other rows), and ``rng.random`` fills the passes' arrays one after the other, so
@@ -222,46 +237,44 @@ class ZqCodec:
         below 2^53), without keeping the rows."""
         n = a.shape[0]
         d, dim = self.padded_dim, self.dim
-        bound = self.l2_sensitivity
-        signs = self._signs[:dim]
-        out = np.empty((n, d)) if rows else np.zeros((1, d))
+        bound, cs = self.l2_sensitivity, self.clip * self.scale
+        signs, tile = self._signs[:dim], self._unit_signs_rows
         p = max(1, min(n, _PASS_ROWS))
-        y_buf, t_buf, u_buf = np.empty((p, d)), np.empty((p, d)), np.empty((p, d))
+        x_buf, t_buf, y_buf, u_buf = (np.empty((p, d)) for _ in range(4))
+        x_buf[:, dim:] = 0.0  # the padding, written once: the passes write the head only
         b_buf = np.empty((p, d), dtype=np.bool_)
-        redo: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (row indices, floor, fraction)
+        out = np.empty((n, d)) if rows else np.zeros((p, d))  # rows, or per-pass-row partial sums
+        drop = None if rows or keep is None or keep.all() else ~keep
+        redo: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # (rows, rounded, up, fraction)
+        factors = self._clip_factors(a)  # None: no row is clipped
         for lo in range(0, n, p):
             m = min(p, n - lo)
-            xa = a[lo : lo + m]
-            y = y_buf[:m]
-            factor = self._clip_factors(xa)
-            head = y[:, :dim]
-            if factor is None:  # x·(unit·ε) = (x·unit)·ε exactly (ε = ±1): the rows of the general branch
-                np.multiply(xa, self._unit_signs_rows[:m], out=head)
+            xa, xp, y, up = a[lo : lo + m], x_buf[:m], y_buf[:m], b_buf[:m]
+            if factors is None:  # x·(unit·ε) = (x·unit)·ε exactly (ε = ±1): the rows of the general branch
+                np.multiply(xa, tile[:m], out=xp[:, :dim])
             else:
-                np.multiply(xa, factor[:, None], out=head)
-                head *= signs
-            y[:, dim:] = 0.0
-            hadamard_rows_inplace(y, t_buf[:m])
-            _shrink_rows_inplace(y, self.clip * self.scale)
+                np.multiply(xa, factors[lo : lo + m, None], out=xp[:, :dim])
+                xp[:, :dim] *= signs
+            hadamard_rows_into(xp, y, t_buf[:m])
+            _shrink_rows_inplace(y, cs)
             r = out[lo : lo + m] if rows else t_buf[:m]
             np.floor(y, out=r)
             np.subtract(y, r, out=y)  # the fraction y - floor(y), exact
-            up = np.less(rng.random(out=u_buf[:m]), y, out=b_buf[:m])
+            np.less(rng.random(out=u_buf[:m]), y, out=up)
             r += up
-            ok = _within(r, bound)
-            if not ok.all():
-                bad = np.flatnonzero(~ok)
-                redo.append((bad + lo, r[bad] - up[bad], y[bad]))
+            bad = _rejected(r, bound)
+            if bad.size:
+                redo.append((bad + lo, r[bad], up[bad], y[bad]))
                 if not rows:
                     r[bad] = 0.0
             if not rows:
-                if keep is not None and not keep[lo : lo + m].all():
-                    r[~keep[lo : lo + m]] = 0.0
-                out[0] += r.sum(axis=0)
+                if drop is not None:
+                    r[drop[lo : lo + m]] = 0.0
+                out[:m] += r  # exact: integers below 2^53 (see the caller)
         if redo:
-            pending = np.concatenate([i for i, _, _ in redo])
-            floor = np.concatenate([f for _, f, _ in redo])
-            frac = np.concatenate([f for _, _, f in redo])
+            pending = np.concatenate([i for i, _, _, _ in redo])
+            floor = np.concatenate([r for _, r, _, _ in redo]) - np.concatenate([u for _, _, u, _ in redo])
+            frac = np.concatenate([f for _, _, _, f in redo])
             for _ in range(self.max_attempts - 1):
                 again = floor.copy()
                 again += rng.random(frac.shape) < frac  # the draws of rounding._round_rows
@@ -270,7 +283,7 @@ class ZqCodec:
                     out[pending[good]] = again[good]
                 else:
                     take = good if keep is None else good & keep[pending]
-                    out[0] += again[take].sum(axis=0)
+                    out[0] += again[take].sum(axis=0)  # exact, as above
                 pending, floor, frac = pending[~good], floor[~good], frac[~good]
                 if pending.size == 0:
                     break
@@ -281,12 +294,12 @@ class ZqCodec:
                     "norm is at most the clip (the bound assumes it), raise 'max_attempts', or use a smaller "
                     "'beta' (β = 0 never rejects)."
                 )
-        return out if rows else out[0]
+        return out if rows else out.sum(axis=0)
 
     def quantize(self, x: np.ndarray, *, rng: np.random.Generator | None = None) -> np.ndarray:
         """Clip, rotate, scale and conditionally round: the int64 vector(s) x̃ with ‖x̃‖₂ ≤ Δ₂ (no noise, no wrap)."""
         rng = resolve_rng(rng)
-        arr = np.asarray(self._check_input(x), dtype=np.float64)
+        arr = np.asarray(self._check_input(x, finite=False), dtype=np.float64)
         rows = self._rounded_rows(arr.reshape(-1, self.dim), rng)
         return rows.astype(np.int64).reshape(arr.shape[:-1] + (self.padded_dim,))
 
@@ -332,7 +345,7 @@ class ZqCodec:
         encodes), without wrapping each row: the int64 rows are summed mod 2^64 (q divides 2^64) and reduced
         once. ``keep``: a boolean mask over the rows (None: all); ``noise``: int64 of shape (n, padded_dim).
         """
-        arr = np.asarray(self._check_input(x), dtype=np.float64)
+        arr = np.asarray(self._check_input(x, finite=False), dtype=np.float64)
         if arr.ndim != 2:
             raise ParameterError(f"Argument 'x' must have shape (n_clients, {self.dim}), not {arr.shape}.")
         n = arr.shape[0]

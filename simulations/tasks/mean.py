@@ -8,15 +8,15 @@ the client's standard normals (the same vector; fewer passes).
 Data stream (public synthetic input, no secrecy needed): SplitMix64 (Steele, Lea & Flood 2014, "Fast
 splittable pseudorandom number generators", OOPSLA; the ``splitmix64.c`` output function of Vigna) keyed
 by ``SeedSequence(root, spawn_key=(0, 1))``, used counter-based: word k of the stream is
-mix(key + (k + 1) * gamma) mod 2^64, and client i owns words i * W .. i * W + W - 1, W = ceil(d / 2)
+mix(key + (k + 1) * gamma) mod 2^64, and client i owns words i * W .. i * W + W - 1, W = 2h, h = ceil(d / 4)
 (disjoint windows while (i + 1) * W <= 2^64), so its vector depends on the root seed and its id only, and a
-block of clients is one vectorised computation. The window's 2W 32-bit halves (low half of each word first)
-give 24-bit uniforms u_k = (h_k >> 8) / 2^24; the first W make radii r = sqrt(-2 ln(u + 2^-24)), the next W
-angles t = 2 pi u, and z = (r cos t, r sin t) (Box & Muller 1958, in float32; the first d values are kept):
-standard normal up to the 2^-24 resolution of the uniforms (|z| <= 5.77; the tail beyond, probability
-8e-9 per value, is cut). The transcendental functions are numpy's, which may differ in the last bit between
-CPUs and numpy builds (as the rotation's BLAS products already do). The server estimates the mean of the
-survivors' vectors as decode(sum) / K and reports MSE = ||estimate - true mean||^2 / d.
+block of clients is one vectorised computation. Each word gives two 24-bit uniforms u = (half >> 8) / 2^24
+(low 32-bit half first); the window's first h words give 2h radii r = sqrt(-2 ln(u + 2^-24)), its last h
+words 2h angles t = 2 pi u, and z = (r cos t, r sin t) (Box & Muller 1958, in float32), of which the first d
+values are kept: standard normal up to the 2^-24 resolution of the uniforms (|z| <= 5.77; the tail beyond,
+probability 8e-9 per value, is cut). The transcendental functions are numpy's, which may differ in the last
+bit between CPUs and numpy builds (as the rotation's BLAS products already do). The server estimates the mean
+of the survivors' vectors as decode(sum) / K and reports MSE = ||estimate - true mean||^2 / d.
 """
 
 from __future__ import annotations
@@ -56,18 +56,15 @@ def _data_key(root_seed: int) -> int:
 
 
 @functools.lru_cache(maxsize=8)
-def _column_offsets(width: int) -> np.ndarray:
-    cols = np.arange(width, dtype=np.uint64) * _GAMMA  # j * gamma mod 2^64
-    cols.setflags(write=False)
-    return cols
+def _offsets(width: int, parts: int) -> np.ndarray:
+    """(s * width / parts + j) * gamma mod 2^64 for part s < parts and j < width / parts (shape (parts, 1, w))."""
+    offs = (np.arange(width, dtype=np.uint64) * _GAMMA).reshape(parts, 1, width // parts)
+    offs.setflags(write=False)
+    return offs
 
 
-def splitmix64_words(key: int, client_ids: np.ndarray, width: int) -> np.ndarray:
-    """Words i * width .. i * width + width - 1 of the SplitMix64 stream seeded with ``key``, one row per id
-    (uint64, shape (len(ids), width)): word k is mix(key + (k + 1) * gamma) mod 2^64."""
-    ids = np.asarray(client_ids, dtype=np.int64).reshape(-1).astype(np.uint64)
-    start = (ids * np.uint64(width) + np.uint64(1)) * _GAMMA + np.uint64(key)  # wraps mod 2^64
-    z = np.add(start[:, None], _column_offsets(width)[None, :])
+def _mix_inplace(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's output function (Stafford's "Mix13") applied in place to the uint64 array ``z``."""
     tmp = np.empty_like(z)
     np.right_shift(z, _S30, out=tmp)
     z ^= tmp
@@ -80,29 +77,59 @@ def splitmix64_words(key: int, client_ids: np.ndarray, width: int) -> np.ndarray
     return z
 
 
-def client_normals(root_seed: int, client_ids, dim: int) -> np.ndarray:  # noqa: ANN001
-    """The clients' standard normals z_i (float32, shape (len(ids), 2 * ceil(dim / 2)); the first ``dim``
-    columns are used): Box-Muller on the 24-bit uniforms of each client's window (see the module docstring)."""
-    width = (dim + 1) // 2
-    words = splitmix64_words(_data_key(root_seed), client_ids, width)
+def _window_words(key: int, client_ids: np.ndarray, width: int, parts: int) -> np.ndarray:
+    """Each client's window of ``width`` words cut into ``parts`` equal runs, run-major: shape
+    (parts, len(ids), width / parts), [s, i, j] = word ids[i] * width + s * width / parts + j of the stream."""
+    ids = np.asarray(client_ids, dtype=np.int64).reshape(-1).astype(np.uint64)
+    start = (ids * np.uint64(width) + np.uint64(1)) * _GAMMA + np.uint64(key)  # wraps mod 2^64
+    return _mix_inplace(np.add(start[None, :, None], _offsets(width, parts)))
+
+
+def splitmix64_words(key: int, client_ids: np.ndarray, width: int) -> np.ndarray:
+    """Words i * width .. i * width + width - 1 of the SplitMix64 stream seeded with ``key``, one row per id
+    (uint64, shape (len(ids), width)): word k is mix(key + (k + 1) * gamma) mod 2^64."""
+    return _window_words(key, client_ids, width, 1)[0]
+
+
+def _box_muller(root_seed: int, client_ids: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """(r cos t, r sin t) of each client, two float32 arrays of shape (len(ids), 2 * ceil(dim / 4)).
+
+    The radius words and the angle words of all the clients are computed as two contiguous arrays, so that
+    every step is one flat pass."""
+    h = (dim + 3) // 4
+    words = _window_words(_data_key(root_seed), client_ids, 2 * h, 2)  # [0]: radius words, [1]: angle words
     if sys.byteorder != "little":  # the halves in little-endian order on every platform
         words = words.byteswap()
-    halves = words.view(np.uint32)  # (n, 2W): low half of word j at 2j, high half at 2j + 1
+    halves = words.view(np.uint32)  # (2, n, 2h): low half of word j at 2j, high half at 2j + 1
     halves >>= np.uint32(8)
     u = halves.astype(np.float32)  # exact: below 2^24
-    r, t = u[:, :width], u[:, width:]
+    r, t = u[0], u[1]
     r += np.float32(1.0)
     r *= np.float32(2.0**-24)  # (k + 1) / 2^24 in (0, 1], exact
     np.log(r, out=r)
     r *= np.float32(-2.0)
     np.sqrt(r, out=r)
     t *= np.float32(2.0 * np.pi * 2.0**-24)
-    z = np.empty_like(u)
-    np.cos(t, out=z[:, :width])
-    np.sin(t, out=z[:, width:])
-    z[:, :width] *= r
-    z[:, width:] *= r
-    return z
+    c = np.cos(t)
+    np.sin(t, out=t)
+    c *= r
+    t *= r
+    return c, t
+
+
+def client_normals(root_seed: int, client_ids, dim: int) -> np.ndarray:  # noqa: ANN001
+    """The clients' standard normals z_i (float32, shape (len(ids), 4 * ceil(dim / 4)); the first ``dim``
+    columns are used): Box-Muller on the 24-bit uniforms of each client's window (see the module docstring)."""
+    return np.concatenate(_box_muller(root_seed, client_ids, dim), axis=1)
+
+
+_VECDOT = getattr(np, "vecdot", None)
+
+
+def _row_sq(a: np.ndarray) -> np.ndarray:
+    """Σ_j a_ij² per row (``numpy.vecdot`` where numpy has it, else ``einsum``)."""
+    out: np.ndarray = _VECDOT(a, a) if _VECDOT is not None else np.einsum("ij,ij->i", a, a)
+    return out
 
 
 #: Clients per pass of :func:`client_vectors`: its work arrays (about 128 KB each at d = 1000) stay in a
@@ -117,10 +144,13 @@ def client_vectors(root_seed: int, client_ids, dim: int, clip: float) -> np.ndar
     v = np.empty((len(ids), dim))
     for lo in range(0, len(ids), _PASS_ROWS):
         part = v[lo : lo + _PASS_ROWS]
-        np.copyto(part, client_normals(root_seed, ids[lo : lo + _PASS_ROWS], dim)[:, :dim])
+        cos, sin = _box_muller(root_seed, ids[lo : lo + _PASS_ROWS], dim)
+        k = min(cos.shape[1], dim)
+        np.copyto(part[:, :k], cos[:, :k])  # z_i = (r cos t, r sin t)[:d], as float64
+        np.copyto(part[:, k:], sin[:, : dim - k])
         # c·(mu + g/√d)/‖mu + g/√d‖ = c·(√d·mu + g)/‖√d·mu + g‖: three passes instead of six
         part += mu
-        part *= (clip / np.sqrt(np.einsum("ij,ij->i", part, part)))[:, None]
+        part *= (clip / np.sqrt(_row_sq(part)))[:, None]
     return v
 
 

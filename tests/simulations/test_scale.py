@@ -15,7 +15,7 @@ from simulations import aggregators, runner
 from simulations.clients import BLOCK, block_rng, make_codec
 from simulations.executors import InProcessExecutor
 from simulations.runner import aggregate_round, plan, select_participants
-from simulations.tasks.mean import client_vectors, splitmix64_words
+from simulations.tasks.mean import _row_sq, client_vectors, splitmix64_words
 from tests.simulations.conftest import small_config
 
 _M64 = (1 << 64) - 1
@@ -44,17 +44,17 @@ def _reference_client_vector(root: int, cid: int, dim: int, clip: float) -> np.n
     mu = np.random.default_rng(np.random.SeedSequence(root, spawn_key=(0, 0))).standard_normal(dim)
     mu /= np.linalg.norm(mu)
     key = int(np.random.SeedSequence(root, spawn_key=(0, 1)).generate_state(1, np.uint64)[0])
-    w = (dim + 1) // 2
+    h = (dim + 3) // 4
     halves = []
-    for j in range(w):  # words cid * w .. cid * w + w - 1, low half first
-        word = _splitmix64(key, cid * w + j)
+    for j in range(2 * h):  # words cid * 2h .. cid * 2h + 2h - 1, low half first
+        word = _splitmix64(key, cid * 2 * h + j)
         halves += [word & 0xFFFFFFFF, word >> 32]
-    u = np.array([h >> 8 for h in halves], dtype=np.float32)[None]  # one-row arrays: numpy's float32 loops
-    r = np.sqrt(np.float32(-2.0) * np.log((u[:, :w] + np.float32(1.0)) * np.float32(2.0**-24)))
-    t = u[:, w:] * np.float32(2.0 * np.pi * 2.0**-24)
+    u = np.array([v >> 8 for v in halves], dtype=np.float32)[None]  # one-row arrays: numpy's float32 loops
+    r = np.sqrt(np.float32(-2.0) * np.log((u[:, : 2 * h] + np.float32(1.0)) * np.float32(2.0**-24)))
+    t = u[:, 2 * h :] * np.float32(2.0 * np.pi * 2.0**-24)
     z = np.concatenate([r * np.cos(t), r * np.sin(t)], axis=1)[0, :dim].astype(np.float64)  # Box-Muller
     v = z + mu * np.sqrt(dim)  # sqrt(d)·(mu + g), g ~ N(0, I/d)
-    return v * (clip / np.sqrt(np.einsum("ij,ij->i", v[None], v[None])[0]))  # the same float inner product
+    return v * (clip / np.sqrt(_row_sq(v[None])[0]))  # the same float inner product
 
 
 def test_client_vectors_equal_per_client_reference_bit_for_bit():
