@@ -227,7 +227,8 @@ class ZqCodec:
         """:meth:`_quantize_rows` of checked float64 ``a`` (2-D) fused per pass of :data:`_PASS_ROWS` rows.
 
         Each pass runs clip, pad, rotation, scale, the exact-norm guard and the first rounding draw of its rows
-        in preallocated arrays (few numpy calls per pass: each costs microseconds on small arrays), then the rows above Δ₂ are redrawn after the last pass, as
+        in preallocated arrays (few numpy calls per pass: each costs microseconds on small arrays), then the
+        rows above Δ₂ are redrawn after the last pass, as
         :func:`~secagg_dp.quantize.rounding.conditional_round` does for the whole batch: every row's float
         operations are the same row-wise operations in the same order (the batched products and the row norms
         do not depend on the other rows), and ``rng.random`` fills the passes' arrays one after the other, so

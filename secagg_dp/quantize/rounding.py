@@ -141,7 +141,7 @@ def _within(rows: npt.NDArray[np.int64] | npt.NDArray[np.float64], bound: float)
 def _rejected(rows: npt.NDArray[np.int64] | npt.NDArray[np.float64], bound: float) -> npt.NDArray[np.intp]:
     """Indices of the rows with ‖row‖₂ > bound (increasing): the complement of :func:`_within`, same test."""
     d = rows.shape[-1]
-    f = rows if rows.dtype == np.float64 else rows.astype(np.float64)
+    f = np.asarray(rows, dtype=np.float64)
     sq = _row_sq_norms(f)
     b2 = bound * bound
     band = 4.0 * (d + 2) * _EPS
