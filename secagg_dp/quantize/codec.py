@@ -96,7 +96,7 @@ class ZqCodec:
 
     # ----- derived quantities -------------------------------------------------------------------
 
-    @property
+    @cached_property
     def padded_dim(self) -> int:
         """d: the next power of two ≥ dim (length of every encoding)."""
         return next_pow2(self.dim)
@@ -106,7 +106,7 @@ class ZqCodec:
         """q = 2^bits."""
         return 1 << self.bits
 
-    @property
+    @cached_property
     def l2_sensitivity(self) -> float:
         """Δ₂ on the integer grid: every encoding (before noise) satisfies ‖x̃‖₂ ≤ Δ₂ ([KLS21] Thm 1, Prop. 22).
 
@@ -247,7 +247,7 @@ class ZqCodec:
         out = np.empty((n, d)) if rows else np.zeros((p, d))  # rows, or per-pass-row partial sums
         drop = None if rows or keep is None or keep.all() else ~keep
         redo: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # (rows, rounded, up, fraction)
-        factors = self._clip_factors(a)  # None: no row is clipped
+        factors = self._clip_factors(a)  # None: no row is clipped (one pass over the block: measured faster)
         for lo in range(0, n, p):
             m = min(p, n - lo)
             xa, xp, y, up = a[lo : lo + m], x_buf[:m], y_buf[:m], b_buf[:m]
@@ -277,15 +277,18 @@ class ZqCodec:
             floor = np.concatenate([r for _, r, _, _ in redo]) - np.concatenate([u for _, _, u, _ in redo])
             frac = np.concatenate([f for _, _, _, f in redo])
             for _ in range(self.max_attempts - 1):
-                again = floor.copy()
-                again += rng.random(frac.shape) < frac  # the draws of rounding._round_rows
-                good = _within(again, bound)
+                again = floor + (rng.random(frac.shape) < frac)  # the draws of rounding._round_rows
+                bad = _rejected(again, bound)
                 if rows:
+                    good = np.ones(pending.size, dtype=np.bool_)
+                    good[bad] = False
                     out[pending[good]] = again[good]
                 else:
-                    take = good if keep is None else good & keep[pending]
-                    out[0] += again[take].sum(axis=0)  # exact, as above
-                pending, floor, frac = pending[~good], floor[~good], frac[~good]
+                    again[bad] = 0.0
+                    if drop is not None:  # dropped rows are redrawn (the same draws) but not summed
+                        again[drop[pending]] = 0.0
+                    out[0] += again.sum(axis=0)  # exact, as above
+                pending, floor, frac = pending[bad], floor[bad], frac[bad]
                 if pending.size == 0:
                     break
             if pending.size:
