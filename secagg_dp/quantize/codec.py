@@ -37,7 +37,6 @@ from secagg_dp.quantize.rounding import (
     _rejected,
     _row_sq_norms,
     _shrink_rows_inplace,
-    _within,
     rounded_l1_bound,
     rounded_l2_bound,
 )
