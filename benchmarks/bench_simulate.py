@@ -290,8 +290,13 @@ def report_inprocess(label: str, r: dict[str, float], split: dict[str, float] | 
         )
         rest = r["cpu"] / k - per
         print(
-            f"  rest of the round (block generators, row checks, truth sums, cold caches, check-in, decode): "
-            f"{rest * 1e6:.1f} us per participant; floor {r['floor_cpu'] / k * 1e6:.2f} us per participant"
+            "  rest of the round (block generators, row checks, truth sums, cold caches, check-in, decode): "
+            + (
+                f"{rest * 1e6:.1f} us per participant"
+                if rest >= 0
+                else "not measured (the one-block split ran slower than the round: the machine's load changed)"
+            )
+            + f"; floor {r['floor_cpu'] / k * 1e6:.2f} us per participant"
         )
     print(
         "  randomness floor (2 AES-CTR uniforms per coordinate) "
