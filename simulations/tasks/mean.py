@@ -98,9 +98,11 @@ def _box_muller(root_seed: int, client_ids: np.ndarray, dim: int) -> tuple[np.nd
     every step is one flat pass."""
     h = (dim + 3) // 4
     words = _window_words(_data_key(root_seed), client_ids, 2 * h, 2)  # [0]: radius words, [1]: angle words
-    if sys.byteorder != "little":  # the halves in little-endian order on every platform
-        words = words.byteswap()
-    halves = words.view(np.uint32)  # (2, n, 2h): low half of word j at 2j, high half at 2j + 1
+    if sys.byteorder == "little":
+        halves = words.view(np.uint32)  # (2, n, 2h): low half of word j at 2j, high half at 2j + 1
+    else:  # the same order on a big-endian platform
+        low, high = (words & np.uint64(0xFFFFFFFF)).astype(np.uint32), (words >> np.uint64(32)).astype(np.uint32)
+        halves = np.stack([low, high], axis=-1).reshape(words.shape[:-1] + (-1,))
     halves >>= np.uint32(8)
     u = halves.astype(np.float32)  # exact: below 2^24
     r, t = u[0], u[1]

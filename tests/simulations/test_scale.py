@@ -84,6 +84,17 @@ def test_client_normals_are_standard_normal():
     assert np.abs(gram - np.diag(np.diag(gram))).max() < 6 / np.sqrt(1000)
 
 
+def test_client_normals_take_the_same_halves_on_a_big_endian_platform(monkeypatch):
+    # the explicit low/high split used where a uint32 view would read the halves the other way round
+    import types
+
+    from simulations.tasks import mean
+
+    want = mean.client_normals(3, [0, 7, 2**33], 37)
+    monkeypatch.setattr(mean, "sys", types.SimpleNamespace(byteorder="big"))
+    assert np.array_equal(mean.client_normals(3, [0, 7, 2**33], 37), want)
+
+
 def test_drop_stages_chunked_equal_one_call_per_client_reference(monkeypatch):
     monkeypatch.setattr(aggregators, "_ROWS", 7)  # force several chunks, with a ragged last one
     n, p = 53, 0.3
