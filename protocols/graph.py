@@ -17,7 +17,6 @@ import threading
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats  # no type stubs: ignore_missing_imports in pyproject.toml
 
 from protocols.security import check_security
 from secagg_dp._validate import check_int, check_probability, check_real
@@ -373,6 +372,8 @@ def secaggplus_parameters(
             f"'dropout_fraction' = {delta} admit no threshold in {security} mode (need "
             f"{'corrupt + 2 dropout' if active else 'corrupt + dropout'} < 1). To fix, lower one of them."
         )
+    from scipy import stats  # here, not at import: scipy.stats costs about 1 s to import (no type stubs)
+
     n_drop = math.floor(delta * (pop - 1))
     log2n = math.log2(n)
     for k in range(2, pop - 1, 2):
