@@ -288,6 +288,16 @@ def report_inprocess(label: str, r: dict[str, float], split: dict[str, float] | 
             "  stages, CPU per participant (one block, this process): "
             + ", ".join(f"{key} {v * 1e6:.1f} us ({100 * v / per:.0f} %)" for key, v in split.items())
         )
+        rest = r["cpu"] / k - per
+        print(
+            "  rest of the round (block generators, row checks, truth sums, cold caches, check-in, decode): "
+            + (
+                f"{rest * 1e6:.1f} us per participant"
+                if rest >= 0
+                else "not measured (the one-block split ran slower than the round: the machine's load changed)"
+            )
+            + f"; floor {r['floor_cpu'] / k * 1e6:.2f} us per participant"
+        )
     print(
         "  randomness floor (2 AES-CTR uniforms per coordinate) "
         f"CPU {r['floor_cpu']:.2f} s, wall {r['floor_wall']:.2f} s"

@@ -21,6 +21,7 @@ __all__ = [
     "check_real",
     "check_probability",
     "check_finite_array",
+    "all_finite",
     "range_text",
 ]
 
@@ -89,8 +90,13 @@ def check_probability(name: str, value: Any, *, allow_zero: bool = True, allow_o
     return check_real(name, value, lo=0.0, hi=1.0, lo_open=not allow_zero, hi_open=not allow_one)
 
 
-def check_finite_array(name: str, x: Any, *, ndim: int | None = None, length: int | None = None) -> np.ndarray:
-    """Return ``x`` as a float64 array after checking it is real, finite and of the expected shape."""
+def check_finite_array(
+    name: str, x: Any, *, ndim: int | None = None, length: int | None = None, finite: bool = True
+) -> np.ndarray:
+    """Return ``x`` as a float64 array after checking it is real, finite and of the expected shape.
+
+    ``finite`` False: no finiteness check here (for callers that check it as part of a pass they make anyway,
+    with the same message)."""
     arr = np.asarray(x)
     if arr.dtype.kind not in "biuf":
         raise ParameterError(f"Argument '{name}' must be a real numeric array, not dtype {arr.dtype}.")
@@ -99,9 +105,22 @@ def check_finite_array(name: str, x: Any, *, ndim: int | None = None, length: in
         raise ParameterError(f"Argument '{name}' must have {ndim} dimension(s), not shape {arr.shape}.")
     if length is not None and arr.shape[-1] != length:
         raise ParameterError(f"Argument '{name}' must have length {length}, not {arr.shape[-1]}.")
-    if not np.all(np.isfinite(arr)):
+    if finite and not all_finite(arr):
         raise ParameterError(f"Argument '{name}' contains NaN or infinite values.")
     return arr
+
+
+def all_finite(arr: np.ndarray) -> bool:
+    """Whether every entry of the float array ``arr`` is finite, in one reduction where possible.
+
+    A NaN or an infinity makes the float sum NaN or infinite, so a finite sum proves every entry finite (one
+    read of the array instead of a mask and its reduction); a non-finite sum (which finite entries can also
+    give, by overflow) is decided entry by entry.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        if np.isfinite(np.sum(arr)):
+            return True
+    return bool(np.isfinite(arr).all())
 
 
 def range_text(lo: int | None, hi: int | None) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from secagg_dp import zq
+from secagg_dp._validate import all_finite
 from secagg_dp.errors import ParameterError
 
 __all__ = [
@@ -199,12 +200,17 @@ def _client_block(
     from simulations.tasks.protocol import check_rows
 
     task = spec.task
-    x = check_rows(task, task.client_vectors(spec.model, ids, spec.round, spec.root_seed), len(ids), spec.dim)
+    rows = task.client_vectors(spec.model, ids, spec.round, spec.root_seed)
+    x = check_rows(task, rows, len(ids), spec.dim, finite=keep is None)
+    if keep is not None:  # the column sums check finiteness (a NaN or an infinity makes its column's sum so)
+        cols = x.sum(axis=0)
+        if not all_finite(cols):
+            check_rows(task, rows, len(ids), spec.dim)  # the task's own message (passes if a sum overflowed)
     noise = _client_noise(spec, ids, codec.padded_dim, rng) if spec.client_noise else None
     if keep is None:
         return codec.encode(x, noise=noise, rng=rng), x
     part = codec.encode_sum(x, keep=keep, noise=noise, rng=rng)
-    return part, (x if keep.all() else x[keep]).sum(axis=0)
+    return part, (cols if keep.all() else x[keep].sum(axis=0))
 
 
 def _encode_sample_level(spec: RoundSpec, codec: Any, cid: int, rng: np.random.Generator) -> np.ndarray:

@@ -22,11 +22,20 @@ from functools import cached_property
 import numpy as np
 
 from secagg_dp._validate import check_finite_array, check_int, check_real
-from secagg_dp.errors import ParameterError
-from secagg_dp.quantize.hadamard import hadamard_rows, next_pow2, rademacher_signs, rotate, unrotate
+from secagg_dp.errors import ParameterError, RoundingError
+from secagg_dp.quantize.hadamard import (
+    hadamard_rows,
+    hadamard_rows_into,
+    next_pow2,
+    rademacher_signs,
+    rotate,
+    unrotate,
+)
 from secagg_dp.quantize.rounding import (
     _EPS,
     _conditional_round_rows,
+    _rejected,
+    _row_sq_norms,
     _shrink_rows_inplace,
     rounded_l1_bound,
     rounded_l2_bound,
@@ -36,6 +45,10 @@ from secagg_dp.rng import resolve_rng
 from secagg_dp.zq import add_mod, centered, check_bits, check_residues, wrap_int64
 
 __all__ = ["ZqCodec", "clip_l2"]
+
+#: Rows per pass of the fused encoder (:meth:`ZqCodec._rounded_rows`): its four work arrays of 32 x d float64
+#: (256 KB each at d = 1024) stay in a core's L2 cache, where whole-batch arrays of 1 MB each did not.
+_PASS_ROWS = 32
 
 
 def clip_l2(x: np.ndarray, clip: float) -> np.ndarray:
@@ -82,7 +95,7 @@ class ZqCodec:
 
     # ----- derived quantities -------------------------------------------------------------------
 
-    @property
+    @cached_property
     def padded_dim(self) -> int:
         """d: the next power of two ≥ dim (length of every encoding)."""
         return next_pow2(self.dim)
@@ -92,7 +105,7 @@ class ZqCodec:
         """q = 2^bits."""
         return 1 << self.bits
 
-    @property
+    @cached_property
     def l2_sensitivity(self) -> float:
         """Δ₂ on the integer grid: every encoding (before noise) satisfies ‖x̃‖₂ ≤ Δ₂ ([KLS21] Thm 1, Prop. 22).
 
@@ -113,11 +126,12 @@ class ZqCodec:
 
     # ----- building blocks ------------------------------------------------------------------------
 
-    def _check_input(self, x: object) -> np.ndarray:
+    def _check_input(self, x: object, *, finite: bool = True) -> np.ndarray:
+        """``x`` as float64 after the checks (``finite`` False: :meth:`_rounded_rows` checks finiteness)."""
         arr = np.asarray(x)
         if arr.dtype == np.bool_:
             raise ParameterError(f"Argument 'x' must be a real numeric array, not dtype {arr.dtype}.")
-        arr = check_finite_array("x", arr)
+        arr = check_finite_array("x", arr, finite=finite)
         if arr.ndim not in (1, 2) or arr.shape[-1] != self.dim:
             raise ParameterError(
                 f"Argument 'x' must have shape ({self.dim},) or (n_clients, {self.dim}), not {arr.shape}."
@@ -136,21 +150,59 @@ class ZqCodec:
         y = check_finite_array("y", y, length=self.padded_dim)
         return unrotate(y, self._signs)[..., : self.dim]
 
+    @cached_property
+    def _unit(self) -> float:
+        """s·(1 − 3γ)/√d, γ = 4(d + 2)·2^-53: the scale, the pre-shrink and H's 1/√d as one factor."""
+        gamma = 4.0 * (self.padded_dim + 2) * _EPS
+        return self.scale * (1.0 - 3.0 * gamma) / math.sqrt(self.padded_dim)
+
+    @cached_property
+    def _unit_signs_rows(self) -> np.ndarray:
+        """(unit·ε_j) for j < dim, repeated on :data:`_PASS_ROWS` rows (one product per pass, no broadcast)."""
+        tile = np.tile(self._unit * self._signs[: self.dim], (_PASS_ROWS, 1))
+        tile.setflags(write=False)
+        return tile
+
+    @cached_property
+    def _within_sq(self) -> float:
+        """(c(1 + γ))²: rows whose float squared norm is at most this are not clipped (see _clip_factors)."""
+        return (self.clip * (1.0 + 4.0 * (self.padded_dim + 2) * _EPS)) ** 2
+
+    def _clip_factors(self, a: np.ndarray) -> np.ndarray | None:
+        """Per row of ``a`` unit·min(1, c/‖x‖), with 1 for every ‖x‖ ≤ c(1 + γ) (a row normalised to c in
+        float64, whose computed norm can exceed c by a few ulps, is left as it is); None when that is every row.
+        (A squared norm that overflows to infinity gives the factor 0, as the clip of such a row is 0 in float.)
+
+        Also the finiteness check of ``a``: a NaN or an infinity makes its row's squared norm, and their sum,
+        NaN or infinite; only then (or on overflow) is ``a`` checked entry by entry (ParameterError)."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            sq = _row_sq_norms(a)
+            total = float(np.add.reduce(sq))
+        if not math.isfinite(total):
+            check_finite_array("x", a)
+        if not sq.size or np.maximum.reduce(sq) <= self._within_sq:
+            return None
+        within = sq <= self._within_sq
+        ratio = np.where(within, 1.0, self.clip / np.sqrt(np.where(within, 1.0, sq)))
+        factor: np.ndarray = self._unit * ratio
+        return factor
+
     def _clip_rotate_scale(self, a: np.ndarray) -> np.ndarray:
         """s·R·pad(clip(x)) for checked float64 rows ``a`` (2-D), with exact ‖row‖₂ ≤ C = c·s (shape (n, d)).
 
         One pass computes the row norms; the clip factor min(1, c/‖x‖), the scale s and the signs ε of D
         are applied while padding (with the 1/√d of the orthonormal H), then the Sylvester matrix by
-        :func:`~secagg_dp.quantize.hadamard.hadamard_rows`. The factor carries an extra (1 − 2γ),
-        γ = 4(d + 2)·2^-53, so that float error in the rotation (relative ~1e-15) leaves every row below
+        :func:`~secagg_dp.quantize.hadamard.hadamard_rows`. Rows whose float norm is within c(1 + γ),
+        γ = 4(d + 2)·2^-53 (the error band of a float norm), are not clipped, and the factor carries an extra
+        (1 − 3γ), so that those rows and float error in the rotation (relative ~1e-15) stay below
         :func:`shrink_to_norm`'s target C(1 − γ); its exact-norm guard still runs (in place) and rescales
-        any row that is not. The same map as ``s·rotate(clip_l2(x))`` up to a relative 2γ (3e-12 at d = 1024).
+        any row that is not, so ‖y‖₂ ≤ C holds exactly whatever the float error. The same map as
+        ``s·rotate(clip_l2(x))`` up to a relative 3γ (5e-12 at d = 1024).
         """
         n = a.shape[0]
-        gamma = 4.0 * (self.padded_dim + 2) * _EPS
-        norms = np.sqrt(np.einsum("ij,ij->i", a, a))
-        unit = self.scale * (1.0 - 2.0 * gamma) / math.sqrt(self.padded_dim)  # s, the shrink and H's 1/√d
-        factor = unit * np.minimum(1.0, self.clip / np.where(norms > 0, norms, 1.0))
+        factor = self._clip_factors(a)
+        if factor is None:
+            factor = np.full(n, self._unit)
         padded = np.empty((n, self.padded_dim))
         padded[:, self.dim :] = 0.0
         head = padded[:, : self.dim]
@@ -161,15 +213,97 @@ class ZqCodec:
         return y
 
     def _quantize_rows(self, a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Conditionally rounded rows of checked float64 ``a`` (2-D), as integer-valued float64 (|x̃| ≤ Δ₂)."""
+        """Conditionally rounded rows of checked float64 ``a`` (2-D), as integer-valued float64 (|x̃| ≤ Δ₂).
+
+        The stage-by-stage form (each stage over the whole batch); :meth:`_rounded_rows` computes the same rows
+        bit for bit in passes of :data:`_PASS_ROWS` rows (tested), and is what the codec runs."""
         y = self._clip_rotate_scale(a)
         return _conditional_round_rows(y, self.l2_sensitivity, rng, self.max_attempts)
+
+    def _rounded_rows(
+        self, a: np.ndarray, rng: np.random.Generator, *, keep: np.ndarray | None = None, rows: bool = True
+    ) -> np.ndarray:
+        """:meth:`_quantize_rows` of checked float64 ``a`` (2-D) fused per pass of :data:`_PASS_ROWS` rows.
+
+        Each pass runs clip, pad, rotation, scale, the exact-norm guard and the first rounding draw of its rows
+        in preallocated arrays (few numpy calls per pass: each costs microseconds on small arrays), then the
+        rows above Δ₂ are redrawn after the last pass, as
+        :func:`~secagg_dp.quantize.rounding.conditional_round` does for the whole batch: every row's float
+        operations are the same row-wise operations in the same order (the batched products and the row norms
+        do not depend on the other rows), and ``rng.random`` fills the passes' arrays one after the other, so
+        the first draws take the same uniforms as one draw of the batch and the redraws follow in the same
+        order. ``rows`` True: the (n, d) integer-valued float64 rows. False: their float64 sum over the rows
+        in ``keep`` (None: all), shape (d,), exact when n·(Δ₂ + 1) < 2^53 (every partial sum is an integer
+        below 2^53), without keeping the rows."""
+        n = a.shape[0]
+        d, dim = self.padded_dim, self.dim
+        bound, cs = self.l2_sensitivity, self.clip * self.scale
+        signs, tile = self._signs[:dim], self._unit_signs_rows
+        p = max(1, min(n, _PASS_ROWS))
+        x_buf, t_buf, y_buf, u_buf = (np.empty((p, d)) for _ in range(4))
+        x_buf[:, dim:] = 0.0  # the padding, written once: the passes write the head only
+        b_buf = np.empty((p, d), dtype=np.bool_)
+        out = np.empty((n, d)) if rows else np.zeros((p, d))  # rows, or per-pass-row partial sums
+        drop = None if rows or keep is None or keep.all() else ~keep
+        redo: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # (rows, rounded, up, fraction)
+        factors = self._clip_factors(a)  # None: no row is clipped (one pass over the block: measured faster)
+        for lo in range(0, n, p):
+            m = min(p, n - lo)
+            xa, xp, y, up = a[lo : lo + m], x_buf[:m], y_buf[:m], b_buf[:m]
+            if factors is None:  # x·(unit·ε) = (x·unit)·ε exactly (ε = ±1): the rows of the general branch
+                np.multiply(xa, tile[:m], out=xp[:, :dim])
+            else:
+                np.multiply(xa, factors[lo : lo + m, None], out=xp[:, :dim])
+                xp[:, :dim] *= signs
+            hadamard_rows_into(xp, y, t_buf[:m])
+            _shrink_rows_inplace(y, cs)
+            r = out[lo : lo + m] if rows else t_buf[:m]
+            np.floor(y, out=r)
+            np.subtract(y, r, out=y)  # the fraction y - floor(y), exact
+            np.less(rng.random(out=u_buf[:m]), y, out=up)
+            r += up
+            bad = _rejected(r, bound)
+            if bad.size:
+                redo.append((bad + lo, r[bad], up[bad], y[bad]))
+                if not rows:
+                    r[bad] = 0.0
+            if not rows:
+                if drop is not None:
+                    r[drop[lo : lo + m]] = 0.0
+                out[:m] += r  # exact: integers below 2^53 (see the caller)
+        if redo:
+            pending = np.concatenate([i for i, _, _, _ in redo])
+            floor = np.concatenate([r for _, r, _, _ in redo]) - np.concatenate([u for _, _, u, _ in redo])
+            frac = np.concatenate([f for _, _, _, f in redo])
+            for _ in range(self.max_attempts - 1):
+                again = floor + (rng.random(frac.shape) < frac)  # the draws of rounding._round_rows
+                bad = _rejected(again, bound)
+                if rows:
+                    good = np.ones(pending.size, dtype=np.bool_)
+                    good[bad] = False
+                    out[pending[good]] = again[good]
+                else:
+                    again[bad] = 0.0
+                    if drop is not None:  # dropped rows are redrawn (the same draws) but not summed
+                        again[drop[pending]] = 0.0
+                    out[0] += again.sum(axis=0)  # exact, as above
+                pending, floor, frac = pending[bad], floor[bad], frac[bad]
+                if pending.size == 0:
+                    break
+            if pending.size:
+                raise RoundingError(
+                    f"Conditional randomized rounding did not reach ‖x̃‖₂ ≤ {bound:.6g} for {pending.size} "
+                    f"vector(s) within max_attempts={self.max_attempts} draws. To fix, check that the input "
+                    "norm is at most the clip (the bound assumes it), raise 'max_attempts', or use a smaller "
+                    "'beta' (β = 0 never rejects)."
+                )
+        return out if rows else out.sum(axis=0)
 
     def quantize(self, x: np.ndarray, *, rng: np.random.Generator | None = None) -> np.ndarray:
         """Clip, rotate, scale and conditionally round: the int64 vector(s) x̃ with ‖x̃‖₂ ≤ Δ₂ (no noise, no wrap)."""
         rng = resolve_rng(rng)
-        arr = np.asarray(self._check_input(x), dtype=np.float64)
-        rows = self._quantize_rows(arr.reshape(-1, self.dim), rng)
+        arr = np.asarray(self._check_input(x, finite=False), dtype=np.float64)
+        rows = self._rounded_rows(arr.reshape(-1, self.dim), rng)
         return rows.astype(np.int64).reshape(arr.shape[:-1] + (self.padded_dim,))
 
     # ----- public codec ---------------------------------------------------------------------------
@@ -214,7 +348,7 @@ class ZqCodec:
         encodes), without wrapping each row: the int64 rows are summed mod 2^64 (q divides 2^64) and reduced
         once. ``keep``: a boolean mask over the rows (None: all); ``noise``: int64 of shape (n, padded_dim).
         """
-        arr = np.asarray(self._check_input(x), dtype=np.float64)
+        arr = np.asarray(self._check_input(x, finite=False), dtype=np.float64)
         if arr.ndim != 2:
             raise ParameterError(f"Argument 'x' must have shape (n_clients, {self.dim}), not {arr.shape}.")
         n = arr.shape[0]
@@ -230,15 +364,13 @@ class ZqCodec:
                 raise ParameterError(f"Argument 'noise' must have dtype int64, not {z.dtype}.")
             if z.shape != (n, self.padded_dim):
                 raise ParameterError(f"Argument 'noise' must have shape {(n, self.padded_dim)}, not {z.shape}.")
-        rows = self._quantize_rows(arr, resolve_rng(rng))
         mask = np.uint64((1 << self.bits) - 1)
         if z is None and n * (self.l2_sensitivity + 1.0) < 2.0**53:
             # every |x̃_ij| ≤ Δ₂, so each partial sum is an integer below 2^53: the float64 sum is exact
-            if k is not None and not k.all():
-                rows[~k] = 0.0
-            exact: np.ndarray = rows.sum(axis=0).astype(np.int64).view(np.uint64) & mask
+            total = self._rounded_rows(arr, resolve_rng(rng), keep=k, rows=False)
+            exact: np.ndarray = total.astype(np.int64).view(np.uint64) & mask
             return exact
-        xq = rows.astype(np.int64).view(np.uint64)
+        xq = self._rounded_rows(arr, resolve_rng(rng)).astype(np.int64).view(np.uint64)
         if z is not None:
             xq += z.view(np.uint64)  # mod 2^64, exact mod q
         if k is not None and not k.all():

@@ -32,6 +32,7 @@ __all__ = [
     "fwht",
     "fwht_butterfly",
     "hadamard_rows",
+    "hadamard_rows_into",
     "sylvester",
     "rademacher_signs",
     "rotate",
@@ -163,6 +164,28 @@ def hadamard_rows(a: np.ndarray) -> np.ndarray:
     out = _kron_transform(a.reshape(m * (d // inner), inner)).reshape(m, d)
     _butterfly_stages(out, inner)
     return out
+
+
+def hadamard_rows_into(a: np.ndarray, out: np.ndarray, scratch: np.ndarray) -> None:
+    """:func:`hadamard_rows` of the float64 (m, d) array ``a`` written into ``out`` (which may be ``a``), with
+    ``scratch`` (the same shape, distinct from both) as the intermediate; all three C-contiguous: no allocation
+    for d <= 2^12 (otherwise, or for non-contiguous arrays, a copy of :func:`hadamard_rows`). The same
+    products in the same order as :func:`hadamard_rows` (numpy's batched ``matmul`` with an output array calls
+    the same BLAS product per row), so the result is equal bit for bit (tested)."""
+    m, d = a.shape
+    k = d.bit_length() - 1
+    contiguous = a.flags.c_contiguous and out.flags.c_contiguous and scratch.flags.c_contiguous
+    if d > 1 << _KRON_MAX_BITS or k == 0 or not contiguous:
+        out[...] = hadamard_rows(a)
+        return
+    lo = (k + 1) // 2
+    big_a, big_b = 1 << (k - lo), 1 << lo
+    s3 = scratch.reshape(m, big_a, big_b)
+    np.matmul(a.reshape(m, big_a, big_b), sylvester(big_b), out=s3)
+    if big_a > 1:
+        np.matmul(sylvester(big_a), s3, out=out.reshape(m, big_a, big_b))
+    else:
+        out[...] = scratch
 
 
 def rademacher_signs(rotation_seed: int, d: int) -> np.ndarray:

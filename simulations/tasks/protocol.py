@@ -32,6 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from secagg_dp._validate import all_finite
 from secagg_dp.errors import ConfigError, ParameterError
 
 __all__ = ["Task", "SampleLevelTask", "load_task", "task_label", "check_task", "check_rows", "MAX_VECTOR_DIM"]
@@ -135,8 +136,13 @@ def _import(module_name: str) -> Any:
         return importlib.import_module(module_name)
 
 
-def check_rows(task: Any, rows: Any, n: int, dim: int, what: str = "client_vectors") -> np.ndarray:
-    """``rows`` as a float64 (n, dim) array, or a one-line ParameterError naming the task and the method."""
+def check_rows(
+    task: Any, rows: Any, n: int, dim: int, what: str = "client_vectors", *, finite: bool = True
+) -> np.ndarray:
+    """``rows`` as a float64 (n, dim) array, or a one-line ParameterError naming the task and the method.
+
+    ``finite`` False: the caller checks finiteness in a pass it makes anyway (and calls again with True to
+    get this message)."""
     label = task_label(task)
     try:
         arr = np.asarray(rows, dtype=np.float64)
@@ -147,7 +153,7 @@ def check_rows(task: Any, rows: Any, n: int, dim: int, what: str = "client_vecto
             f"Task {label!r}: {what} must return an array of shape ({n}, {dim}) (one row of vector_dim reals "
             f"per id), not {arr.shape}."
         )
-    if not np.isfinite(arr).all():
+    if finite and not all_finite(arr):
         bad = int(np.count_nonzero(~np.isfinite(arr)))
         raise ParameterError(f"Task {label!r}: {what} returned {bad} non-finite value(s) (NaN or inf).")
     return arr

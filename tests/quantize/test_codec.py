@@ -254,13 +254,15 @@ def test_wrap_bound_is_an_upper_bound_empirically() -> None:
     assert 0 < p_hat <= wb.per_coordinate
 
 
+@pytest.mark.parametrize("rows", [9, 75])
 @pytest.mark.parametrize("bits", [16, 40, 62])
-def test_encode_sum_equals_sum_of_encoded_rows_bit_for_bit(bits: int) -> None:
-    # The ideal aggregator's fast path: the same draws as encode(), summed without wrapping each row.
+def test_encode_sum_equals_sum_of_encoded_rows_bit_for_bit(bits: int, rows: int) -> None:
+    # The ideal aggregator's fast path: the same draws as encode(), summed without wrapping each row (75 rows:
+    # several passes of the fused encoder, a ragged last one, rows redrawn by the conditional rounding).
     codec = ZqCodec(37, bits, 1.0, 50.0, rotation_seed=4)
-    x = np.random.default_rng(1).normal(size=(9, 37))
-    noise = np.random.default_rng(2).integers(-(2**40), 2**40, size=(9, 64))
-    keep = np.array([True, False, True, True, False, True, True, True, False])
+    x = np.random.default_rng(1).normal(size=(rows, 37))
+    noise = np.random.default_rng(2).integers(-(2**40), 2**40, size=(rows, 64))
+    keep = np.resize([True, False, True, True, False, True, True, True, False], rows)
     for z, k in ((None, None), (noise, None), (noise, keep), (None, keep)):
         rows = codec.encode(x, noise=z, rng=np.random.default_rng(3))
         want = sum_mod(rows if k is None else rows[k], bits)
@@ -292,3 +294,63 @@ def test_quantize_equals_the_stepwise_pipeline() -> None:
     want = conditional_round(y, codec.l2_sensitivity, rng=np.random.default_rng(6))
     got = codec.quantize(x, rng=np.random.default_rng(6))
     assert np.array_equal(got, want)
+
+
+def test_fused_passes_equal_the_stage_by_stage_rows_bit_for_bit() -> None:
+    # ZqCodec._rounded_rows (passes of 32 rows, what encode and encode_sum run) against _quantize_rows (each
+    # stage over the whole batch): rows within the clip (normalised to c, float norms a few ulps either side),
+    # clipped rows (passes mixing both), and a tight beta so that many rows are redrawn.
+    from secagg_dp.quantize.codec import _PASS_ROWS
+
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(3 * _PASS_ROWS + 5, 1000))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    x[_PASS_ROWS + 3] *= 4.0  # one clipped row in the second pass
+    x[2 * _PASS_ROWS :] *= rng.uniform(0.5, 3.0, size=(_PASS_ROWS + 5, 1))
+    for beta in (math.exp(-0.5), 0.99):
+        codec = ZqCodec(1000, 32, 1.0, 300.0, rotation_seed=2, beta=beta)
+        want = codec._quantize_rows(x, np.random.default_rng(8))
+        assert np.array_equal(codec._rounded_rows(x, np.random.default_rng(8)), want)
+        keep = rng.random(len(x)) < 0.6
+        got = codec._rounded_rows(x, np.random.default_rng(8), keep=keep, rows=False)
+        assert np.array_equal(got, want[keep].sum(axis=0))
+    # the draws that were redrawn: the stage-by-stage first draw rejects some rows at beta = 0.99
+    from secagg_dp.quantize.rounding import _round_rows, _within
+
+    first = _round_rows(codec._clip_rotate_scale(x), np.random.default_rng(8))
+    assert 0 < int((~_within(first, codec.l2_sensitivity)).sum()) < len(x)
+
+
+def test_quantize_equals_the_dense_pipeline_over_several_passes() -> None:
+    # The dense oracle of test_quantize_equals_the_stepwise_pipeline on 75 rows (three passes), half of them
+    # normalised to the clip (not clipped: the pass multiplies by the tiled signs) and half clipped.
+    import scipy.linalg
+
+    from secagg_dp.quantize import conditional_round, rademacher_signs
+
+    codec = ZqCodec(20, 30, 2.0, 1000.0, rotation_seed=8)
+    x = np.random.default_rng(5).normal(size=(75, 20)) * 3.0
+    x[::2] *= 2.0 / np.linalg.norm(x[::2], axis=1, keepdims=True)
+    padded = np.zeros((75, 32))
+    padded[:, :20] = clip_l2(x, 2.0)
+    dense = scipy.linalg.hadamard(32) / np.sqrt(32) @ np.diag(rademacher_signs(8, 32))
+    y = padded @ dense.T * 1000.0
+    want = conditional_round(y, codec.l2_sensitivity, rng=np.random.default_rng(6))
+    got = codec.quantize(x, rng=np.random.default_rng(6))
+    assert np.array_equal(got, want)
+
+
+def test_input_check_finds_non_finite_values_and_accepts_huge_finite_ones() -> None:
+    # The finite check sums the array first; a sum that overflows is decided entry by entry.
+    codec = ZqCodec(4, 32, 1.0, 10.0, rotation_seed=1)
+    huge = np.full((3, 4), 1e308)  # finite, but their sum overflows
+    assert codec.quantize(huge, rng=np.random.default_rng(0)).shape == (3, 4)
+    for bad in (np.nan, np.inf, -np.inf):
+        x = np.ones((3, 4))
+        x[1, 2] = bad
+        with pytest.raises(ParameterError, match="NaN or infinite"):
+            codec.quantize(x, rng=np.random.default_rng(0))
+    mixed = huge.copy()
+    mixed[0, 0] = -np.inf  # inf and a huge sum of the other sign: the sum is NaN
+    with pytest.raises(ParameterError, match="NaN or infinite"):
+        codec.encode_sum(mixed)

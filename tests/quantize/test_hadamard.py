@@ -101,3 +101,22 @@ def test_next_pow2_and_bad_lengths() -> None:
         fwht(np.float64(1.0))
     with pytest.raises(ParameterError):
         next_pow2(0)
+
+
+@pytest.mark.parametrize("log_d", [0, 1, 2, 5, 10, 12, 13])
+def test_hadamard_rows_into_equals_hadamard_rows_bit_for_bit(log_d: int) -> None:
+    from secagg_dp.quantize.hadamard import hadamard_rows, hadamard_rows_into
+
+    d = 1 << log_d
+    a = np.random.default_rng(log_d).normal(size=(5, d))
+    want = hadamard_rows(a)
+    got, kept = a.copy(), a.copy()
+    hadamard_rows_into(got, got, np.empty_like(got))  # in place
+    assert np.array_equal(got, want)
+    out = np.empty_like(a)
+    hadamard_rows_into(kept, out, np.empty_like(a))  # into another array, the input unchanged
+    assert np.array_equal(out, want) and np.array_equal(kept, a)
+    wide = np.zeros((5, 2 * d))  # a non-contiguous view takes the copying path, same values
+    wide[:, :d] = a
+    hadamard_rows_into(wide[:, :d], wide[:, :d], np.empty((5, d)))
+    assert np.array_equal(wide[:, :d], want)

@@ -310,3 +310,22 @@ def test_import_path_finds_a_module_in_the_current_folder(tmp_path, monkeypatch)
         load_task("usertask_cwd_probe:T", {"width": 5})
     with pytest.raises(ConfigError, match="package.module:Class"):
         load_task("usertask_cwd_probe:", {})
+
+
+class LateNaNTask(LinearRegressionTask):
+    """Finite for the clients probed before the first round (0, 1, n - 1), NaN for client 5 in a round."""
+
+    def client_vectors(self, model: Any, client_ids: np.ndarray, round: int, root_seed: int) -> np.ndarray:
+        out = super().client_vectors(model, client_ids, round, root_seed)
+        out[np.asarray(client_ids) == 5, 2] = math.inf
+        return out
+
+
+@pytest.mark.parametrize("mode", ["ideal", "crypto"])
+def test_non_finite_rows_in_a_round_are_refused_with_the_tasks_message(tmp_path, mode):
+    # In the ideal mode the rows' finiteness is read off their column sums (the block's truth sum), and the
+    # task's own message comes from the full check only then; in the crypto mode the full check runs first.
+    cfg = _cfg(mode=mode, population={"clients": 20, "checkin": 1.0})
+    with pytest.raises(ParameterError, match="client_vectors returned 1 non-finite value") as info:
+        run_scenario(cfg, tmp_path / "out", task=LateNaNTask(), accountant=CountingAccountant())
+    assert "'linreg'" in str(info.value)
