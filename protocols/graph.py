@@ -372,11 +372,9 @@ def secaggplus_parameters(
             f"'dropout_fraction' = {delta} admit no threshold in {security} mode (need "
             f"{'corrupt + 2 dropout' if active else 'corrupt + dropout'} < 1). To fix, lower one of them."
         )
-    from scipy import stats  # here, not at import: scipy.stats costs about 1 s to import (no type stubs)
-
     n_drop = math.floor(delta * (pop - 1))
     log2n = math.log2(n)
-    from scipy import stats  # lazy: scipy.stats costs ~75 MB of RSS in every process that runs a round
+    from scipy import stats  # lazy: scipy.stats costs ~75 MB of RSS and about 1 s in every process importing us
 
     for k in range(2, pop - 1, 2):
         if delta + gamma_eff > 0 and g + 2 * log2n + k * math.log2(delta + gamma_eff) > -sigma:
