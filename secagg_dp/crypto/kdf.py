@@ -1,4 +1,4 @@
-"""HKDF-SHA256 (Krawczyk and Eronen 2010, RFC 5869, Sec. 2.2-2.3) with one distinct ``info`` label per purpose.
+"""HKDF-SHA256 (RFC 5869) with one distinct ``info`` label per purpose.
 
 Raw X25519 outputs are never used as keys: every use passes through :func:`derive` with its own label,
 and the label is followed by the round id and the (ordered) party ids, so keys of different purposes,
@@ -7,8 +7,10 @@ rounds or pairs are independent.
 
 from __future__ import annotations
 
-import hmac
 import struct
+
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from secagg_dp._validate import check_int
 from secagg_dp.errors import ParameterError
@@ -55,8 +57,7 @@ LABELS = (
 
 _LABEL_SET = frozenset(LABELS)
 _PAIR = struct.Struct(">II")
-_HASH_LEN = 32  # SHA-256 output bytes
-_NO_SALT = bytes(_HASH_LEN)  # RFC 5869, Sec. 2.2: an absent salt is HashLen zero bytes
+_SHA256 = hashes.SHA256()  # stateless algorithm descriptor, shared by every derivation
 
 
 def context(label: bytes, round_id: bytes, *ids: int) -> bytes:
@@ -78,13 +79,4 @@ def derive(ikm: bytes, *, info: bytes, length: int = 32, salt: bytes | None = No
         raise ParameterError("Argument 'info' must start with a registered purpose label (see kdf.LABELS).")
     if not (type(length) is int and 1 <= length <= 255 * 32):
         length = check_int("length", length, lo=1, hi=255 * 32)
-    # RFC 5869, Sec. 2.2-2.3: PRK = HMAC(salt, IKM); T(i) = HMAC(PRK, T(i-1) || info || i); OKM = T(1) || ...
-    # (the standard library's one-shot HMAC, the same bytes as cryptography's HKDF without building its objects:
-    # a simulated round derives about 2kn keys)
-    prk = hmac.digest(_NO_SALT if salt is None else bytes(salt), bytes(ikm), "sha256")
-    info = bytes(info)
-    out, block = b"", b""
-    for i in range(1, -(-length // _HASH_LEN) + 1):
-        block = hmac.digest(prk, block + info + bytes((i,)), "sha256")
-        out += block
-    return out[:length]
+    return HKDF(algorithm=_SHA256, length=length, salt=salt, info=bytes(info)).derive(bytes(ikm))
