@@ -21,6 +21,7 @@ else the in-process one.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
 import os
 import queue
@@ -136,6 +137,9 @@ class ProcessClientPool:
         self._procs: list[Any] = []
         self.cpu: dict[str, float] = {}  # stage -> the workers' process CPU seconds serving it, summed
         ctx = mp.get_context("fork")
+        # Objects that exist now are shared with the workers copy-on-write; frozen, the workers' garbage
+        # collector never walks them (which would touch, and so copy, every page of the driver's heap).
+        gc.freeze()
         try:
             for part in shards:
                 here, there = ctx.Pipe()
@@ -147,6 +151,8 @@ class ProcessClientPool:
         except BaseException:
             self.close()
             raise
+        finally:
+            gc.unfreeze()
 
     @property
     def ids(self) -> list[int]:
