@@ -81,7 +81,7 @@ def _shard_main(conn: Connection, inputs: dict[int, np.ndarray]) -> None:
     while True:
         try:
             op, *args = conn.recv()
-        except EOFError:
+        except (EOFError, KeyboardInterrupt):  # the driver is gone or interrupted (it stops the workers)
             return
         try:
             if op == "serve":
@@ -164,19 +164,27 @@ class ProcessClientPool:
         """The number of worker processes."""
         return len(self._conns)
 
-    def _answer(self, s: int) -> Any:
-        try:
-            status, out = self._conns[s].recv()
-        except EOFError:
-            raise ProtocolError(f"client pool worker {s} exited") from None
-        if status != "ok":
-            raise out
+    def _answers(self) -> list[Any]:
+        """One answer from every worker, in shard order; the first failure is raised once all have answered
+        (so no answer is left unread for the next command)."""
+        out: list[Any] = []
+        failure: BaseException | None = None
+        for s, conn in enumerate(self._conns):
+            try:
+                status, got = conn.recv()
+            except EOFError:
+                status, got = "error", ProtocolError(f"client pool worker {s} exited")
+            if status != "ok":
+                failure = failure or got
+            out.append(got)
+        if failure is not None:
+            raise failure
         return out
 
     def _all(self, per_shard: Sequence[tuple[Any, ...]]) -> list[Any]:
         for conn, msg in zip(self._conns, per_shard, strict=True):
             conn.send(msg)
-        return [self._answer(s) for s in range(len(self._conns))]
+        return self._answers()
 
     def identities(self, plan: RoundPlan) -> dict[int, bytes]:
         """Every worker creates its clients' identities; the public keys of all of them."""
@@ -250,8 +258,7 @@ class ProcessClientPool:
             raise ProtocolError(f"client pool: sending to a worker failed: {errors[0]!r}")
         parts: list[list[Reply]] = []
         refused: list[str] = []
-        for s in range(len(self._conns)):
-            replies, cpu = self._answer(s)
+        for s, (replies, cpu) in enumerate(self._answers()):
             self.cpu[stage] = self.cpu.get(stage, 0.0) + cpu
             parts.append(self._own_replies(stage, s, sent[s], replies, refused))
         uplink, reports = merge(parts)

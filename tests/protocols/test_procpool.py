@@ -13,7 +13,7 @@ from protocols import InProcessClientPool, run_pooled_round, run_secagg_round
 from protocols.messages import Kind
 from protocols.procpool import ProcessClientPool, client_pool
 from protocols.transport import Envelope, FaultInjector
-from secagg_dp.errors import ParameterError
+from secagg_dp.errors import ParameterError, ProtocolError
 from tests.protocols.roundkit import exact_sum
 
 pytestmark = pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="needs the fork start method")
@@ -97,3 +97,11 @@ def test_an_envelope_for_nobody_is_dropped():
     with ProcessClientPool(inputs, 2) as pool:
         uplink, reports = pool.deliver("advertise_keys", [Envelope(0, 10**6, b"x")])
         assert uplink == [] and reports == []
+
+
+def test_a_worker_failure_is_raised_in_the_driver():
+    with ProcessClientPool(_inputs(), 2) as pool:
+        with pytest.raises(ProtocolError, match="unknown pool command"):
+            pool._all([("bogus",)] * pool.workers)
+        # the workers answered (an error each) and keep serving: the pool still works
+        assert pool.deliver("advertise_keys", []) == ([], [])
