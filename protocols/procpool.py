@@ -15,7 +15,7 @@ sent, or repeated, is refused and reported, never merged, and a worker may regis
 its own clients (the same checks as the Dask pool of ``simulations``).
 
 :func:`client_pool` picks the pool :func:`~protocols.round.run_secagg_round` uses: this one over the usable
-cores when there are at least two and the round is large enough (``MIN_CLIENTS_PER_WORKER`` per worker),
+cores on Linux when there are at least two and the round is large enough (``MIN_CLIENTS_PER_WORKER`` per worker),
 else the in-process one.
 """
 
@@ -25,6 +25,7 @@ import gc
 import multiprocessing as mp
 import os
 import queue
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -56,13 +57,14 @@ def usable_cores() -> int:
 
 
 def client_pool(inputs: Mapping[int, np.ndarray], workers: int | None = None) -> ClientPool:
-    """The pool a round's clients run in: ``workers=None`` forks one process per usable core when there are
-    at least two, the "fork" start method exists and every worker gets ``MIN_CLIENTS_PER_WORKER`` clients or
-    more; ``workers=1`` (or a small round) runs them in this process (:class:`InProcessClientPool`). Either
-    gives the same seeded round bit for bit. Close a :class:`ProcessClientPool` after the round."""
+    """The pool a round's clients run in: ``workers=None`` forks one process per usable core on Linux when
+    there are at least two and every worker gets ``MIN_CLIENTS_PER_WORKER`` clients or more; ``workers=1``
+    (or a small round) runs them in this process (:class:`InProcessClientPool`); ``workers > 1`` forks that
+    many wherever the "fork" start method exists. Either gives the same seeded round bit for bit. Close a
+    :class:`ProcessClientPool` after the round."""
     n = len(inputs)
-    if workers is None:
-        can_fork = "fork" in mp.get_all_start_methods()
+    if workers is None:  # forking by default on Linux only (macOS and Windows default to spawning processes)
+        can_fork = sys.platform.startswith("linux") and "fork" in mp.get_all_start_methods()
         workers = min(usable_cores(), n // MIN_CLIENTS_PER_WORKER) if can_fork else 1
     elif not (type(workers) is int and workers >= 1):
         raise ParameterError(f"Argument 'workers' must be a positive int or None, not {workers!r}.")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import sys
 
 import numpy as np
 import pytest
@@ -11,7 +12,10 @@ import pytest
 from tests.protocols.roundkit import exact_sum
 from tests.protocols.test_procpool import BITS, IDS, _inputs, _same
 
-pytestmark = pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="needs the fork start method")
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or "fork" not in mp.get_all_start_methods(),
+    reason="the default pool forks on Linux only",
+)
 
 
 def test_simulator_crypto_round_forks_and_matches_one_process(monkeypatch):
