@@ -22,10 +22,14 @@
 (j) --memory: peak RSS of one round in a fresh process (run_secagg_round, SecAgg+ k = 32, t = 17, 10% dropout
     after masking), n = 10^4, d = 10^3 and n = 100, d = 10^6 (targets 300 MB and 1.5 GB); --memory-cases
     to change, e.g. 100x1000000. Baseline: the process's RSS before the round (libraries + the inputs).
-(k) --cpu: client CPU per client in one round (sum of the clients' stage times / n; n = 10^3, d = 10^3,
-    k = 32, t = 17, active) against the floor of its cryptography timed as bare library calls in the same
-    run: 2 X25519 key pairs + 2k agreements, 2 Ed25519 signatures + k + t verifications, k AES-GCM seals +
-    k opens of a share box, and k + 1 AES-CTR mask expansions of d words plus one add each (target <= 2x).
+(k) --cpu: client CPU per client in one round (n = 10^3 or --cpu-n, d = 10^3, k = 32, t = 17, active) against
+    the floor of its cryptography timed as bare library calls in the same run: 2 X25519 key pairs + 2k
+    agreements, 2 Ed25519 signatures + k + t verifications, k AES-GCM seals + k opens of a share box, and
+    k + 1 AES-CTR mask expansions of d words plus one add each (target <= 2x). The round runs twice, as
+    run_secagg_round runs it: with every client in this process (workers=1; clients' CPU = their part of each
+    stage) and with the default pool (protocols.procpool.client_pool: one forked worker per usable core;
+    clients' CPU = the workers' process CPU serving them); both must give the same sum and bytes. Printed:
+    each round's wall time, the speed-up, and the wall time against n x floor / cores.
 --wire runs (h), (i) and (k) at their default sizes (under 2 minutes on an idle 2-core machine).
 
 Run: python benchmarks/bench_secagg.py [--quick | --scale | --wire | --comm | --upload | --memory | --cpu]
@@ -34,6 +38,7 @@ Run: python benchmarks/bench_secagg.py [--quick | --scale | --wire | --comm | --
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import resource
@@ -167,7 +172,14 @@ def scale_one(n: int, d: int = 10**3) -> dict:
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB; libraries + inputs
     t0 = time.perf_counter()
     res = run_secagg_round(
-        inputs, modulus_bits=32, threshold=t, neighbours=k, dropouts={"masked_input": gone}, seed=1, round_id=bytes(16)
+        inputs,
+        modulus_bits=32,
+        threshold=t,
+        neighbours=k,
+        dropouts={"masked_input": gone},
+        seed=1,
+        round_id=bytes(16),
+        workers=1,  # one process: its time and its peak RSS are the whole round's
     )
     secs = time.perf_counter() - t0
     expect = np.zeros(d, dtype=np.uint64)
@@ -223,7 +235,7 @@ def bench_scale(ns=(10**3, 10**4)):
 COMM_K, COMM_T = 32, 17  # SecAgg+ degree and threshold of (h)-(k): the least t > (k + 1)/2 active mode accepts
 
 
-def comm_round(n: int, d: int, bits: int = 20, k: int = COMM_K, t: int = COMM_T):
+def comm_round(n: int, d: int, bits: int = 20, k: int = COMM_K, t: int = COMM_T, workers: int | None = None):
     """One active SecAgg+ round with 10% dropout after masking; its ``SecAggResult`` (sum checked)."""
     rng = np.random.default_rng(1)
     inputs = {i: rng.integers(0, 1 << bits, size=d, dtype=np.uint64) for i in range(n)}
@@ -235,6 +247,7 @@ def comm_round(n: int, d: int, bits: int = 20, k: int = COMM_K, t: int = COMM_T)
         dropouts={"masked_input": set(range(0, n, 10))},
         seed=1,
         round_id=bytes(16),
+        workers=workers,
     )
     expect = np.zeros(d, dtype=np.uint64)
     for c in res.survivors:
@@ -324,6 +337,7 @@ def memory_one(n: int, d: int) -> dict:
         dropouts={"masked_input": set(range(0, n, 10))},
         seed=1,
         round_id=bytes(16),
+        workers=1,  # one process: its peak RSS is the whole round's
     )
     secs = time.perf_counter() - t0
     assert len(res.survivors) == n - len(range(0, n, 10))
@@ -400,20 +414,92 @@ def crypto_floor_seconds(k: int, t: int, d: int, bits: int = 20) -> dict[str, fl
     }
 
 
+def pooled_round(n: int, d: int, workers: int | None, bits: int = 20) -> dict:
+    """(k), one round as ``run_secagg_round`` runs it (``client_pool(inputs, workers)``, then
+    ``run_pooled_round``; None: the default pool), timed: wall seconds of the round, CPU seconds of this process
+    (server, transport, building the downlinks, talking to the workers) and of the clients (in a process pool,
+    the workers' CPU serving them; in-process, this process's CPU handing the stages' messages to the clients,
+    which includes building the per-client downlinks). Sum and bytes checked."""
+    from protocols import run_pooled_round
+    from protocols.procpool import ProcessClientPool, client_pool
+
+    rng = np.random.default_rng(1)
+    inputs = {i: rng.integers(0, 1 << bits, size=d, dtype=np.uint64) for i in range(n)}
+    gone = set(range(0, n, 10))
+    t0, c0 = time.perf_counter(), time.process_time()
+    pool = client_pool(inputs, workers)
+    procs = pool.workers if isinstance(pool, ProcessClientPool) else 1
+    spent = [0.0]  # in-process: this process's CPU inside the pool's deliver (the clients' work)
+    if procs == 1:
+        inner = pool.deliver
+
+        def deliver(stage, envelopes):
+            c = time.process_time()
+            try:
+                return inner(stage, envelopes)
+            finally:
+                spent[0] += time.process_time() - c
+
+        pool.deliver = deliver
+    try:
+        res = run_pooled_round(
+            pool,
+            sorted(inputs),
+            d,
+            modulus_bits=bits,
+            threshold=COMM_T,
+            neighbours=COMM_K,
+            dropouts={"masked_input": gone},
+            seed=1,
+            round_id=bytes(16),
+        )
+    finally:
+        if isinstance(pool, ProcessClientPool):
+            pool.close()
+    wall, driver = time.perf_counter() - t0, time.process_time() - c0
+    expect = np.zeros(d, dtype=np.uint64)
+    for c in res.survivors:
+        expect += inputs[c]
+    assert np.array_equal(res.aggregate, expect & np.uint64((1 << bits) - 1))
+    if procs > 1:
+        clients = sum(pool.cpu.values())
+    else:  # CPU, not wall time: a loaded machine stretches the stage timings, not the CPU a client needs
+        clients = spent[0]
+        driver -= clients
+    digest = hashlib.sha256(res.aggregate.tobytes() + res.communication.upload.tobytes()).hexdigest()
+    return {"wall": wall, "driver": driver, "clients": clients, "workers": procs, "digest": digest}
+
+
 def bench_cpu(n: int = 1000, d: int = 10**3) -> None:
-    """(k) client CPU per client in one round against the floor of its cryptography, same run."""
-    res = comm_round(n, d)
-    clients = sum(v for key, v in res.timings.items() if key.endswith(":clients")) / n
-    server = sum(v for key, v in res.timings.items() if key.endswith(":server")) / n
+    """(k) client CPU per client in one round against the floor of its cryptography, same run; the round's
+    wall time with the clients in worker processes (the default) against one process."""
+    from protocols.procpool import usable_cores
+
     floor = crypto_floor_seconds(COMM_K, COMM_T, d)
     total = sum(floor.values())
     local = total - floor["Ed25519 verify"]
+    one = pooled_round(n, d, workers=1)
+    many = pooled_round(n, d, workers=None)
+    assert one["digest"] == many["digest"], "the pooled round differs from the in-process one"
+    cores = usable_cores()
     print(
-        f"(k) CPU per client, n={n:,} d={d:,} k={COMM_K} t={COMM_T} active: clients {clients * 1e3:.2f} ms per client "
-        f"(server {server * 1e3:.2f} ms per client) vs the floor of its cryptography {total * 1e3:.2f} ms: ratio "
-        f"{clients / total:.2f} (target <= 2); without the k + t signature verifications, which the in-process "
-        f"clients share through one memoising KeyRegistry: floor {local * 1e3:.2f} ms, ratio {clients / local:.2f}"
-        "\n    floor: " + ", ".join(f"{name} {v * 1e3:.2f} ms" for name, v in floor.items())
+        f"(k) CPU per client, n={n:,} d={d:,} k={COMM_K} t={COMM_T} active, floor of a client's cryptography "
+        f"{total * 1e3:.2f} ms ({local * 1e3:.2f} ms without its k + t signature verifications, which simulated "
+        "clients sharing a process share through one memoising KeyRegistry)\n"
+        "    floor: " + ", ".join(f"{name} {v * 1e3:.2f} ms" for name, v in floor.items())
+    )
+    for label, r in (("one process", one), (f"{many['workers']} worker processes (default)", many)):
+        per = r["clients"] / n
+        print(
+            f"    {label}: round {r['wall']:.1f} s wall; clients {per * 1e3:.2f} ms CPU per client, ratio "
+            f"{per / total:.2f} to the full floor, {per / local:.2f} without verifications (target <= 2); "
+            f"driver (server, transport, downlinks, pool) {r['driver'] / n * 1e3:.2f} ms per client"
+        )
+    print(
+        f"    wall time with {many['workers']} worker processes ({cores} usable cores): {many['wall']:.1f} s against "
+        f"{one['wall']:.1f} s in one process (speed-up {one['wall'] / many['wall']:.2f}x; the same round bit for "
+        f"bit); against n x floor without verifications / cores = {n * local / cores:.1f} s: ratio "
+        f"{many['wall'] / (n * local / cores):.2f}"
     )
     for size in (10**4, 10**6):
         ours, before = ring_layout_seconds(size)

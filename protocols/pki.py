@@ -29,6 +29,7 @@ __all__ = [
     "survivor_statement",
     "consistency_statement",
     "holders_statement",
+    "holders_statements",
 ]
 
 _MAX_ID = 0xFFFFFFFD
@@ -141,3 +142,18 @@ def holders_statement(round_id: bytes, owner: int, holders: Iterable[int] | np.n
     h = hashlib.sha256(b"secagg-dp/v3/holders\x00" + bytes(round_id) + struct.pack(">I", owner))
     h.update(ids.astype(">u4").tobytes())
     return h.digest()
+
+
+def holders_statements(round_id: bytes, owners: Iterable[int], rows: np.ndarray) -> list[bytes]:
+    """:func:`holders_statement` of each owner with its row of ``rows`` (one row of holder ids per owner, any
+    order within a row), with one conversion of the whole (owners, holders) matrix and the common prefix
+    hashed once: a SecAgg+ client checks k + 1 of them before it unmasks."""
+    ids = np.sort(np.asarray(rows, dtype=np.int64).reshape(len(rows), -1), axis=1).astype(">u4")
+    head = hashlib.sha256(b"secagg-dp/v3/holders\x00" + bytes(round_id))
+    out = []
+    for owner, row in zip(owners, ids, strict=True):
+        h = head.copy()
+        h.update(struct.pack(">I", owner))
+        h.update(row.tobytes())
+        out.append(h.digest())
+    return out

@@ -14,6 +14,7 @@ from protocols.client import SecAggClient
 from protocols.communication import Communication
 from protocols.pki import KeyRegistry
 from protocols.pool import ClientPool, InProcessClientPool, RoundPlan
+from protocols.procpool import ProcessClientPool, client_pool
 from protocols.security import check_security, min_threshold
 from protocols.server import DeferredOutgoing, SecAggServer
 from protocols.stages import STAGE_NAMES
@@ -133,6 +134,7 @@ def run_secagg_round(
     round_id: bytes | None = None,
     min_roster: int | None = None,
     noise: NoiseSpec | None = None,
+    workers: int | None = None,
 ) -> SecAggResult:
     """Securely aggregate ``inputs`` (client id -> uint64 vector of residues mod 2^modulus_bits).
 
@@ -161,6 +163,11 @@ def run_secagg_round(
     docs/noise-enforcement.md): every client adds level 0 and every removable group of Skellam noise, shares the
     groups' seeds with its share holders, and the server removes the survivors' groups above the dropout count.
 
+    ``workers``: processes the clients run in (:func:`~protocols.procpool.client_pool`): ``None`` (default)
+    forks one per usable core when there are two or more and at least
+    :data:`~protocols.procpool.MIN_CLIENTS_PER_WORKER` clients each, ``1`` keeps them in this process. The
+    server and the transport run here either way, and a seeded round is the same bit for bit.
+
     Returns a :class:`SecAggResult`; raises :class:`~secagg_dp.errors.AbortError` (a ``ProtocolError``) when
     the round must abort, in which case nothing is reconstructed.
     """
@@ -180,20 +187,27 @@ def run_secagg_round(
             )
         dim = arr.size
         vecs[cid] = arr
-    return run_pooled_round(
-        InProcessClientPool(vecs),
-        sorted(vecs),
-        dim,
-        modulus_bits=bits,
-        threshold=threshold,
-        dropouts=dropouts,
-        neighbours=neighbours,
-        security=security,
-        seed=seed,
-        round_id=round_id,
-        min_roster=min_roster,
-        noise=noise,
-    )
+    ids = sorted(vecs)
+    pool = client_pool(vecs, workers)
+    del vecs
+    try:
+        return run_pooled_round(
+            pool,
+            ids,
+            dim,
+            modulus_bits=bits,
+            threshold=threshold,
+            dropouts=dropouts,
+            neighbours=neighbours,
+            security=security,
+            seed=seed,
+            round_id=round_id,
+            min_roster=min_roster,
+            noise=noise,
+        )
+    finally:
+        if isinstance(pool, ProcessClientPool):
+            pool.close()
 
 
 def run_pooled_round(

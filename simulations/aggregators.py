@@ -116,8 +116,9 @@ def crypto_aggregate(
     security: str = "active",
     noise=None,  # noqa: ANN001  (a secagg_dp.noise.add_then_remove.NoiseSpec: add-then-remove noise)
 ) -> tuple[np.ndarray, frozenset[int]]:
-    """Run the full protocol on the clients' vectors (one row per id) with every client in this process:
-    :func:`crypto_aggregate_on` an ``InProcessClientPool``, which is what ``protocols.run_secagg_round`` runs.
+    """Run the full protocol on the clients' vectors (one row per id), the server here and the clients in the
+    pool ``protocols.procpool.client_pool`` picks (forked workers over the usable cores for a large round, else
+    this process; the same result either way), as ``protocols.run_secagg_round`` does.
     Returns ``(aggregate, survivors)``; :func:`crypto_round` returns the whole round result."""
     res = crypto_round(
         ids,
@@ -147,7 +148,7 @@ def crypto_round(
 ):  # noqa: ANN201  (a protocols.SecAggResult)
     """:func:`crypto_aggregate`, returning the ``protocols.SecAggResult`` (survivors, reports, timings and
     the bytes each client sent and received, ``communication``)."""
-    from protocols import InProcessClientPool
+    from protocols.procpool import ProcessClientPool, client_pool
 
     rows = zq.check_residues("vectors", vectors, bits)
     if rows.ndim != 2 or rows.shape[0] != len(ids) or rows.shape[1] == 0:
@@ -155,18 +156,23 @@ def crypto_round(
             f"Argument 'vectors' must have one non-empty row per id ({len(ids)}), not shape {rows.shape}."
         )
     inputs = {int(cid): rows[i] for i, cid in enumerate(ids)}
-    return crypto_round_on(
-        InProcessClientPool(inputs),
-        sorted(inputs),
-        rows.shape[1],
-        bits=bits,
-        threshold=threshold,
-        dropouts=dropouts,
-        neighbours=neighbours,
-        seed=seed,
-        security=security,
-        noise=noise,
-    )
+    pool = client_pool(inputs)  # forked workers over the usable cores for a large round; the same result
+    try:
+        return crypto_round_on(
+            pool,
+            sorted(inputs),
+            rows.shape[1],
+            bits=bits,
+            threshold=threshold,
+            dropouts=dropouts,
+            neighbours=neighbours,
+            seed=seed,
+            security=security,
+            noise=noise,
+        )
+    finally:
+        if isinstance(pool, ProcessClientPool):
+            pool.close()
 
 
 def crypto_aggregate_on(

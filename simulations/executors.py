@@ -6,7 +6,8 @@ identical for the same seeds (tested on a LocalCluster). On Dask the round's par
 the workers once per call and each task carries only its chunk's id arrays and inclusion masks; in the
 ideal mode a task returns one partial modular sum, so traffic does not grow with d per client. In the
 crypto mode :meth:`DaskExecutor.client_pool` keeps the protocol's clients on the workers for the round
-(``simulations.crypto_pool``); the in-process executor runs them in the driver.
+(``simulations.crypto_pool``); with the in-process executor the protocol's clients run in forked worker
+processes over the usable cores for a large round (``protocols.procpool.client_pool``), else in the driver.
 """
 
 from __future__ import annotations

@@ -71,12 +71,22 @@ class MerkleTree:
         if not known or known[0] < 0 or known[-1] >= self.n:
             raise ParameterError(f"Argument 'indices' must be non-empty and within [0, {self.n}).")
         proof: list[bytes] = []
+        n = self.n
         for height, level in enumerate(self.levels[:-1]):
-            have = set(known)
-            for i in known:
-                if i ^ 1 not in have and (i ^ 1) << height < self.n:  # all-padding siblings are implicit
-                    proof.append(level[i ^ 1])
-            known = sorted({i >> 1 for i in known})
+            # ``known`` ascends, so a node's sibling, if known, is its neighbour in the list: one linear pass
+            nxt: list[int] = []
+            t, size = 0, len(known)
+            while t < size:
+                i = known[t]
+                if not i & 1 and t + 1 < size and known[t + 1] == i + 1:
+                    t += 2  # both children known
+                else:
+                    if (i ^ 1) << height < n:  # all-padding siblings are implicit
+                        proof.append(level[i ^ 1])
+                    t += 1
+                if not nxt or nxt[-1] != i >> 1:
+                    nxt.append(i >> 1)
+            known = nxt
         return proof
 
 
@@ -86,26 +96,36 @@ def verify_multiproof(root: bytes, n: int, leaves: dict[int, bytes], proof: Sequ
     d = depth_for(n)
     if not leaves or min(leaves) < 0 or max(leaves) >= n:
         raise ProtocolError(f"membership proof names leaves outside [0, {n})")
-    level = dict(leaves)
+    idx = sorted(leaves)
+    hs = [leaves[i] for i in idx]
     it = iter(proof)
     used = 0
+    sha = hashlib.sha256
     for height in range(d):
-        nxt: dict[int, bytes] = {}
-        for i in sorted(level):
-            if i & 1 and i ^ 1 in level:
-                continue  # the pair was combined at its left member
-            sib = level.get(i ^ 1)
-            if sib is None and (i ^ 1) << height >= n:
-                sib = _EMPTY_AT[height]  # a subtree of padding only
-            if sib is None:
-                sib = next(it, None)
-                used += 1
-                if sib is None:
-                    raise ProtocolError("membership proof is too short")
-            left, right = (level[i], sib) if i % 2 == 0 else (sib, level[i])
-            nxt[i >> 1] = node_hash(left, right)
-        level = nxt
+        # ``idx`` ascends, so a node's sibling, if known, is its neighbour in the list: one linear pass
+        nidx: list[int] = []
+        nhs: list[bytes] = []
+        t, size = 0, len(idx)
+        while t < size:
+            i = idx[t]
+            if not i & 1 and t + 1 < size and idx[t + 1] == i + 1:
+                left, right = hs[t], hs[t + 1]  # the pair combines at its left member
+                t += 2
+            else:
+                if (i ^ 1) << height >= n:
+                    sib = _EMPTY_AT[height]  # a subtree of padding only
+                else:
+                    got = next(it, None)
+                    used += 1
+                    if got is None:
+                        raise ProtocolError("membership proof is too short")
+                    sib = got
+                left, right = (hs[t], sib) if not i & 1 else (sib, hs[t])
+                t += 1
+            nidx.append(i >> 1)
+            nhs.append(sha(b"\x01" + left + right).digest())  # node_hash(left, right)
+        idx, hs = nidx, nhs
     if used != len(proof):
         raise ProtocolError("membership proof has unused hashes")
-    if level.get(0) != root:
+    if idx != [0] or hs[0] != root:
         raise ProtocolError("membership proof does not lead to the committed root")

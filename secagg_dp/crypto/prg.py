@@ -25,6 +25,7 @@ from secagg_dp.zq import check_bits
 __all__ = ["SEED_LEN", "keystream", "word_dtype", "accumulate_mask", "expand_mask", "uniform_mod", "MaskStream"]
 
 SEED_LEN = 32
+_CTR0 = modes.CTR(bytes(16))  # the all-zero initial counter block (an immutable mode object, shared)
 _CHUNK_ELEMS = 1 << 15  # 128-256 KiB of keystream per chunk: stays in L2 between AES and the add
 
 
@@ -33,7 +34,7 @@ def _encryptor(seed: bytes) -> CipherContext:
         raise TypeError(f"Argument 'seed' must be bytes, not {type(seed).__name__}.")
     if len(seed) != SEED_LEN:
         raise ParameterError(f"Argument 'seed' must be exactly {SEED_LEN} bytes, not {len(seed)}.")
-    return Cipher(algorithms.AES(bytes(seed)), modes.CTR(bytes(16))).encryptor()
+    return Cipher(algorithms.AES(bytes(seed)), _CTR0).encryptor()
 
 
 @functools.lru_cache(maxsize=8)

@@ -68,3 +68,30 @@ def test_altered_proofs_leaves_and_indices_are_refused():
     ]:
         with pytest.raises(ProtocolError):
             verify_multiproof(*args)
+
+
+def _proof_by_sets(tree: MerkleTree, indices) -> list[bytes]:
+    # The documented order written with sets: level by level from the leaves up, left to right, every
+    # sibling not computable from the known nodes and not a subtree of padding only.
+    known, proof = set(indices), []
+    for height, level in enumerate(tree.levels[:-1]):
+        proof += [level[i ^ 1] for i in sorted(known) if i ^ 1 not in known and (i ^ 1) << height < tree.n]
+        known = {i >> 1 for i in known}
+    return proof
+
+
+@pytest.mark.parametrize("n", [2, 3, 7, 64, 1000, 4097])
+def test_multiproof_order_is_the_documented_one(n):
+    leaves = _leaves(n)
+    tree = MerkleTree(leaves)
+    rng = random.Random(7 * n)
+    for _ in range(20):
+        idx = rng.sample(range(n), rng.randint(1, min(n, 70)))
+        assert tree.multiproof(idx) == _proof_by_sets(tree, idx)
+        proof = tree.multiproof(idx)
+        verify_multiproof(tree.root, n, {i: leaves[i] for i in idx}, proof)
+        if proof:  # one hash short, one too many
+            with pytest.raises(ProtocolError):
+                verify_multiproof(tree.root, n, {i: leaves[i] for i in idx}, proof[:-1])
+        with pytest.raises(ProtocolError):
+            verify_multiproof(tree.root, n, {i: leaves[i] for i in idx}, [*proof, proof[0] if proof else b"x" * 32])

@@ -69,3 +69,21 @@ def test_survivor_statement_matches_its_definition(ids):
     want = b"r" * 16 + struct.pack(">I", len(s)) + hashlib.sha256(struct.pack(f">{len(s)}I", *s)).digest()
     assert survivor_statement(b"r" * 16, ids) == want
     assert survivor_statement(b"r" * 16, list(reversed(ids))) == want
+
+
+def test_holders_statements_batch_matches_the_definition():
+    import hashlib
+    import struct
+
+    import numpy as np
+
+    from protocols.pki import holders_statement, holders_statements
+
+    rng = np.random.default_rng(5)
+    owners = [3, 70000, 12]
+    rows = rng.integers(0, 2**32, size=(3, 9), dtype=np.int64)  # unsorted rows: sorted by both functions
+    got = holders_statements(b"r" * 16, owners, rows)
+    for owner, row, stated in zip(owners, rows, got, strict=True):
+        oracle = b"secagg-dp/v3/holders\x00" + b"r" * 16 + struct.pack(">I", owner)
+        oracle += b"".join(struct.pack(">I", int(v)) for v in sorted(row.tolist()))
+        assert stated == hashlib.sha256(oracle).digest() == holders_statement(b"r" * 16, owner, row)

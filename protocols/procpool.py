@@ -1,0 +1,315 @@
+"""The clients of a round in forked worker processes, one shard of consecutive ids per process.
+
+:class:`ProcessClientPool` implements :class:`~protocols.pool.ClientPool` with the standard library only: at
+construction it forks ``workers`` processes (``multiprocessing`` "fork" start method, POSIX), each inheriting
+its own shard of the inputs and holding an :class:`~protocols.pool.InProcessClientPool` of those clients for
+the round. Per stage the driver reads the downlink envelopes one by one (a lazily built downlink is built
+here, in the driver, while the workers already handle the envelopes sent so far), sends each shard the
+envelopes for its clients (a broadcast to every shard) in batches tagged with their delivery positions, and
+:func:`~protocols.pool.merge` puts the replies back into the order of the sequential loop. Every client
+derives its keys and nonces from the round's plan wherever it runs, so a seeded round is bit for bit the
+round of :class:`~protocols.pool.InProcessClientPool` (``tests/protocols/test_procpool.py``).
+
+A worker speaks only for its own shard: a reply in another client's name, for an envelope the shard was not
+sent, or repeated, is refused and reported, never merged, and a worker may register identity keys only for
+its own clients (the same checks as the Dask pool of ``simulations``).
+
+:func:`client_pool` picks the pool :func:`~protocols.round.run_secagg_round` uses: this one over the usable
+cores on Linux when there are at least two and the round is large enough (``MIN_CLIENTS_PER_WORKER`` per worker),
+else the in-process one.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing as mp
+import os
+import queue
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+from protocols import messages as m
+from protocols.pki import KeyRegistry
+from protocols.pool import ClientPool, InProcessClientPool, Reply, RoundPlan, merge, serve
+from protocols.transport import Envelope
+from secagg_dp.errors import ParameterError, ProtocolError
+
+__all__ = ["ProcessClientPool", "client_pool", "usable_cores", "MIN_CLIENTS_PER_WORKER", "BATCH"]
+
+#: Fewest clients per worker process for :func:`client_pool` to fork (below, forking costs more than it saves).
+MIN_CLIENTS_PER_WORKER = 256
+#: Envelopes per message from the driver to a worker (a broadcast counts once per shard).
+BATCH = 64
+
+
+def usable_cores() -> int:
+    """The CPUs this process may run on (its affinity mask where the OS reports one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def client_pool(inputs: Mapping[int, np.ndarray], workers: int | None = None) -> ClientPool:
+    """The pool a round's clients run in: ``workers=None`` forks one process per usable core on Linux when
+    there are at least two and every worker gets ``MIN_CLIENTS_PER_WORKER`` clients or more; ``workers=1``
+    (or a small round) runs them in this process (:class:`InProcessClientPool`); ``workers > 1`` forks that
+    many wherever the "fork" start method exists. Either gives the same seeded round bit for bit. Close a
+    :class:`ProcessClientPool` after the round."""
+    n = len(inputs)
+    if workers is None:  # forking by default on Linux only (macOS and Windows default to spawning processes)
+        can_fork = sys.platform.startswith("linux") and "fork" in mp.get_all_start_methods()
+        workers = min(usable_cores(), n // MIN_CLIENTS_PER_WORKER) if can_fork else 1
+    elif not (type(workers) is int and workers >= 1):
+        raise ParameterError(f"Argument 'workers' must be a positive int or None, not {workers!r}.")
+    if workers <= 1 or n < 2:
+        return InProcessClientPool(inputs)
+    return ProcessClientPool(inputs, workers)
+
+
+def _shard_main(conn: Connection, inputs: dict[int, np.ndarray]) -> None:
+    """A worker: serve the driver's commands on the clients of ``inputs`` until told to close."""
+    pool = InProcessClientPool(inputs)
+    del inputs
+    replies: list[Reply] = []
+    failure: BaseException | None = None
+    cpu = 0.0
+    while True:
+        try:
+            op, *args = conn.recv()
+        except (EOFError, KeyboardInterrupt):  # the driver is gone or interrupted (it stops the workers)
+            return
+        try:
+            if op == "serve":
+                if failure is None:
+                    t0 = time.process_time()
+                    replies.extend(serve(pool.clients, pool.silent_from, args[0], args[1]))
+                    cpu += time.process_time() - t0
+                continue
+            if op == "end":
+                if failure is not None:
+                    raise failure
+                out: Any = (replies, cpu)
+                replies, cpu = [], 0.0
+            elif op == "identities":
+                out = pool.identities(args[0])
+            elif op == "start":
+                plan, keys, silent = args
+                pool.start(plan, None if keys is None else KeyRegistry(keys), silent)
+                out = None
+            elif op == "close":
+                conn.close()
+                return
+            else:
+                raise ProtocolError(f"unknown pool command {op!r}")
+            conn.send(("ok", out))
+        except BaseException as e:  # handed to the driver, which raises it
+            if op == "serve":
+                failure = e
+                continue
+            failure, replies = None, []
+            try:
+                conn.send(("error", e))
+            except Exception:  # an exception that does not pickle
+                conn.send(("error", ProtocolError(f"worker failed: {e!r}")))
+
+
+class ProcessClientPool:
+    """A :class:`~protocols.pool.ClientPool` of forked worker processes, shard i holding the i-th of
+    ``workers`` near-equal runs of the ascending client ids (see the module docstring)."""
+
+    def __init__(self, inputs: Mapping[int, np.ndarray], workers: int) -> None:
+        if not isinstance(inputs, Mapping) or not inputs:
+            raise ParameterError("Argument 'inputs' must be a non-empty dict {client id: uint64 vector}.")
+        if not (type(workers) is int and workers >= 1):
+            raise ParameterError(f"Argument 'workers' must be a positive int, not {workers!r}.")
+        if "fork" not in mp.get_all_start_methods():
+            raise ParameterError("Argument 'workers': this platform cannot fork; use InProcessClientPool.")
+        ids = sorted(inputs)
+        cuts = np.linspace(0, len(ids), min(workers, len(ids)) + 1).astype(int)
+        shards = [ids[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+        self._owner = {cid: s for s, part in enumerate(shards) for cid in part}
+        self._conns: list[Connection] = []
+        self._procs: list[Any] = []
+        self.cpu: dict[str, float] = {}  # stage -> the workers' process CPU seconds serving it, summed
+        ctx = mp.get_context("fork")
+        # Objects that exist now are shared with the workers copy-on-write; frozen, the workers' garbage
+        # collector never walks them (which would touch, and so copy, every page of the driver's heap).
+        gc.freeze()
+        try:
+            for part in shards:
+                here, there = ctx.Pipe()
+                proc = ctx.Process(target=_shard_main, args=(there, {c: inputs[c] for c in part}), daemon=True)
+                proc.start()
+                there.close()
+                self._conns.append(here)
+                self._procs.append(proc)
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            gc.unfreeze()
+
+    @property
+    def ids(self) -> list[int]:
+        """Every client id in the pool, ascending."""
+        return sorted(self._owner)
+
+    @property
+    def workers(self) -> int:
+        """The number of worker processes."""
+        return len(self._conns)
+
+    def _answers(self) -> list[Any]:
+        """One answer from every worker, in shard order; the first failure is raised once all have answered
+        (so no answer is left unread for the next command)."""
+        out: list[Any] = []
+        failure: BaseException | None = None
+        for s, conn in enumerate(self._conns):
+            try:
+                status, got = conn.recv()
+            except EOFError:
+                status, got = "error", ProtocolError(f"client pool worker {s} exited")
+            if status != "ok":
+                failure = failure or got
+            out.append(got)
+        if failure is not None:
+            raise failure
+        return out
+
+    def _all(self, per_shard: Sequence[tuple[Any, ...]]) -> list[Any]:
+        for conn, msg in zip(self._conns, per_shard, strict=True):
+            conn.send(msg)
+        return self._answers()
+
+    def identities(self, plan: RoundPlan) -> dict[int, bytes]:
+        """Every worker creates its clients' identities; the public keys of all of them."""
+        keys: dict[int, bytes] = {}
+        for s, part in enumerate(self._all([("identities", plan)] * len(self._conns))):
+            foreign = sorted(c for c in part if self._owner.get(c) != s)
+            if foreign:  # a worker may register keys only for its own shard's clients
+                raise ProtocolError(f"shard {s} returned identity keys for clients outside it: {foreign[:5]}")
+            keys.update(part)
+        return keys
+
+    def start(self, plan: RoundPlan, registry: KeyRegistry | None, silent_from: Mapping[int, str]) -> None:
+        """Send each worker the registry's keys and its own clients' silences; the workers build their clients."""
+        keys = None if registry is None else dict(registry.keys)
+        silent: list[dict[int, str]] = [{} for _ in self._conns]
+        for c, st in silent_from.items():
+            if c in self._owner:
+                silent[self._owner[c]][c] = st
+        self._all([("start", plan, keys, silent[s]) for s in range(len(self._conns))])
+
+    def deliver(self, stage: str, envelopes: Sequence[Envelope]) -> tuple[list[Envelope], list[str]]:
+        """Stream the envelopes to the workers in batches as they are read (a list is cleared entry by entry),
+        then merge the workers' replies into the sequential order."""
+        batches: list[list[tuple[int, Envelope]]] = [[] for _ in self._conns]
+        sent: list[dict[int, int]] = [{} for _ in self._conns]  # position -> recipient (not the envelope)
+        # one sender thread per worker, so a worker busy with its last batch never holds up another's feed
+        queues: list[queue.SimpleQueue[tuple[Any, ...] | None]] = [queue.SimpleQueue() for _ in self._conns]
+        errors: list[BaseException] = []
+
+        def feed(conn: Connection, q: queue.SimpleQueue[tuple[Any, ...] | None]) -> None:
+            while (msg := q.get()) is not None:
+                try:
+                    conn.send(msg)
+                except BaseException as e:  # raised in the driver below
+                    errors.append(e)
+                    return
+
+        threads = [
+            threading.Thread(target=feed, args=(c, q), daemon=True) for c, q in zip(self._conns, queues, strict=True)
+        ]
+        for th in threads:
+            th.start()
+        try:
+            slots: Any = envelopes
+            for pos in range(len(envelopes)):
+                env = slots[pos]
+                if isinstance(slots, list):
+                    slots[pos] = None
+                if env.recipient == m.BROADCAST:
+                    targets: Sequence[int] = range(len(self._conns))
+                elif env.recipient in self._owner:  # an envelope for nobody in the round is dropped, as in-process
+                    targets = (self._owner[env.recipient],)
+                else:
+                    continue
+                for s in targets:
+                    batches[s].append((pos, env))
+                    sent[s][pos] = env.recipient
+                    if len(batches[s]) >= BATCH:
+                        queues[s].put(("serve", stage, batches[s]))
+                        batches[s] = []
+            for s in range(len(self._conns)):
+                if batches[s]:
+                    queues[s].put(("serve", stage, batches[s]))
+                queues[s].put(("end",))
+        finally:
+            for q in queues:
+                q.put(None)
+        for th in threads:
+            th.join()
+        if errors:
+            raise ProtocolError(f"client pool: sending to a worker failed: {errors[0]!r}")
+        parts: list[list[Reply]] = []
+        refused: list[str] = []
+        for s, (replies, cpu) in enumerate(self._answers()):
+            self.cpu[stage] = self.cpu.get(stage, 0.0) + cpu
+            parts.append(self._own_replies(stage, s, sent[s], replies, refused))
+        uplink, reports = merge(parts)
+        return uplink, reports + refused
+
+    def _own_replies(
+        self, stage: str, shard: int, sent: Mapping[int, int], replies: Any, refused: list[str]
+    ) -> list[Reply]:
+        """The replies ``shard`` may give: one per (envelope it was sent, own client it addresses), at most
+        once each; anything else is refused and reported, never merged."""
+        seen: set[tuple[int, int]] = set()
+        out: list[Reply] = []
+        for r in replies if isinstance(replies, list) else [replies]:
+            ok = isinstance(r, tuple) and len(r) == 3 and all(type(x) is int for x in r[:2])
+            ok = ok and isinstance(r[2], (bytes, str))
+            if ok:
+                pos, cid, _ = r
+                to = sent.get(pos)
+                ok = (
+                    self._owner.get(cid) == shard
+                    and to is not None
+                    and to in (m.BROADCAST, cid)
+                    and (pos, cid) not in seen
+                )
+            if not ok:
+                who = r[1] if isinstance(r, tuple) and len(r) == 3 else "?"
+                refused.append(f"{stage}: shard {shard} sent a reply for client {who} that it may not give; refused")
+                continue
+            seen.add((pos, cid))
+            out.append(r)
+        return out
+
+    def close(self) -> None:
+        """Stop the workers (their clients and keys go with them)."""
+        for conn in self._conns:
+            try:
+                conn.send(("close",))
+            except (OSError, ValueError):
+                pass
+            conn.close()
+        for proc in self._procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        self._conns, self._procs = [], []
+
+    def __enter__(self) -> ProcessClientPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

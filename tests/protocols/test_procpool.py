@@ -1,0 +1,107 @@
+"""The process pool: a seeded round with its clients in forked workers is the in-process round bit for bit
+(aggregate, survivors, dropouts, reports in order, bytes counted), the aggregate is the exact sum of the
+survivors' inputs, and a worker's reply in another shard's client's name is refused."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+
+import numpy as np
+import pytest
+
+from protocols import InProcessClientPool, run_pooled_round, run_secagg_round
+from protocols.messages import Kind
+from protocols.procpool import ProcessClientPool, client_pool
+from protocols.transport import Envelope, FaultInjector
+from secagg_dp.errors import ParameterError, ProtocolError
+from tests.protocols.roundkit import exact_sum
+
+pytestmark = pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="needs the fork start method")
+
+BITS, DIM = 20, 9
+IDS = [3 * i + 1 for i in range(24)]
+
+
+def _inputs() -> dict[int, np.ndarray]:
+    rng = np.random.default_rng(4)
+    return {c: rng.integers(0, 1 << BITS, DIM, dtype=np.uint64) for c in IDS}
+
+
+def _faults() -> FaultInjector:
+    # refusals from clients of different shards, so the merged report order is exercised
+    return FaultInjector().tamper(Kind.UNMASK_REQUEST, recipient=IDS[2]).tamper(Kind.UNMASK_REQUEST, recipient=IDS[20])
+
+
+def _same(got, ref) -> None:
+    assert got.aggregate.tolist() == ref.aggregate.tolist()
+    assert got.survivors == ref.survivors and got.dropped == ref.dropped and got.reports == ref.reports
+    a, b = got.communication, ref.communication
+    assert a.stages == b.stages and a.clients.tolist() == b.clients.tolist()
+    assert a.upload.tolist() == b.upload.tolist() and a.download.tolist() == b.download.tolist()
+
+
+@pytest.mark.parametrize("security", ["active", "semi-honest"])
+@pytest.mark.parametrize("workers", [2, 3])
+def test_process_pool_gives_the_sequential_round(security, workers):
+    inputs = _inputs()
+    drops = {"share_keys": {IDS[4]}, "masked_input": {IDS[9], IDS[17]}, "unmasking": {IDS[13]}}
+    if security == "active":
+        drops["consistency"] = {IDS[21]}
+    kw = dict(
+        modulus_bits=BITS, threshold=7, neighbours=12, dropouts=drops, seed=7, round_id=b"p" * 16, security=security
+    )
+    ref = run_pooled_round(InProcessClientPool(inputs), IDS, DIM, faults=_faults(), **kw)
+    with ProcessClientPool(inputs, workers) as pool:
+        got = run_pooled_round(pool, IDS, DIM, faults=_faults(), **kw)
+        assert pool.workers == workers and set(pool.cpu) >= {"share_keys", "masked_input", "unmasking"}
+    _same(got, ref)
+    assert got.survivors == frozenset(IDS) - {IDS[4], IDS[9], IDS[17]}
+    assert got.aggregate.tolist() == exact_sum(inputs, got.survivors, BITS)  # the brute-force sum, not the code's
+    assert len([r for r in got.reports if "refused a message" in r]) == 2
+
+
+def test_run_secagg_round_workers_full_graph_and_secaggplus():
+    inputs = _inputs()
+    for k in (None, 8):
+        kw = dict(modulus_bits=BITS, threshold=17 if k is None else 5, neighbours=k, seed=3, round_id=b"q" * 16)
+        drops = {"masked_input": {IDS[0], IDS[5]}}
+        ref = run_secagg_round(inputs, dropouts=drops, workers=1, **kw)
+        got = run_secagg_round(inputs, dropouts=drops, workers=2, **kw)
+        _same(got, ref)
+        assert got.aggregate.tolist() == exact_sum(inputs, frozenset(IDS) - {IDS[0], IDS[5]}, BITS)
+
+
+def test_client_pool_choice_and_bad_workers():
+    inputs = _inputs()
+    assert isinstance(client_pool(inputs, 1), InProcessClientPool)
+    assert isinstance(client_pool(inputs), InProcessClientPool)  # 24 clients: too few to fork for
+    with pytest.raises(ParameterError, match="'workers'"):
+        client_pool(inputs, 0)
+    with pytest.raises(ParameterError, match="'workers'"):
+        run_secagg_round(inputs, modulus_bits=BITS, threshold=5, neighbours=8, workers=-1)
+
+
+def test_a_reply_in_another_shards_name_is_refused():
+    inputs = _inputs()
+    with ProcessClientPool(inputs, 2) as pool:
+        sent = {5: IDS[0], 6: IDS[-1]}  # shard 0 was sent an envelope for IDS[0], shard 1 one for IDS[-1]
+        refused: list[str] = []
+        replies = [(5, IDS[0], b"ok"), (6, IDS[-1], b"foreign"), (5, IDS[0], b"again"), (7, IDS[1], b"unsent")]
+        kept = pool._own_replies("share_keys", 0, {5: sent[5]}, replies, refused)
+        assert kept == [(5, IDS[0], b"ok")] and len(refused) == 3
+        assert all("may not give; refused" in r for r in refused)
+
+
+def test_an_envelope_for_nobody_is_dropped():
+    inputs = _inputs()
+    with ProcessClientPool(inputs, 2) as pool:
+        uplink, reports = pool.deliver("advertise_keys", [Envelope(0, 10**6, b"x")])
+        assert uplink == [] and reports == []
+
+
+def test_a_worker_failure_is_raised_in_the_driver():
+    with ProcessClientPool(_inputs(), 2) as pool:
+        with pytest.raises(ProtocolError, match="unknown pool command"):
+            pool._all([("bogus",)] * pool.workers)
+        # the workers answered (an error each) and keep serving: the pool still works
+        assert pool.deliver("advertise_keys", []) == ([], [])
