@@ -9,9 +9,16 @@ of all clients (n d bits / 8 bytes, the baseline), and the MaskedInput size agai
 then the stage split (Linux: /proc): the RSS when each stage's downlink reaches the clients (after the server's
 part of the previous stage), after the clients' replies, and the peak so far.
 
-Run: python benchmarks/bench_round_memory.py [--n N --d D --bits B --k K] [--baseline]   (default: the two
-configurations of the issue's targets, n = 10^4, d = 10^3 and n = 100, d = 10^6, at 20 bits; ``--baseline``
-hands the pool all inputs as one dict of uint64 vectors, as a caller of ``run_secagg_round`` does)
+With ``--workers W`` (W >= 2) the clients run in W forked worker processes (``protocols.ProcessClientPool``,
+what ``run_secagg_round`` and the simulator's crypto mode pick by default on a multi-core Linux machine),
+handed all inputs as one dict as ``run_secagg_round``'s caller does. The peak printed is then an upper bound
+on the round's memory: the driver's peak RSS plus each worker's peak RSS (``VmHWM``, read before the pool
+closes), which counts the pages a worker shares copy-on-write with the driver twice.
+
+Run: python benchmarks/bench_round_memory.py [--n N --d D --bits B --k K] [--baseline] [--workers W]
+(default: the two configurations of the targets, n = 10^4, d = 10^3 and n = 100, d = 10^6, at 20 bits;
+``--baseline`` hands the in-process pool all inputs as one dict of uint64 vectors, as a caller of
+``run_secagg_round`` does)
 """
 
 from __future__ import annotations
@@ -38,9 +45,35 @@ def _status() -> tuple[int, int]:
     return got.get("VmRSS", 0), got.get("VmHWM", 0)
 
 
-def one(n: int, d: int, bits: int, k: int, baseline: int = 0) -> dict[str, object]:
+def _hwm(pid: int) -> int:
+    """Peak RSS (VmHWM) of process ``pid`` in bytes from /proc (Linux); 0 elsewhere."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _pss(pid: int | str) -> int:
+    """Proportional set size of process ``pid`` in bytes (/proc/PID/smaps_rollup, Linux): shared pages split
+    among the processes sharing them, so the sum over processes is their joint memory. 0 elsewhere."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def one(n: int, d: int, bits: int, k: int, baseline: int = 0, workers: int = 1) -> dict[str, object]:
     from protocols import InProcessClientPool, min_threshold, run_pooled_round
     from protocols import messages as m
+    from protocols.procpool import ProcessClientPool
 
     t = min_threshold(k + 1, neighbours=k, security="active")
     rng = np.random.default_rng(0)
@@ -49,7 +82,11 @@ def one(n: int, d: int, bits: int, k: int, baseline: int = 0) -> dict[str, objec
     def make(c: int) -> np.ndarray:
         return np.random.default_rng(seeds[c]).integers(0, 1 << bits, size=d, dtype=np.uint64)
 
-    if baseline:  # the inputs as one dict of uint64 vectors (what the issue measured)
+    worker_peaks: list[int] = []
+    pss: list[int] = []
+    if workers > 1:  # forked workers, handed the inputs as one dict (what run_secagg_round does by default)
+        pool = ProcessClientPool({c: make(c) for c in seeds}, workers)
+    elif baseline:  # the inputs as one dict of uint64 vectors (what the issue measured)
         pool = InProcessClientPool({c: make(c) for c in seeds})
     else:
         pool = InProcessClientPool.lazy(sorted(seeds), make)
@@ -60,6 +97,8 @@ def one(n: int, d: int, bits: int, k: int, baseline: int = 0) -> dict[str, objec
         before = _status()[0]
         out = deliver(stage, envelopes)
         split.append((stage, before, *_status()))
+        if isinstance(pool, ProcessClientPool):  # joint memory of driver and workers after the clients' part
+            pss.append(_pss("self") + sum(_pss(proc.pid) for proc in pool._procs))
         return out
 
     pool.deliver = metered  # type: ignore[method-assign]
@@ -78,6 +117,9 @@ def one(n: int, d: int, bits: int, k: int, baseline: int = 0) -> dict[str, objec
         round_id=bytes(16),
     )
     secs = time.perf_counter() - t0
+    if isinstance(pool, ProcessClientPool):
+        worker_peaks = [_hwm(proc.pid) for proc in pool._procs]
+        pool.close()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     want = np.zeros(d, dtype=np.uint64)
     for c in sorted(set(seeds) - gone):
@@ -92,7 +134,10 @@ def one(n: int, d: int, bits: int, k: int, baseline: int = 0) -> dict[str, objec
         "t": t,
         "seconds": secs,
         "rss0": rss0,
-        "rss": rss,
+        "rss": rss + sum(worker_peaks),
+        "driver_rss": rss,
+        "worker_rss": worker_peaks,
+        "pss": max(pss, default=0),
         "upload": upload,
         "split": split,
     }
@@ -100,12 +145,13 @@ def one(n: int, d: int, bits: int, k: int, baseline: int = 0) -> dict[str, objec
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--one", nargs=5, type=int)
+    ap.add_argument("--one", nargs=6, type=int)
     ap.add_argument("--k", type=int, default=32)
     ap.add_argument("--baseline", action="store_true", help="inputs as one dict of uint64 vectors")
     ap.add_argument("--n", type=int)
     ap.add_argument("--d", type=int)
     ap.add_argument("--bits", type=int, default=20)
+    ap.add_argument("--workers", type=int, default=1, help="client worker processes (default 1: in-process)")
     a = ap.parse_args()
     if a.one:
         print(json.dumps(one(*a.one)))
@@ -113,7 +159,17 @@ def main() -> None:
     configs = [(a.n, a.d, a.bits)] if a.n else [(10_000, 1_000, a.bits), (100, 1_000_000, a.bits)]
     for n, d, bits in configs:
         proc = subprocess.run(
-            [sys.executable, __file__, "--one", str(n), str(d), str(bits), str(a.k), str(int(a.baseline))],
+            [
+                sys.executable,
+                __file__,
+                "--one",
+                str(n),
+                str(d),
+                str(bits),
+                str(a.k),
+                str(int(a.baseline)),
+                str(a.workers),
+            ],
             capture_output=True,
             text=True,
             check=True,
@@ -127,6 +183,13 @@ def main() -> None:
             f"peak / packed inputs {r['rss'] / packed:.1f}x); round {r['seconds']:.1f} s; "
             f"MaskedInput {r['upload']:,} B = {r['upload'] / raw:.3f} x raw ({raw:,.0f} B)"
         )
+        if r["worker_rss"]:
+            print(
+                f"  {len(r['worker_rss'])} worker processes: driver peak {r['driver_rss'] / 2**20:,.0f} MiB + "
+                f"workers' peaks {' + '.join(f'{w / 2**20:,.0f}' for w in r['worker_rss'])} MiB "
+                "(an upper bound: pages shared copy-on-write with the driver are counted in each); joint "
+                f"proportional set size after each stage's clients, largest {r['pss'] / 2**20:,.0f} MiB"
+            )
         if r["split"]:  # RSS when the stage's downlink reaches the clients / after their replies; peak so far
             print(
                 "  stage split (MiB, RSS before -> after the clients' part, peak so far): "

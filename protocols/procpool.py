@@ -35,8 +35,9 @@ from typing import Any
 import numpy as np
 
 from protocols import messages as m
+from protocols.client import release_caches
 from protocols.pki import KeyRegistry
-from protocols.pool import ClientPool, InProcessClientPool, Reply, RoundPlan, merge, serve
+from protocols.pool import ClientPool, InProcessClientPool, Reply, RoundPlan, _trim_heap, merge, serve
 from protocols.transport import Envelope
 from secagg_dp.errors import ParameterError, ProtocolError
 
@@ -80,6 +81,7 @@ def _shard_main(conn: Connection, inputs: dict[int, np.ndarray]) -> None:
     replies: list[Reply] = []
     failure: BaseException | None = None
     cpu = 0.0
+    stage = ""
     while True:
         try:
             op, *args = conn.recv()
@@ -87,9 +89,10 @@ def _shard_main(conn: Connection, inputs: dict[int, np.ndarray]) -> None:
             return
         try:
             if op == "serve":
+                stage = args[0]
                 if failure is None:
                     t0 = time.process_time()
-                    replies.extend(serve(pool.clients, pool.silent_from, args[0], args[1]))
+                    replies.extend(serve(pool.clients, pool.silent_from, stage, args[1]))
                     cpu += time.process_time() - t0
                 continue
             if op == "end":
@@ -97,6 +100,10 @@ def _shard_main(conn: Connection, inputs: dict[int, np.ndarray]) -> None:
                     raise failure
                 out: Any = (replies, cpu)
                 replies, cpu = [], 0.0
+                if stage == "share_keys":  # as InProcessClientPool.deliver: the parsed roster keys are spent
+                    release_caches()
+                elif stage == "unmasking":  # every client has let go of its state
+                    _trim_heap()
             elif op == "identities":
                 out = pool.identities(args[0])
             elif op == "start":
