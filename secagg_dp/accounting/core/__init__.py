@@ -12,8 +12,9 @@ validators) and third-party numerics; it never imports the check-in or shuffle a
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from secagg_dp._lazy import lazy_room
 
 if TYPE_CHECKING:  # the names, for type checkers and the API reference; at run time they load on first use
     from secagg_dp.accounting.core.accountant import *  # noqa: F403
@@ -59,28 +60,6 @@ _ALL_ORDER = (
 )
 
 
-def _load() -> None:
-    """Import every module of the room and bind their public names here (the former star imports)."""
-    mods = {m: importlib.import_module(f"{__name__}.{m}") for m in _MODULES}
-    for m in _MODULES:
-        globals().update({name: getattr(mods[m], name) for name in mods[m].__all__})
-    globals()["__all__"] = list(dict.fromkeys(name for m in _ALL_ORDER for name in mods[m].__all__))
-
-
-def __getattr__(name: str) -> Any:
-    """Public names and ``__all__`` load with the room's modules on first use (PEP 562): importing one module
-    of the room (as ``secagg-dp account checkin`` does) no longer imports all of them."""
-    if name in _MODULES:
-        return importlib.import_module(f"{__name__}.{name}")
-    if name.startswith("__") and name != "__all__":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    _load()
-    try:
-        return globals()[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-
-
-def __dir__() -> list[str]:
-    _load()
-    return sorted(globals())
+# Public names and ``__all__`` load with the room's modules on first use (PEP 562): importing one module of the
+# room (as ``secagg-dp account checkin`` does) no longer imports all of them.
+__getattr__, __dir__ = lazy_room(__name__, _MODULES, _ALL_ORDER, globals())
