@@ -15,7 +15,7 @@ import hashlib
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -170,6 +170,37 @@ def serve(
                 continue
             if reply is not None:
                 out.append((pos, cid, reply))
+    return out
+
+
+def own_replies(
+    stage: str,
+    shard: int,
+    sent: Mapping[int, int],
+    owner: Mapping[int, int],
+    replies: Any,
+    refused: list[str],
+) -> list[Reply]:
+    """The replies a worker holding ``shard`` may give: one per (envelope it was sent, client of its own that the
+    envelope addresses), at most once each. ``sent`` maps each envelope's position to its recipient,
+    ``owner`` each client id to its shard. Anything else (a reply in another shard's client's name, for an
+    envelope the shard was not sent, malformed or repeated) is appended to ``refused`` as a report and never
+    merged: a worker speaks only for its own clients."""
+    seen: set[tuple[int, int]] = set()
+    out: list[Reply] = []
+    for r in replies if isinstance(replies, list) else [replies]:
+        ok = isinstance(r, tuple) and len(r) == 3 and all(type(x) is int for x in r[:2])
+        ok = ok and isinstance(r[2], (bytes, str))
+        if ok:
+            pos, cid, _ = r
+            to = sent.get(pos)
+            ok = owner.get(cid) == shard and to is not None and to in (m.BROADCAST, cid) and (pos, cid) not in seen
+        if not ok:
+            who = r[1] if isinstance(r, tuple) and len(r) == 3 else "?"
+            refused.append(f"{stage}: shard {shard} sent a reply for client {who} that it may not give; refused")
+            continue
+        seen.add((pos, cid))
+        out.append(r)
     return out
 
 

@@ -37,7 +37,7 @@ import numpy as np
 from protocols import messages as m
 from protocols.client import release_caches
 from protocols.pki import KeyRegistry
-from protocols.pool import ClientPool, InProcessClientPool, Reply, RoundPlan, _trim_heap, merge, serve
+from protocols.pool import ClientPool, InProcessClientPool, Reply, RoundPlan, _trim_heap, merge, own_replies, serve
 from protocols.transport import Envelope
 from secagg_dp.errors import ParameterError, ProtocolError
 
@@ -269,36 +269,9 @@ class ProcessClientPool:
         refused: list[str] = []
         for s, (replies, cpu) in enumerate(self._answers()):
             self.cpu[stage] = self.cpu.get(stage, 0.0) + cpu
-            parts.append(self._own_replies(stage, s, sent[s], replies, refused))
+            parts.append(own_replies(stage, s, sent[s], self._owner, replies, refused))
         uplink, reports = merge(parts)
         return uplink, reports + refused
-
-    def _own_replies(
-        self, stage: str, shard: int, sent: Mapping[int, int], replies: Any, refused: list[str]
-    ) -> list[Reply]:
-        """The replies ``shard`` may give: one per (envelope it was sent, own client it addresses), at most
-        once each; anything else is refused and reported, never merged."""
-        seen: set[tuple[int, int]] = set()
-        out: list[Reply] = []
-        for r in replies if isinstance(replies, list) else [replies]:
-            ok = isinstance(r, tuple) and len(r) == 3 and all(type(x) is int for x in r[:2])
-            ok = ok and isinstance(r[2], (bytes, str))
-            if ok:
-                pos, cid, _ = r
-                to = sent.get(pos)
-                ok = (
-                    self._owner.get(cid) == shard
-                    and to is not None
-                    and to in (m.BROADCAST, cid)
-                    and (pos, cid) not in seen
-                )
-            if not ok:
-                who = r[1] if isinstance(r, tuple) and len(r) == 3 else "?"
-                refused.append(f"{stage}: shard {shard} sent a reply for client {who} that it may not give; refused")
-                continue
-            seen.add((pos, cid))
-            out.append(r)
-        return out
 
     def close(self) -> None:
         """Stop the workers (their clients and keys go with them)."""

@@ -22,7 +22,7 @@ import numpy as np
 from protocols import messages as m
 from protocols import wire
 from protocols.pki import KeyRegistry
-from protocols.pool import InProcessClientPool, Reply, RoundPlan, merge, serve
+from protocols.pool import InProcessClientPool, Reply, RoundPlan, merge, own_replies, serve
 from protocols.transport import Envelope
 from secagg_dp import zq
 from secagg_dp.errors import ConfigError, ParameterError, ProtocolError
@@ -161,40 +161,11 @@ class DaskClientPool:
         futures = [self._shards[s].serve(stage, routed[s]) for s in busy]
         refused: list[str] = []
         parts = [
-            self._own_replies(stage, s, routed[s], f.result(), refused) for s, f in zip(busy, futures, strict=True)
+            own_replies(stage, s, {pos: env.recipient for pos, env in routed[s]}, self._owner, f.result(), refused)
+            for s, f in zip(busy, futures, strict=True)
         ]
         uplink, reports = merge(parts)
         return uplink, reports + refused
-
-    def _own_replies(
-        self, stage: str, shard: int, sent: list[tuple[int, Envelope]], replies: Any, refused: list[str]
-    ) -> list[Reply]:
-        """The replies of ``shard`` that it may give: one per (envelope it was sent, client of its own that
-        the envelope addresses), at most once each. Anything else (a reply in another shard's client's name,
-        for an envelope it was not sent, malformed or repeated) is refused and reported, never merged: a
-        worker speaks only for its own clients."""
-        to = dict(sent)  # position -> envelope
-        seen: set[tuple[int, int]] = set()
-        out: list[Reply] = []
-        for r in replies if isinstance(replies, list) else [replies]:
-            ok = isinstance(r, tuple) and len(r) == 3 and all(type(x) is int for x in r[:2])
-            ok = ok and isinstance(r[2], (bytes, str))
-            if ok:
-                pos, cid, _ = r
-                env = to.get(pos)
-                ok = (
-                    self._owner.get(cid) == shard
-                    and env is not None
-                    and env.recipient in (m.BROADCAST, cid)
-                    and (pos, cid) not in seen
-                )
-            if not ok:
-                who = r[1] if isinstance(r, tuple) and len(r) == 3 else "?"
-                refused.append(f"{stage}: shard {shard} sent a reply for client {who} that it may not give; refused")
-                continue
-            seen.add((pos, cid))
-            out.append(r)
-        return out
 
     def cpu_seconds(self) -> list[dict[str, float]]:
         """Per shard, the thread CPU seconds its clients spent in each stage so far."""

@@ -11,6 +11,7 @@ import pytest
 
 from protocols import InProcessClientPool, run_pooled_round, run_secagg_round
 from protocols.messages import Kind
+from protocols.pool import own_replies
 from protocols.procpool import ProcessClientPool, client_pool
 from protocols.transport import Envelope, FaultInjector
 from secagg_dp.errors import ParameterError, ProtocolError
@@ -87,7 +88,7 @@ def test_a_reply_in_another_shards_name_is_refused():
         sent = {5: IDS[0], 6: IDS[-1]}  # shard 0 was sent an envelope for IDS[0], shard 1 one for IDS[-1]
         refused: list[str] = []
         replies = [(5, IDS[0], b"ok"), (6, IDS[-1], b"foreign"), (5, IDS[0], b"again"), (7, IDS[1], b"unsent")]
-        kept = pool._own_replies("share_keys", 0, {5: sent[5]}, replies, refused)
+        kept = own_replies("share_keys", 0, {5: sent[5]}, pool._owner, replies, refused)
         assert kept == [(5, IDS[0], b"ok")] and len(refused) == 3
         assert all("may not give; refused" in r for r in refused)
 
