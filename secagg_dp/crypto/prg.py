@@ -30,6 +30,8 @@ _CHUNK_ELEMS = 1 << 15  # 128-256 KiB of keystream per chunk: stays in L2 betwee
 
 
 def _encryptor(seed: bytes) -> CipherContext:
+    if type(seed) is bytes and len(seed) == SEED_LEN:  # the common case: no checks to redo, no copy
+        return Cipher(algorithms.AES(seed), _CTR0).encryptor()
     if not isinstance(seed, (bytes, bytearray)):
         raise TypeError(f"Argument 'seed' must be bytes, not {type(seed).__name__}.")
     if len(seed) != SEED_LEN:
