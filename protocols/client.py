@@ -481,22 +481,23 @@ class SecAggClient:
                 plaintexts = [pt + tails[j * w : (j + 1) * w] for j, pt in enumerate(plaintexts)]
                 own_noise = nsh[holders.index(self.id)].copy()
                 noise_commit = atr.noise_commitment(seeds[-1], round_id=self.round_id, owner=self.id)
-        recipients, boxes, secrets = [], [], []
-        for j, (v, row) in enumerate(zip(holders, rows.tolist(), strict=True)):
-            if v == self.id:
-                own = shares[j].copy()  # not a view: it would keep all k + 1 shares alive until unmasking
-                continue
-            enc_pk = view.public_key(row, mask=False)
-            ck = masking.channel_key(self._enc, enc_pk, round_id=self.round_id, own_id=self.id, peer_id=v)
-            boxes.append(
-                aead.seal(ck, plaintexts[j], aead.associated_data(self.round_id, self.id, v), source=self._src)
-            )
-            recipients.append(v)
-            # s_uv now rather than at masking time: we keep 32 bytes instead of the parsed mask key.
-            s_uv = masking.pairwise_seed(
-                self._mask, view.public_key(row, mask=True), round_id=self.round_id, own_id=self.id, peer_id=v
-            )
-            secrets.append(ck + s_uv)
+        me, rid, src = self.id, self.round_id, self._src
+        peer_rows = [(j, v, row) for j, (v, row) in enumerate(zip(holders, rows.tolist(), strict=True)) if v != me]
+        own = shares[holders.index(me)].copy()  # not a view: it would keep all k + 1 shares alive until unmasking
+        # channel keys and s_uv (now rather than at masking time: we keep 32 bytes, not the parsed mask key)
+        pair = masking.neighbour_secrets(
+            self._enc,
+            self._mask,
+            [(v, view.public_key(row, mask=False), view.public_key(row, mask=True)) for _, v, row in peer_rows],
+            round_id=rid,
+            own_id=me,
+        )
+        recipients = [v for _, v, _ in peer_rows]
+        boxes = [
+            aead.seal(ck, plaintexts[j], aead.associated_data(rid, me, v), source=src)
+            for (j, v, _), (ck, _) in zip(peer_rows, pair, strict=True)
+        ]
+        secrets = [ck + s_uv for ck, s_uv in pair]
         commitment = masking.self_mask_commitment(self_seed, round_id=self.round_id, owner=self.id)
         out = m.ShareKeys(
             self.round_id, self.id, m.SERVER, commitment, tuple(recipients), tuple(boxes), noise_commit

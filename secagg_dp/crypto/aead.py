@@ -35,6 +35,8 @@ def associated_data(round_id: bytes, sender: int, recipient: int) -> bytes:
 
 
 def _aead(key: bytes) -> AESGCM:
+    if type(key) is bytes and len(key) == 32:
+        return AESGCM(key)
     if not isinstance(key, (bytes, bytearray)) or len(key) != 32:
         raise ParameterError("Argument 'key' must be 32 bytes (AES-256).")
     return AESGCM(bytes(key))
@@ -43,7 +45,9 @@ def _aead(key: bytes) -> AESGCM:
 def seal(key: bytes, plaintext: bytes, ad: bytes, *, source: RandomSource | None = None) -> bytes:
     """AES-256-GCM encryption with a random 96-bit nonce drawn from ``source``."""
     nonce = resolve_source(source).bytes(NONCE_LEN)
-    return nonce + _aead(key).encrypt(nonce, bytes(plaintext), bytes(ad))
+    if type(plaintext) is not bytes:
+        plaintext = bytes(plaintext)
+    return nonce + _aead(key).encrypt(nonce, plaintext, ad if type(ad) is bytes else bytes(ad))
 
 
 def open_sealed(key: bytes, box: bytes, ad: bytes) -> bytes:
@@ -51,6 +55,7 @@ def open_sealed(key: bytes, box: bytes, ad: bytes) -> bytes:
     if len(box) < OVERHEAD:
         raise AuthenticationError("ciphertext failed authentication")
     try:
-        return _aead(key).decrypt(bytes(box[:NONCE_LEN]), bytes(box[NONCE_LEN:]), bytes(ad))
+        box = box if type(box) is bytes else bytes(box)
+        return _aead(key).decrypt(box[:NONCE_LEN], box[NONCE_LEN:], ad if type(ad) is bytes else bytes(ad))
     except InvalidTag:
         raise AuthenticationError("ciphertext failed authentication") from None

@@ -73,6 +73,8 @@ def context(label: bytes, round_id: bytes, *ids: int) -> bytes:
 
 def derive(ikm: bytes, *, info: bytes, length: int = 32, salt: bytes | None = None) -> bytes:
     """HKDF-SHA256(salt, ikm, info) truncated to ``length`` bytes (RFC 5869)."""
+    if type(ikm) is bytes and type(info) is bytes and length == 32 and len(ikm) >= 16 and info.startswith(LABELS):
+        return HKDF(algorithm=_SHA256, length=32, salt=salt, info=info).derive(ikm)  # the common case, checked
     if not isinstance(ikm, (bytes, bytearray)) or len(ikm) < 16:
         raise ParameterError("Argument 'ikm' must be at least 16 bytes of key material.")
     if not isinstance(info, (bytes, bytearray)) or not info.startswith(LABELS):

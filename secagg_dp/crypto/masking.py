@@ -28,6 +28,7 @@ __all__ = [
     "self_mask_commitment",
     "mask_sign",
     "mask_input",
+    "neighbour_secrets",
     "mask_input_blocks",
     "apply_masks",
     "new_accumulator",
@@ -56,6 +57,27 @@ def channel_key(
     lo, hi = sorted((own_id, peer_id))
     info = kdf.context(kdf.LABEL_CHANNEL, round_id, lo, hi)
     return kdf.derive(exchange(own, peer_public), info=info)
+
+
+def neighbour_secrets(
+    enc: KeyPair,
+    mask: KeyPair,
+    peers: Iterable[tuple[int, bytes | X25519PublicKey, bytes | X25519PublicKey]],
+    *,
+    round_id: bytes,
+    own_id: int,
+) -> list[tuple[bytes, bytes]]:
+    """(:func:`channel_key`, :func:`pairwise_seed`) with each (peer id, channel public key, mask public key):
+    the same bytes, with the two HKDF ``info`` prefixes built once for all neighbours."""
+    ch = kdf.context(kdf.LABEL_CHANNEL, round_id, own_id)[:-4]  # label || 0x00 || round id (own_id checked)
+    pw = kdf.LABEL_PAIRWISE_MASK + ch[len(kdf.LABEL_CHANNEL) :]
+    out = []
+    for peer_id, enc_pk, mask_pk in peers:
+        ids = kdf.context(kdf.LABEL_CHANNEL, b"", *sorted((own_id, peer_id)))[len(kdf.LABEL_CHANNEL) + 1 :]
+        out.append(
+            (kdf.derive(exchange(enc, enc_pk), info=ch + ids), kdf.derive(exchange(mask, mask_pk), info=pw + ids))
+        )
+    return out
 
 
 def self_mask_commitment(seed: bytes, *, round_id: bytes, owner: int) -> bytes:

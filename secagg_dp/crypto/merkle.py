@@ -98,13 +98,16 @@ def verify_multiproof(root: bytes, n: int, leaves: dict[int, bytes], proof: Sequ
         raise ProtocolError(f"membership proof names leaves outside [0, {n})")
     idx = sorted(leaves)
     hs = [leaves[i] for i in idx]
-    it = iter(proof)
+    sibs = list(proof)
+    nproof = len(sibs)
     used = 0
     sha = hashlib.sha256
     for height in range(d):
         # ``idx`` ascends, so a node's sibling, if known, is its neighbour in the list: one linear pass
         nidx: list[int] = []
         nhs: list[bytes] = []
+        add_i, add_h = nidx.append, nhs.append
+        limit = n >> height if not n & ((1 << height) - 1) else (n >> height) + 1  # (i ^ 1) << height < n
         t, size = 0, len(idx)
         while t < size:
             i = idx[t]
@@ -112,20 +115,19 @@ def verify_multiproof(root: bytes, n: int, leaves: dict[int, bytes], proof: Sequ
                 left, right = hs[t], hs[t + 1]  # the pair combines at its left member
                 t += 2
             else:
-                if (i ^ 1) << height >= n:
+                if i ^ 1 >= limit:
                     sib = _EMPTY_AT[height]  # a subtree of padding only
                 else:
-                    got = next(it, None)
-                    used += 1
-                    if got is None:
+                    if used == nproof:
                         raise ProtocolError("membership proof is too short")
-                    sib = got
+                    sib = sibs[used]
+                    used += 1
                 left, right = (hs[t], sib) if not i & 1 else (sib, hs[t])
                 t += 1
-            nidx.append(i >> 1)
-            nhs.append(sha(b"\x01" + left + right).digest())  # node_hash(left, right)
+            add_i(i >> 1)
+            add_h(sha(b"\x01" + left + right).digest())  # node_hash(left, right)
         idx, hs = nidx, nhs
-    if used != len(proof):
+    if used != nproof:
         raise ProtocolError("membership proof has unused hashes")
     if idx != [0] or hs[0] != root:
         raise ProtocolError("membership proof does not lead to the committed root")

@@ -25,16 +25,19 @@ from secagg_dp.zq import check_bits
 __all__ = ["SEED_LEN", "keystream", "word_dtype", "accumulate_mask", "expand_mask", "uniform_mod", "MaskStream"]
 
 SEED_LEN = 32
+_AES = algorithms.AES  # bound once: the algorithms module resolves attributes through a deprecation hook
 _CTR0 = modes.CTR(bytes(16))  # the all-zero initial counter block (an immutable mode object, shared)
 _CHUNK_ELEMS = 1 << 15  # 128-256 KiB of keystream per chunk: stays in L2 between AES and the add
 
 
 def _encryptor(seed: bytes) -> CipherContext:
+    if type(seed) is bytes and len(seed) == SEED_LEN:  # the common case: no checks to redo, no copy
+        return Cipher(_AES(seed), _CTR0).encryptor()
     if not isinstance(seed, (bytes, bytearray)):
         raise TypeError(f"Argument 'seed' must be bytes, not {type(seed).__name__}.")
     if len(seed) != SEED_LEN:
         raise ParameterError(f"Argument 'seed' must be exactly {SEED_LEN} bytes, not {len(seed)}.")
-    return Cipher(algorithms.AES(bytes(seed)), _CTR0).encryptor()
+    return Cipher(_AES(bytes(seed)), _CTR0).encryptor()
 
 
 @functools.lru_cache(maxsize=8)

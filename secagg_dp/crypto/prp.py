@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import struct
 
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, CipherContext, algorithms, modes
@@ -33,6 +34,9 @@ __all__ = ["ROUNDS", "FeistelPermutation"]
 
 ROUNDS = 10  # even (the pair returns to Z_a x Z_b); FF1's count (NIST SP 800-38G), >= 4 (Luby & Rackoff 1988)
 _LABEL = b"secagg-dp/v3/ring-prp\x00"
+_BLOCK = struct.Struct("<QQ")  # one round-function input block (i, R), as in _round_values
+_SMALL = 64  # up to this many values (a client's O(k) look-ups) the rounds run on Python ints: same blocks,
+# same values, without numpy's per-call overhead on tiny arrays
 
 
 class FeistelPermutation:
@@ -62,8 +66,28 @@ class FeistelPermutation:
         vals: np.ndarray = (out % np.uint64(m)).astype(np.int64)
         return vals
 
+    def _rounds_small(self, x: np.ndarray, inverse: bool) -> np.ndarray:
+        """:meth:`_encipher` (or :meth:`_decipher` if ``inverse``) on a few values, with Python ints: the
+        same AES blocks (i, R) and the same arithmetic (Python's % and numpy's agree for a positive modulus)."""
+        a, b = self.a, self.b
+        update = Cipher(algorithms.AES(self._key), modes.ECB()).encryptor().update
+        pack = _BLOCK.pack
+        unpack = struct.Struct(f"<{2 * x.size}Q").unpack
+        xs = x.tolist()
+        left, right = [v // b for v in xs], [v % b for v in xs]
+        for i in reversed(range(self.rounds)) if inverse else range(self.rounds):
+            m = a if i % 2 == 0 else b
+            f = unpack(update(b"".join([pack(i, v) for v in (left if inverse else right)])))[::2]
+            if inverse:
+                left, right = [(r - w % m) % m for r, w in zip(right, f, strict=True)], left
+            else:
+                left, right = right, [(v + w % m) % m for v, w in zip(left, f, strict=True)]
+        return np.array([u * b + v for u, v in zip(left, right, strict=True)], dtype=np.int64)
+
     def _encipher(self, x: np.ndarray) -> np.ndarray:
         """One pass of the Feistel network on [0, a b)."""
+        if x.size <= _SMALL:
+            return self._rounds_small(x, False)
         a, b = self.a, self.b
         enc = Cipher(algorithms.AES(self._key), modes.ECB()).encryptor()
         left, right = x // b, x % b
@@ -75,6 +99,8 @@ class FeistelPermutation:
 
     def _decipher(self, y: np.ndarray) -> np.ndarray:
         """The inverse pass on [0, a b)."""
+        if y.size <= _SMALL:
+            return self._rounds_small(y, True)
         a, b = self.a, self.b
         enc = Cipher(algorithms.AES(self._key), modes.ECB()).encryptor()
         left, right = y // b, y % b

@@ -66,3 +66,25 @@ def test_masked_input_uniform_over_all_residues_and_independent_of_input():
         hists.append(counts)
     _, pval, _, _ = stats.chi2_contingency(np.array(hists))
     assert pval > ALPHA
+
+
+def test_neighbour_secrets_are_the_channel_keys_and_pairwise_seeds():
+    src = SeededRandom(b"\x05" * 32)
+    enc, mask = keys.generate_keypair(source=src), keys.generate_keypair(source=src)
+    rid = bytes(range(16))
+    peers = [(v, keys.generate_keypair(source=src), keys.generate_keypair(source=src)) for v in (3, 9, 2**32 - 1)]
+    got = masking.neighbour_secrets(
+        enc, mask, [(v, e.public, keys.load_public(m.public)) for v, e, m in peers], round_id=rid, own_id=7
+    )
+    want = [
+        (
+            masking.channel_key(enc, e.public, round_id=rid, own_id=7, peer_id=v),
+            masking.pairwise_seed(mask, m.public, round_id=rid, own_id=7, peer_id=v),
+        )
+        for v, e, m in peers
+    ]
+    assert got == want
+    # and each side of a pair derives the same secrets
+    v, e, m = peers[0]
+    back = masking.neighbour_secrets(e, m, [(7, enc.public, mask.public)], round_id=rid, own_id=v)
+    assert back == [want[0]]

@@ -61,6 +61,20 @@ def test_matches_the_element_by_element_reference(n):
     assert perm.inverse(perm.forward(xs)).tolist() == xs
 
 
+@pytest.mark.parametrize("n", [100, 1000, 10**6 + 3])
+def test_few_values_agree_with_the_vectorised_pass(n):
+    # A handful of values (a client's look-ups) runs the rounds on Python ints, many run them on numpy arrays:
+    # both must give the same permutation, element by element and through cycle walking.
+    perm = FeistelPermutation(n, _seed(11))
+    xs = np.random.default_rng(n).integers(0, n, size=300)
+    for name in ("forward", "inverse"):
+        many = getattr(perm, name)(xs)
+        few = np.concatenate([getattr(perm, name)(xs[i : i + 30]) for i in range(0, xs.size, 30)])
+        ones = np.concatenate([getattr(perm, name)(xs[i : i + 1]) for i in range(20)])
+        assert few.tolist() == many.tolist()
+        assert ones.tolist() == many[:20].tolist()
+
+
 def test_depends_on_seed_and_size_and_checks_its_arguments():
     base = FeistelPermutation(1000, _seed(1)).forward(np.arange(1000))
     assert not np.array_equal(base, FeistelPermutation(1000, _seed(2)).forward(np.arange(1000)))
