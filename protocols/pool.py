@@ -173,6 +173,29 @@ def serve(
     return out
 
 
+def own_identities(parts: Sequence[Mapping[int, bytes]], owner: Mapping[int, int]) -> dict[int, bytes]:
+    """The identity keys of every shard's clients, ``parts[s]`` from the worker holding shard ``s``; ``owner``
+    maps each client id to its shard. A worker may register keys only for its own shard's clients: a key for
+    any other client raises :class:`ProtocolError`."""
+    keys: dict[int, bytes] = {}
+    for s, part in enumerate(parts):
+        foreign = sorted(c for c in part if owner.get(c) != s)
+        if foreign:
+            raise ProtocolError(f"shard {s} returned identity keys for clients outside it: {foreign[:5]}")
+        keys.update(part)
+    return keys
+
+
+def shard_silences(silent_from: Mapping[int, str], owner: Mapping[int, int], shards: int) -> list[dict[int, str]]:
+    """``silent_from`` split by shard (``owner`` maps each client id to its shard); clients in no shard are
+    left out."""
+    silent: list[dict[int, str]] = [{} for _ in range(shards)]
+    for c, st in silent_from.items():
+        if c in owner:
+            silent[owner[c]][c] = st
+    return silent
+
+
 def own_replies(
     stage: str,
     shard: int,

@@ -37,7 +37,18 @@ import numpy as np
 from protocols import messages as m
 from protocols.client import release_caches
 from protocols.pki import KeyRegistry
-from protocols.pool import ClientPool, InProcessClientPool, Reply, RoundPlan, _trim_heap, merge, own_replies, serve
+from protocols.pool import (
+    ClientPool,
+    InProcessClientPool,
+    Reply,
+    RoundPlan,
+    _trim_heap,
+    merge,
+    own_identities,
+    own_replies,
+    serve,
+    shard_silences,
+)
 from protocols.transport import Envelope
 from secagg_dp.errors import ParameterError, ProtocolError
 
@@ -197,21 +208,12 @@ class ProcessClientPool:
 
     def identities(self, plan: RoundPlan) -> dict[int, bytes]:
         """Every worker creates its clients' identities; the public keys of all of them."""
-        keys: dict[int, bytes] = {}
-        for s, part in enumerate(self._all([("identities", plan)] * len(self._conns))):
-            foreign = sorted(c for c in part if self._owner.get(c) != s)
-            if foreign:  # a worker may register keys only for its own shard's clients
-                raise ProtocolError(f"shard {s} returned identity keys for clients outside it: {foreign[:5]}")
-            keys.update(part)
-        return keys
+        return own_identities(self._all([("identities", plan)] * len(self._conns)), self._owner)
 
     def start(self, plan: RoundPlan, registry: KeyRegistry | None, silent_from: Mapping[int, str]) -> None:
         """Send each worker the registry's keys and its own clients' silences; the workers build their clients."""
         keys = None if registry is None else dict(registry.keys)
-        silent: list[dict[int, str]] = [{} for _ in self._conns]
-        for c, st in silent_from.items():
-            if c in self._owner:
-                silent[self._owner[c]][c] = st
+        silent = shard_silences(silent_from, self._owner, len(self._conns))
         self._all([("start", plan, keys, silent[s]) for s in range(len(self._conns))])
 
     def deliver(self, stage: str, envelopes: Sequence[Envelope]) -> tuple[list[Envelope], list[str]]:

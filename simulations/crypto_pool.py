@@ -22,10 +22,19 @@ import numpy as np
 from protocols import messages as m
 from protocols import wire
 from protocols.pki import KeyRegistry
-from protocols.pool import InProcessClientPool, Reply, RoundPlan, merge, own_replies, serve
+from protocols.pool import (
+    InProcessClientPool,
+    Reply,
+    RoundPlan,
+    merge,
+    own_identities,
+    own_replies,
+    serve,
+    shard_silences,
+)
 from protocols.transport import Envelope
 from secagg_dp import zq
-from secagg_dp.errors import ConfigError, ParameterError, ProtocolError
+from secagg_dp.errors import ConfigError, ParameterError
 
 __all__ = ["ClientShard", "DaskClientPool", "given_inputs"]
 
@@ -134,18 +143,12 @@ class DaskClientPool:
 
     def identities(self, plan: RoundPlan) -> dict[int, bytes]:
         """Every shard creates its clients' identities; the public keys of all of them."""
-        keys: dict[int, bytes] = {}
-        for s, part in enumerate(self._call("identities", [(plan,)] * len(self._shards))):
-            foreign = sorted(c for c in part if self._owner.get(c) != s)
-            if foreign:  # a worker may register keys only for its own shard's clients
-                raise ProtocolError(f"shard {s} returned identity keys for clients outside it: {foreign[:5]}")
-            keys.update(part)
-        return keys
+        return own_identities(self._call("identities", [(plan,)] * len(self._shards)), self._owner)
 
     def start(self, plan: RoundPlan, registry: KeyRegistry | None, silent_from: Mapping[int, str]) -> None:
         """Send each shard the registry's keys and its own clients' silences; the shards build their clients."""
         keys = None if registry is None else dict(registry.keys)
-        silent = [{c: st for c, st in silent_from.items() if self._owner.get(c) == s} for s in range(len(self._shards))]
+        silent = shard_silences(silent_from, self._owner, len(self._shards))
         self._call("start", [(plan, keys, silent[s]) for s in range(len(self._shards))])
 
     def deliver(self, stage: str, envelopes: Sequence[Envelope]) -> tuple[list[Envelope], list[str]]:
