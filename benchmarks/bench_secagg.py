@@ -454,8 +454,7 @@ def pooled_round(n: int, d: int, workers: int | None, bits: int = 20) -> dict:
             round_id=bytes(16),
         )
     finally:
-        if isinstance(pool, ProcessClientPool):
-            pool.close()
+        pool.close()
     wall, driver = time.perf_counter() - t0, time.process_time() - c0
     expect = np.zeros(d, dtype=np.uint64)
     for c in res.survivors:

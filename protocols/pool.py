@@ -358,3 +358,13 @@ class InProcessClientPool:
         elif stage == "unmasking":  # every client has let go of its state
             _trim_heap()
         return out
+
+    def close(self) -> None:
+        """Nothing to stop (the clients live in this process); here so that any pool :func:`~protocols.
+        procpool.client_pool` returns closes the same way, e.g. in a ``with`` block."""
+
+    def __enter__(self) -> InProcessClientPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -38,7 +38,6 @@ from protocols import messages as m
 from protocols.client import release_caches
 from protocols.pki import KeyRegistry
 from protocols.pool import (
-    ClientPool,
     InProcessClientPool,
     Reply,
     RoundPlan,
@@ -68,12 +67,15 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def client_pool(inputs: Mapping[int, np.ndarray], workers: int | None = None) -> ClientPool:
+def client_pool(
+    inputs: Mapping[int, np.ndarray], workers: int | None = None
+) -> InProcessClientPool | ProcessClientPool:
     """The pool a round's clients run in: ``workers=None`` forks one process per usable core on Linux when
     there are at least two and every worker gets ``MIN_CLIENTS_PER_WORKER`` clients or more; ``workers=1``
     (or a small round) runs them in this process (:class:`InProcessClientPool`); ``workers > 1`` forks that
-    many wherever the "fork" start method exists. Either gives the same seeded round bit for bit. Close a
-    :class:`ProcessClientPool` after the round."""
+    many wherever the "fork" start method exists. Either gives the same seeded round bit for bit. Either is a
+    context manager: use it in a ``with`` block (or call ``close()``) so that forked workers stop after the
+    round."""
     n = len(inputs)
     if workers is None:  # forking by default on Linux only (macOS and Windows default to spawning processes)
         can_fork = sys.platform.startswith("linux") and "fork" in mp.get_all_start_methods()

@@ -14,7 +14,7 @@ from protocols.client import SecAggClient
 from protocols.communication import Communication
 from protocols.pki import KeyRegistry
 from protocols.pool import ClientPool, InProcessClientPool, RoundPlan
-from protocols.procpool import ProcessClientPool, client_pool
+from protocols.procpool import client_pool
 from protocols.security import check_security, min_threshold
 from protocols.server import DeferredOutgoing, SecAggServer
 from protocols.stages import STAGE_NAMES
@@ -188,9 +188,8 @@ def run_secagg_round(
         dim = arr.size
         vecs[cid] = arr
     ids = sorted(vecs)
-    pool = client_pool(vecs, workers)
-    del vecs
-    try:
+    with client_pool(vecs, workers) as pool:
+        del vecs
         return run_pooled_round(
             pool,
             ids,
@@ -205,9 +204,6 @@ def run_secagg_round(
             min_roster=min_roster,
             noise=noise,
         )
-    finally:
-        if isinstance(pool, ProcessClientPool):
-            pool.close()
 
 
 def run_pooled_round(

@@ -148,7 +148,7 @@ def crypto_round(
 ):  # noqa: ANN201  (a protocols.SecAggResult)
     """:func:`crypto_aggregate`, returning the ``protocols.SecAggResult`` (survivors, reports, timings and
     the bytes each client sent and received, ``communication``)."""
-    from protocols.procpool import ProcessClientPool, client_pool
+    from protocols.procpool import client_pool
 
     rows = zq.check_residues("vectors", vectors, bits)
     if rows.ndim != 2 or rows.shape[0] != len(ids) or rows.shape[1] == 0:
@@ -156,8 +156,7 @@ def crypto_round(
             f"Argument 'vectors' must have one non-empty row per id ({len(ids)}), not shape {rows.shape}."
         )
     inputs = {int(cid): rows[i] for i, cid in enumerate(ids)}
-    pool = client_pool(inputs)  # forked workers over the usable cores for a large round; the same result
-    try:
+    with client_pool(inputs) as pool:  # forked workers over the usable cores for a large round; the same result
         return crypto_round_on(
             pool,
             sorted(inputs),
@@ -170,9 +169,6 @@ def crypto_round(
             security=security,
             noise=noise,
         )
-    finally:
-        if isinstance(pool, ProcessClientPool):
-            pool.close()
 
 
 def crypto_aggregate_on(
