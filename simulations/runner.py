@@ -1,6 +1,6 @@
 """Run a scenario round by round: check-in, dropouts, encode + noise, aggregate, account, decode, update.
 
-One round (issue 7): the server opens round r; each of the n clients checks in by its own coin p (or, for
+One round: the server opens round r; each of the n clients checks in by its own coin p (or, for
 the comparison study, exactly round(p n) clients are sampled without replacement); dropouts are drawn per
 client and per protocol stage with probability p'; every participant computes its update, clips, encodes
 onto Z_q, adds discrete Gaussian or Skellam noise; the vectors go through the real protocol (``crypto``) or

@@ -10,7 +10,7 @@ __all__ = ["register_account", "register_calibrate"]
 
 
 def register_account(subparsers: argparse._SubParsersAction) -> None:
-    """Register ``secagg-dp account checkin`` (flags and JSON keys of issue 5)."""
+    """Register ``secagg-dp account checkin`` (its flags and JSON keys)."""
     p = subparsers.add_parser(
         "checkin",
         help="distributed check-in: n clients each check in with probability gamma (replace-one)",

@@ -45,7 +45,7 @@ def _common(p: argparse.ArgumentParser, default_order: int) -> None:
 
 
 def register_account(subparsers) -> None:
-    """Register ``secagg-dp account shuffle-gaussian`` and ``account shuffled-checkin`` (issue 6)."""
+    """Register ``secagg-dp account shuffle-gaussian`` and ``account shuffled-checkin``."""
     p = subparsers.add_parser(
         "shuffle-gaussian",
         help="shuffle Gaussian RDP (Liew-Takahashi 2022 Thm 1): a LOWER bound; --bound upper gives Corollary 1",

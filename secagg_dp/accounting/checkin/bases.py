@@ -54,7 +54,7 @@ class SkellamSum:
     """Sum of k clients' integer vectors each with Skellam noise of variance ``variance`` per coordinate.
 
     Infinitely divisible: total variance mu = k v exactly. Bound (Agarwal, Kairouz & Liu 2021, Thm 3.5 as
-    restated in issue 4): eps(a) = a D2^2/(2 mu) + min{((2a-1) D2^2 + 6 D1)/(4 mu^2), 3 D1/(2 mu)}, with
+    restated by us): eps(a) = a D2^2/(2 mu) + min{((2a-1) D2^2 + 6 D1)/(4 mu^2), 3 D1/(2 mu)}, with
     D2, D1 the replace-one L2 / L1 sensitivities in grid units. Non-increasing in k.
     """
 

@@ -125,7 +125,7 @@ class SubsampledCheckin:
     * ``"thm27"``: Theorem 27 (Gaussian sums only). It is Theorem 9 with each j >= 3 term replaced by the
       minimum of Theorem 9's term and a Gaussian-specific one, so it is termwise <= Theorem 9 on the same
       base curve: the minimum with Theorem 9 is built in, and the cap by the base RDP is applied here;
-    * ``"thm9"``: Theorem 9 (any base; the issue's known answer 2.204708 is defined with it);
+    * ``"thm9"``: Theorem 9 (any base; the known answer 2.204708 of our tests is defined with it);
     * ``"joint-convexity"``: 1 + q expm1((lam-1) eps_k), joint convexity of E_Q[(P/Q)^lam] over the coupled
       mixture; valid for any unit of privacy; ``"none"``: base only.
 
@@ -559,7 +559,7 @@ def window_certificate(
 
     - ``delta_split="conditioning"`` (default): delta_window = T P(K not in W). Conditioning on the
       data-independent event that every K_t lies in W costs only P(some K_t outside W).
-    - ``delta_split="coupling"``: delta_window = (1 + e^eps) T P(K not in W), the issue's total-variation
+    - ``delta_split="coupling"``: delta_window = (1 + e^eps) T P(K not in W), a total-variation
       coupling bound (valid, looser; kept for comparison).
 
     The window is chosen among those whose out-of-window mass uses a fraction f of delta (per side f/2)
