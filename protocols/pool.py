@@ -173,6 +173,16 @@ def serve(
     return out
 
 
+def after_stage(stage: str) -> None:
+    """What a process holding clients lets go of once they have all served ``stage``: after share_keys the
+    parsed roster keys (n k of them at most, O(n) kept); after unmasking, when every client has let go of its
+    state, the heap's free pages (:func:`_trim_heap`)."""
+    if stage == "share_keys":
+        release_caches()
+    elif stage == "unmasking":
+        _trim_heap()
+
+
 def own_identities(parts: Sequence[Mapping[int, bytes]], owner: Mapping[int, int]) -> dict[int, bytes]:
     """The identity keys of every shard's clients, ``parts[s]`` from the worker holding shard ``s``; ``owner``
     maps each client id to its shard. A worker may register keys only for its own shard's clients: a key for
@@ -353,10 +363,7 @@ class InProcessClientPool:
         A list of envelopes is consumed: each entry is cleared once its client has it, so a stage's downlink
         (e.g. n roster slices) is let go message by message while the replies accumulate."""
         out = merge([serve(self.clients, self.silent_from, stage, _drain(envelopes))])
-        if stage == "share_keys":  # the parsed roster keys are spent (n k of them at most, O(n) kept)
-            release_caches()
-        elif stage == "unmasking":  # every client has let go of its state
-            _trim_heap()
+        after_stage(stage)
         return out
 
     def close(self) -> None:

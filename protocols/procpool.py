@@ -35,13 +35,12 @@ from typing import Any
 import numpy as np
 
 from protocols import messages as m
-from protocols.client import release_caches
 from protocols.pki import KeyRegistry
 from protocols.pool import (
     InProcessClientPool,
     Reply,
     RoundPlan,
-    _trim_heap,
+    after_stage,
     merge,
     own_identities,
     own_replies,
@@ -113,10 +112,7 @@ def _shard_main(conn: Connection, inputs: dict[int, np.ndarray]) -> None:
                     raise failure
                 out: Any = (replies, cpu)
                 replies, cpu = [], 0.0
-                if stage == "share_keys":  # as InProcessClientPool.deliver: the parsed roster keys are spent
-                    release_caches()
-                elif stage == "unmasking":  # every client has let go of its state
-                    _trim_heap()
+                after_stage(stage)  # as InProcessClientPool.deliver
             elif op == "identities":
                 out = pool.identities(args[0])
             elif op == "start":
