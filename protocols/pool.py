@@ -367,8 +367,8 @@ class InProcessClientPool:
         return out
 
     def close(self) -> None:
-        """Nothing to stop (the clients live in this process); here so that any pool :func:`~protocols.
-        procpool.client_pool` returns closes the same way, e.g. in a ``with`` block."""
+        """Nothing to stop (the clients live in this process); here so that any pool that
+        :func:`~protocols.procpool.client_pool` returns closes the same way, e.g. in a ``with`` block."""
 
     def __enter__(self) -> InProcessClientPool:
         return self

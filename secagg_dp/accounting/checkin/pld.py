@@ -246,8 +246,8 @@ _MAX_WORKERS = 4
 
 
 def _chunk_workers(chunks: int, work: int) -> int:
-    """Worker threads for :func:`_tails` and :func:`_discretised`: one per idle CPU (:func:`secagg_dp._parallel.
-    idle_cpus`, at most ``_MAX_WORKERS``); one for small jobs."""
+    """Worker threads for :func:`_tails` and :func:`_discretised`: one per idle CPU
+    (:func:`secagg_dp._parallel.idle_cpus`, at most ``_MAX_WORKERS``); one for small jobs."""
     if chunks < 2 or work < _PARALLEL_MIN_WORK:
         return 1
     return idle_cpus(min(_MAX_WORKERS, chunks))
