@@ -37,6 +37,7 @@ __all__ = [
     "draw_noise",
     "run_blocks",
     "BlockInputs",
+    "block_inputs",
     "tune_allocator",
     "client_truth",
     "noise_master",
@@ -329,12 +330,26 @@ class BlockInputs:
     encodes its own shard's blocks). ``seconds``: time spent encoding in this process."""
 
     def __init__(self, spec: RoundSpec, ids: Any) -> None:
-        self._spec = spec
-        self._blocks = blocks_of(np.asarray(ids, dtype=np.int64))  # the layout (and generators) of run_blocks
-        if any(len(b[1]) and np.any(np.diff(b[1]) <= 0) for b in self._blocks):
+        self._setup(spec, blocks_of(np.asarray(ids, dtype=np.int64)))  # the layout (and generators) of run_blocks
+
+    @classmethod
+    def of_blocks(cls, spec: RoundSpec, blocks: list[Block]) -> BlockInputs:
+        """The inputs of the clients of ``blocks`` only (some consecutive blocks of the round's
+        :func:`blocks_of` layout, without inclusion masks: e.g. one Dask shard's)."""
+        out = cls.__new__(cls)
+        out._setup(spec, list(blocks))
+        return out
+
+    def _setup(self, spec: RoundSpec, blocks: list[Block]) -> None:
+        ids = np.concatenate([b[1] for b in blocks]) if blocks else np.zeros(0, dtype=np.int64)
+        if np.any(np.diff(ids) <= 0) or any(len(b[1]) == 0 for b in blocks):
             raise ParameterError("Argument 'ids' must be sorted participant ids without repeats.")
-        self._first = np.array([b[1][0] for b in self._blocks], dtype=np.int64)
-        self._block = -1  # index of the block held, -1: none
+        if any(b[2] is not None for b in blocks):
+            raise ParameterError("Argument 'blocks' must carry no inclusion mask (every row is an input).")
+        self._spec = spec
+        self._blocks = blocks
+        self._first = np.array([b[1][0] for b in blocks], dtype=np.int64)
+        self._block = -1  # position in self._blocks of the block held, -1: none
         self._rows = _NO_ROWS
         self._left: dict[int, int] = {}  # held block: id -> row, for rows not handed out yet
         self.seconds = 0.0
@@ -360,6 +375,14 @@ class BlockInputs:
         if not self._left:  # every row of the block handed out: let it go (the clients pack their rows)
             self._block, self._rows = -1, _NO_ROWS
         return row
+
+
+def block_inputs(spec: RoundSpec, blocks: list[Block]) -> tuple[np.ndarray, BlockInputs]:
+    """A shard loader for the crypto mode's Dask pool (``simulations.crypto_pool``): the ids of ``blocks`` and
+    the :class:`BlockInputs` that encodes their rows on the worker, one block at a time, as the clients are
+    built (not the shard's rows all at once)."""
+    inputs = BlockInputs.of_blocks(spec, blocks)
+    return np.asarray(inputs.ids, dtype=np.int64), inputs
 
 
 def client_truth(spec: RoundSpec, ids: Any) -> np.ndarray | None:

@@ -35,6 +35,7 @@ from simulations.clients import (
     PURPOSE_ROTATION,
     BlockInputs,
     RoundSpec,
+    block_inputs,
     blocks_of,
     chunks_of,
     client_truth,
@@ -542,11 +543,12 @@ def aggregate_round(
             noise=_noise_spec(cfg, p),
         )
         if hasattr(executor, "client_pool") and len(ids) >= max(t, 2):
-            # clients live on the workers for the round: each shard encodes its own blocks there
+            # clients live on the workers for the round: each shard encodes its own blocks there, one block at
+            # a time as its clients are built
             from simulations.executors import chunked
 
             shards = chunked(blocks_of(ids), executor.parallelism)
-            with executor.client_pool([(run_blocks, (spec, group)) for group in shards]) as pool:
+            with executor.client_pool([(block_inputs, (spec, group)) for group in shards]) as pool:
                 secs["clients"] = time.perf_counter() - t1
                 t2 = time.perf_counter()
                 try:

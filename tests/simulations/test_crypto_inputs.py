@@ -155,3 +155,12 @@ def test_block_inputs_rows_are_run_blocks_rows():
         inputs(int(ids.max()) + 1)
     with pytest.raises(sc.ParameterError, match="'ids'"):
         BlockInputs(ra.spec, ids[::-1])
+    # one shard's blocks (as a Dask shard loads them): the same rows for its clients, by their global block
+    shard = blocks_of(ra.ids)[1:]
+    got_ids, part = sc.block_inputs(ra.spec, shard)
+    assert got_ids.tolist() == ids[BLOCK:].tolist()
+    assert [part(int(c)).tolist() for c in got_ids] == rows[BLOCK:].tolist()
+    with pytest.raises(sc.ParameterError, match="'cid'"):
+        part(int(ids[0]))  # a client of another shard
+    with pytest.raises(sc.ParameterError, match="'blocks'"):
+        BlockInputs.of_blocks(ra.spec, blocks_of(ra.ids, np.ones(len(ra.ids), dtype=bool)))
