@@ -316,7 +316,8 @@ class InProcessClientPool:
     """Every client in this process, handled one after another (the reference order).
 
     Built from the clients' ``inputs`` (id -> uint64 vector; the pool creates identities and clients), from
-    a function making each client's input when its client is built (:meth:`lazy`: no n x d array), or from
+    a function making each client's input when its client is built (:meth:`lazy`, or :meth:`of_inputs` with
+    :class:`LazyInputs`: no n x d array), or from
     ready-made clients with :meth:`of_clients`. A client keeps its input bit-packed, so the pool holds
     n d bits / 8 bytes of inputs once the clients are built.
     """
