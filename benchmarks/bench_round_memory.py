@@ -19,6 +19,16 @@ Run: python benchmarks/bench_round_memory.py [--n N --d D --bits B --k K] [--bas
 (default: the two configurations of the targets, n = 10^4, d = 10^3 and n = 100, d = 10^6, at 20 bits;
 ``--baseline`` hands the in-process pool all inputs as one dict of uint64 vectors, as a caller of
 ``run_secagg_round`` does)
+
+``--simulate K [--d D --k K --workers W ...]`` measures the simulator's crypto round instead (what
+``secagg-dp simulate`` runs per round with the in-process executor: ``simulations.runner.aggregate_round``;
+K participants, mean task of dimension d, SecAgg+ degree k, 32 bits, active mode, no dropouts), twice, each in
+a fresh process: as it runs now (each client's row encoded when its client is built, one block of
+participants at a time, ``simulations.clients.BlockInputs``) and, as the baseline, as it ran before (git rev
+26b9ec8: every participant's row encoded first, chunk by chunk, and concatenated into one K x d array handed to
+``simulations.aggregators.crypto_round``; reproduced here with the same public functions). Printed: the peak RSS
+of the driver, of each forked worker (``--workers W``, W >= 2: ``protocols.procpool`` forks W workers; W = 1
+keeps the clients in the driver), their sum, the new / old ratio, and whether both runs gave the same aggregate.
 """
 
 from __future__ import annotations
@@ -143,6 +153,104 @@ def one(n: int, d: int, bits: int, k: int, baseline: int = 0, workers: int = 1) 
     }
 
 
+def simulated(k_participants: int, d: int, k: int, old: int, workers: int) -> dict[str, object]:
+    """One simulator crypto round (``aggregate_round``) in this process; ``old``: the concatenating path."""
+    import hashlib
+
+    import protocols.procpool as pp
+    from simulations import aggregators
+    from simulations.clients import blocks_of, chunks_of, run_blocks
+    from simulations.config import build_config
+    from simulations.executors import InProcessExecutor
+    from simulations.runner import aggregate_round, make_task, plan
+
+    cfg = build_config(
+        None,
+        [
+            "mode=crypto",
+            f"population.clients={k_participants}",
+            "population.checkin=1.0",
+            "population.dropout=0.0",
+            "secagg.bits=32",
+            "secagg.threshold_fraction=0.5",
+            f"secagg.neighbours={k}",
+            "privacy.noise_multiplier=4",
+            f"task.dim={d}",
+            "rounds=1",
+            "seed=1",
+        ],
+    )
+    pp.usable_cores = lambda: workers  # client_pool forks min(workers, K // 256) workers (1: in the driver)
+    worker_peaks: list[int] = []
+    pss: list[int] = []
+    deliver, close = pp.ProcessClientPool.deliver, pp.ProcessClientPool.close
+
+    def metered(self, stage, envelopes):  # type: ignore[no-untyped-def]
+        out = deliver(self, stage, envelopes)
+        pss.append(_pss("self") + sum(_pss(proc.pid) for proc in self._procs))
+        return out
+
+    def closing(self):  # type: ignore[no-untyped-def]
+        worker_peaks.extend(_hwm(proc.pid) for proc in self._procs)
+        close(self)
+
+    pp.ProcessClientPool.deliver, pp.ProcessClientPool.close = metered, closing  # type: ignore[method-assign]
+    if old:  # the code of git rev 26b9ec8: encode every participant, concatenate, hand over every row at once
+
+        def concatenating(ids, make, dim, **kw):  # type: ignore[no-untyped-def]
+            parts = InProcessExecutor().map_chunks(run_blocks, make._spec, chunks_of(blocks_of(ids)))
+            all_ids = [int(c) for pt in parts for c in pt[0]]
+            vectors = np.concatenate([pt[1] for pt in parts])
+            return aggregators.crypto_round(all_ids, vectors, **kw)  # (parts stays alive, as it did)
+
+        aggregators.crypto_round_lazy = concatenating
+    task = make_task(cfg)
+    p = plan(cfg, 1, task)
+    model = task.init_model(1)
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    t0 = time.perf_counter()
+    ra = aggregate_round(cfg, p, 1, 1, model, InProcessExecutor(), "crypto", task)
+    secs = time.perf_counter() - t0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    assert ra.aggregate is not None, "the round aborted"
+    return {
+        "participants": len(ra.ids),
+        "dim": p.padded_dim,
+        "seconds": secs,
+        "rss0": rss0,
+        "driver_rss": rss,
+        "worker_rss": worker_peaks,
+        "pss": max(pss, default=0),
+        "digest": hashlib.sha256(ra.aggregate.tobytes()).hexdigest(),
+    }
+
+
+def simulate_main(a: argparse.Namespace) -> None:
+    d = a.d or 1000
+    runs = {}
+    for old in (1, 0):
+        cmd = [sys.executable, __file__, "--sim-one", str(a.simulate), str(d), str(a.k), str(old), str(a.workers)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        runs[old] = r = json.loads(proc.stdout.strip().splitlines()[-1])
+        total = r["driver_rss"] + sum(r["worker_rss"])
+        workers = " + ".join(f"{w / 2**20:,.0f}" for w in r["worker_rss"]) or "none"
+        print(
+            f"{'old (26b9ec8, K x d concatenated)' if old else 'new (block by block)':34s} K={r['participants']:,} "
+            f"d={r['dim']:,}: driver peak {r['driver_rss'] / 2**20:,.0f} MiB (before the round "
+            f"{r['rss0'] / 2**20:,.0f}), workers' peaks {workers} MiB, sum {total / 2**20:,.0f} MiB"
+            + (f", joint PSS after a stage at most {r['pss'] / 2**20:,.0f} MiB" if r["pss"] else "")
+            + f"; round {r['seconds']:.1f} s"
+        )
+    new, old = runs[0], runs[1]
+    k, dim = new["participants"], new["dim"]
+    tot = {x: r["driver_rss"] + sum(r["worker_rss"]) for x, r in runs.items()}
+    print(
+        f"new / old: driver peak {new['driver_rss'] / old['driver_rss']:.3f}, driver + workers "
+        f"{tot[0] / tot[1]:.3f} (saved {(tot[1] - tot[0]) / 2**20:,.0f} MiB; one K x d uint64 array is "
+        f"{k * dim * 8 / 2**20:,.0f} MiB); same aggregate: {new['digest'] == old['digest']}"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--one", nargs=6, type=int)
@@ -152,7 +260,15 @@ def main() -> None:
     ap.add_argument("--d", type=int)
     ap.add_argument("--bits", type=int, default=20)
     ap.add_argument("--workers", type=int, default=1, help="client worker processes (default 1: in-process)")
+    ap.add_argument("--simulate", type=int, metavar="K", help="the simulator's crypto round, K participants")
+    ap.add_argument("--sim-one", nargs=5, type=int)
     a = ap.parse_args()
+    if a.sim_one:
+        print(json.dumps(simulated(*a.sim_one)))
+        return
+    if a.simulate:
+        simulate_main(a)
+        return
     if a.one:
         print(json.dumps(one(*a.one)))
         return

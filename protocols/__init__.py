@@ -5,7 +5,8 @@ server). Lower level: :class:`SecAggServer` (``open_round``/``receive(data, send
 :class:`SecAggClient` (``decide_check_in``/``receive``) configured by a :class:`ClientPolicy`, the identity
 :class:`KeyRegistry` (:func:`create_identities`), :class:`InProcessTransport` with a :class:`FaultInjector`,
 and :func:`drive_round`, which talks to the clients through a :class:`ClientPool` (:class:`InProcessClientPool`
-here; :func:`run_pooled_round` runs a round on any pool, e.g. the Dask one in ``simulations``). User guide
+here, its inputs a dict or :class:`LazyInputs` made one client at a time; :func:`run_pooled_round` runs a
+round on any pool, e.g. the Dask one in ``simulations``). User guide
 and threat model: docs/secure-aggregation.md.
 """
 
@@ -13,7 +14,7 @@ from protocols.client import SecAggClient
 from protocols.communication import Communication
 from protocols.graph import neighbourhoods, secaggplus_parameters
 from protocols.pki import KeyRegistry, create_identities
-from protocols.pool import ClientPool, InProcessClientPool, RoundPlan
+from protocols.pool import ClientPool, InProcessClientPool, LazyInputs, RoundPlan
 from protocols.round import STAGES, SecAggResult, drive_round, run_pooled_round, run_secagg_round
 from protocols.security import SECURITY_MODES, ClientPolicy, min_threshold
 from protocols.server import RoundOutcome, SecAggServer
@@ -30,6 +31,7 @@ __all__ = [
     "RoundPlan",
     "ClientPool",
     "InProcessClientPool",
+    "LazyInputs",
     "SecAggClient",
     "SecAggServer",
     "RoundOutcome",

@@ -34,6 +34,7 @@ __all__ = [
     "RoundPlan",
     "ClientPool",
     "InProcessClientPool",
+    "LazyInputs",
     "Reply",
     "serve",
     "merge",
@@ -128,6 +129,33 @@ class RoundPlan:
     def server_source(self) -> SeededRandom | None:
         """The server's randomness for this round (None: os.urandom)."""
         return None if self.seed is None else seeded_sources(self.seed, self.round_id)[2]
+
+
+@dataclass(frozen=True)
+class LazyInputs:
+    """The inputs of a round's clients, made one client at a time: ``make(cid)`` returns client ``cid``'s
+    uint64 vector when the pool builds that client, so no n x d array is ever held. ``ids`` (any iterable of
+    ints) is stored sorted and without repeats. A pool calls ``make`` at most once per client, in ascending id
+    order, where the client lives: :class:`InProcessClientPool` in this process,
+    :class:`~protocols.procpool.ProcessClientPool` in each forked worker for its own shard only (forked, so
+    ``make`` need not pickle)."""
+
+    ids: tuple[int, ...]
+    make: Callable[[int], np.ndarray]
+
+    def __post_init__(self) -> None:
+        if not callable(self.make):
+            raise ParameterError(f"Argument 'make' must be a callable id -> uint64 vector, not {self.make!r}.")
+        try:
+            ids = tuple(sorted({int(c) for c in self.ids}))
+        except (TypeError, ValueError):
+            raise ParameterError(f"Argument 'ids' must be client ids (ints), not {self.ids!r}.") from None
+        if not ids:
+            raise ParameterError("Argument 'ids' must name at least one client.")
+        object.__setattr__(self, "ids", ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
 
 
 class ClientPool(Protocol):
@@ -288,7 +316,8 @@ class InProcessClientPool:
     """Every client in this process, handled one after another (the reference order).
 
     Built from the clients' ``inputs`` (id -> uint64 vector; the pool creates identities and clients), from
-    a function making each client's input when its client is built (:meth:`lazy`: no n x d array), or from
+    a function making each client's input when its client is built (:meth:`lazy`, or :meth:`of_inputs` with
+    :class:`LazyInputs`: no n x d array), or from
     ready-made clients with :meth:`of_clients`. A client keeps its input bit-packed, so the pool holds
     n d bits / 8 bytes of inputs once the clients are built.
     """
@@ -309,14 +338,17 @@ class InProcessClientPool:
     @classmethod
     def lazy(cls, ids: Iterable[int], make: Callable[[int], np.ndarray]) -> InProcessClientPool:
         """A pool of the clients ``ids`` whose inputs are made by ``make(id)`` one client at a time in
-        :meth:`start` (each vector lives only until its client has packed it)."""
-        if not callable(make):
-            raise ParameterError("Argument 'make' must be a callable id -> uint64 vector.")
-        ids = sorted({int(c) for c in ids})
-        if not ids:
-            raise ParameterError("Argument 'ids' must name at least one client.")
+        :meth:`start`, in ascending id order (each vector lives only until its client has packed it); see
+        :class:`LazyInputs`."""
+        return cls.of_inputs(LazyInputs(tuple(ids), make))
+
+    @classmethod
+    def of_inputs(cls, inputs: Mapping[int, np.ndarray] | LazyInputs) -> InProcessClientPool:
+        """A pool of the clients of ``inputs``: a dict id -> uint64 vector, or :class:`LazyInputs`."""
+        if not isinstance(inputs, LazyInputs):
+            return cls(inputs)
         pool = cls.__new__(cls)
-        pool._setup(ids, make)
+        pool._setup(inputs.ids, inputs.make)
         return pool
 
     @classmethod

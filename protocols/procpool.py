@@ -3,12 +3,16 @@
 :class:`ProcessClientPool` implements :class:`~protocols.pool.ClientPool` with the standard library only: at
 construction it forks ``workers`` processes (``multiprocessing`` "fork" start method, POSIX), each inheriting
 its own shard of the inputs and holding an :class:`~protocols.pool.InProcessClientPool` of those clients for
-the round. Per stage the driver reads the downlink envelopes one by one (a lazily built downlink is built
-here, in the driver, while the workers already handle the envelopes sent so far), sends each shard the
-envelopes for its clients (a broadcast to every shard) in batches tagged with their delivery positions, and
+the round. The inputs are a dict, or :class:`~protocols.pool.LazyInputs` (ids and a function ``make(cid)``):
+then each worker calls ``make`` for its own shard's clients only, one client at a time when it builds them,
+and no process ever holds an n x d array (``make`` is inherited through the fork, never pickled).
+
+Per stage the driver reads the downlink envelopes one by one (a lazily built downlink is built here, in the
+driver, while the workers already handle the envelopes sent so far), sends each shard the envelopes for its
+clients (a broadcast to every shard) in batches tagged with their delivery positions, and
 :func:`~protocols.pool.merge` puts the replies back into the order of the sequential loop. Every client
-derives its keys and nonces from the round's plan wherever it runs, so a seeded round is bit for bit the
-round of :class:`~protocols.pool.InProcessClientPool` (``tests/protocols/test_procpool.py``).
+derives its keys and nonces from the round's plan wherever it runs, so a seeded round is bit for bit the round
+of :class:`~protocols.pool.InProcessClientPool` (``tests/protocols/test_procpool.py``).
 
 A worker speaks only for its own shard: a reply in another client's name, for an envelope the shard was not
 sent, or repeated, is refused and reported, never merged, and a worker may register identity keys only for
@@ -28,7 +32,7 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -38,6 +42,7 @@ from protocols import messages as m
 from protocols.pki import KeyRegistry
 from protocols.pool import (
     InProcessClientPool,
+    LazyInputs,
     Reply,
     RoundPlan,
     after_stage,
@@ -67,14 +72,15 @@ def usable_cores() -> int:
 
 
 def client_pool(
-    inputs: Mapping[int, np.ndarray], workers: int | None = None
+    inputs: Mapping[int, np.ndarray] | LazyInputs, workers: int | None = None
 ) -> InProcessClientPool | ProcessClientPool:
     """The pool a round's clients run in: ``workers=None`` forks one process per usable core on Linux when
     there are at least two and every worker gets ``MIN_CLIENTS_PER_WORKER`` clients or more; ``workers=1``
     (or a small round) runs them in this process (:class:`InProcessClientPool`); ``workers > 1`` forks that
-    many wherever the "fork" start method exists. Either gives the same seeded round bit for bit. Either is a
-    context manager: use it in a ``with`` block (or call ``close()``) so that forked workers stop after the
-    round."""
+    many wherever the "fork" start method exists. Either gives the same seeded round bit for bit. ``inputs``:
+    a dict id -> uint64 vector, or :class:`~protocols.pool.LazyInputs` (each input made by ``make(cid)``
+    where its client is built, so no n x d array exists). Either pool is a context manager: use it in a
+    ``with`` block (or call ``close()``) so that forked workers stop after the round."""
     n = len(inputs)
     if workers is None:  # forking by default on Linux only (macOS and Windows default to spawning processes)
         can_fork = sys.platform.startswith("linux") and "fork" in mp.get_all_start_methods()
@@ -82,14 +88,14 @@ def client_pool(
     elif not (type(workers) is int and workers >= 1):
         raise ParameterError(f"Argument 'workers' must be a positive int or None, not {workers!r}.")
     if workers <= 1 or n < 2:
-        return InProcessClientPool(inputs)
+        return InProcessClientPool.of_inputs(inputs)
     return ProcessClientPool(inputs, workers)
 
 
-def _shard_main(conn: Connection, inputs: dict[int, np.ndarray]) -> None:
-    """A worker: serve the driver's commands on the clients of ``inputs`` until told to close."""
-    pool = InProcessClientPool(inputs)
-    del inputs
+def _shard_main(conn: Connection, ids: list[int], make: Callable[[int], np.ndarray]) -> None:
+    """A worker: serve the driver's commands on the clients ``ids`` (inputs from ``make``) until told to close."""
+    pool = InProcessClientPool.lazy(ids, make)
+    del make
     replies: list[Reply] = []
     failure: BaseException | None = None
     cpu = 0.0
@@ -138,16 +144,20 @@ def _shard_main(conn: Connection, inputs: dict[int, np.ndarray]) -> None:
 
 class ProcessClientPool:
     """A :class:`~protocols.pool.ClientPool` of forked worker processes, shard i holding the i-th of
-    ``workers`` near-equal runs of the ascending client ids (see the module docstring)."""
+    ``workers`` near-equal runs of the ascending client ids (see the module docstring). ``inputs``: a dict
+    id -> uint64 vector, or :class:`~protocols.pool.LazyInputs` (see :meth:`lazy`)."""
 
-    def __init__(self, inputs: Mapping[int, np.ndarray], workers: int) -> None:
-        if not isinstance(inputs, Mapping) or not inputs:
-            raise ParameterError("Argument 'inputs' must be a non-empty dict {client id: uint64 vector}.")
+    def __init__(self, inputs: Mapping[int, np.ndarray] | LazyInputs, workers: int) -> None:
+        if not isinstance(inputs, (Mapping, LazyInputs)) or not inputs:
+            raise ParameterError(
+                "Argument 'inputs' must be a non-empty dict {client id: uint64 vector} or LazyInputs, "
+                f"not {type(inputs).__name__}."
+            )
         if not (type(workers) is int and workers >= 1):
             raise ParameterError(f"Argument 'workers' must be a positive int, not {workers!r}.")
         if "fork" not in mp.get_all_start_methods():
             raise ParameterError("Argument 'workers': this platform cannot fork; use InProcessClientPool.")
-        ids = sorted(inputs)
+        ids = list(inputs.ids) if isinstance(inputs, LazyInputs) else sorted(inputs)
         cuts = np.linspace(0, len(ids), min(workers, len(ids)) + 1).astype(int)
         shards = [ids[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
         self._owner = {cid: s for s, part in enumerate(shards) for cid in part}
@@ -161,7 +171,10 @@ class ProcessClientPool:
         try:
             for part in shards:
                 here, there = ctx.Pipe()
-                proc = ctx.Process(target=_shard_main, args=(there, {c: inputs[c] for c in part}), daemon=True)
+                # the worker's own inputs: the shared make (called there for this shard's ids only), or the
+                # dict's vectors for this shard, each let go once its client holds a packed copy
+                make = inputs.make if isinstance(inputs, LazyInputs) else {c: inputs[c] for c in part}.pop
+                proc = ctx.Process(target=_shard_main, args=(there, part, make), daemon=True)
                 proc.start()
                 there.close()
                 self._conns.append(here)
@@ -171,6 +184,13 @@ class ProcessClientPool:
             raise
         finally:
             gc.unfreeze()
+
+    @classmethod
+    def lazy(cls, ids: Sequence[int], make: Callable[[int], np.ndarray], workers: int) -> ProcessClientPool:
+        """A pool of the clients ``ids`` in ``workers`` forked processes, each worker making its own shard's
+        inputs with ``make(id)`` one client at a time when it builds them (:class:`~protocols.pool.LazyInputs`;
+        the counterpart of :meth:`InProcessClientPool.lazy <protocols.pool.InProcessClientPool.lazy>`)."""
+        return cls(LazyInputs(tuple(ids), make), workers)
 
     @property
     def ids(self) -> list[int]:

@@ -34,6 +34,7 @@ __all__ = [
     "crypto_aggregate",
     "crypto_aggregate_on",
     "crypto_round",
+    "crypto_round_lazy",
     "crypto_round_on",
 ]
 
@@ -161,6 +162,45 @@ def crypto_round(
             pool,
             sorted(inputs),
             rows.shape[1],
+            bits=bits,
+            threshold=threshold,
+            dropouts=dropouts,
+            neighbours=neighbours,
+            seed=seed,
+            security=security,
+            noise=noise,
+        )
+
+
+def crypto_round_lazy(
+    ids: list[int],
+    make,  # noqa: ANN001  (a callable client id -> its uint64 input vector, of length dim)
+    dim: int,
+    *,
+    bits: int,
+    threshold: int,
+    dropouts: Mapping[str, set[int]],
+    neighbours: int | None,
+    seed: int,
+    security: str = "active",
+    noise=None,  # noqa: ANN001  (a secagg_dp.noise.add_then_remove.NoiseSpec: add-then-remove noise)
+):  # noqa: ANN201  (a protocols.SecAggResult)
+    """:func:`crypto_round` with each client's input made by ``make(cid)`` where its client is built
+    (``protocols.LazyInputs``): in this process, or in the forked worker holding the client's shard, which
+    calls ``make`` for its own clients only. No n x d array of inputs exists (the simulator's
+    :class:`~simulations.clients.BlockInputs` encodes one block of participants at a time). Same seed and same
+    inputs, same result as :func:`crypto_round`."""
+    from protocols.pool import LazyInputs
+    from protocols.procpool import client_pool
+
+    if type(dim) is not int or dim < 1:
+        raise ParameterError(f"Argument 'dim' must be a positive int, not {dim!r}.")
+    inputs = LazyInputs(tuple(ids), make)
+    with client_pool(inputs) as pool:  # forked workers over the usable cores for a large round; the same result
+        return crypto_round_on(
+            pool,
+            list(inputs.ids),
+            dim,
             bits=bits,
             threshold=threshold,
             dropouts=dropouts,

@@ -13,6 +13,7 @@ keyed cryptographic streams).
 from __future__ import annotations
 
 import functools
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,8 @@ __all__ = [
     "make_codec",
     "draw_noise",
     "run_blocks",
+    "BlockInputs",
+    "block_inputs",
     "tune_allocator",
     "client_truth",
     "noise_master",
@@ -312,6 +315,74 @@ def run_blocks(spec: RoundSpec, blocks: list[Block]) -> tuple[np.ndarray | None,
     if not rows:
         return np.zeros(0, dtype=np.int64), np.zeros((0, codec.padded_dim), dtype=np.uint64), None
     return np.concatenate(ids_out), np.concatenate(rows), None
+
+
+_NO_ROWS = np.zeros((0, 0), dtype=np.uint64)
+
+
+class BlockInputs:
+    """The protocol inputs of a round's participants, made one block at a time: ``inputs(cid)`` is client
+    ``cid``'s uint64 row, the row :func:`run_blocks` gives it among all participants (its block, of the
+    :func:`blocks_of` layout of ``ids``, is encoded whole with that block's generator, so the numbers are the
+    same bit for bit). The last encoded block is kept until each of its rows has been handed out (or another
+    block is asked for), so memory is one block of rows, ``BLOCK`` x padded d, never participants x d. The
+    ``make`` of :class:`protocols.LazyInputs` (a forked worker of ``protocols.procpool`` inherits it and
+    encodes its own shard's blocks). ``seconds``: time spent encoding in this process."""
+
+    def __init__(self, spec: RoundSpec, ids: Any) -> None:
+        self._setup(spec, blocks_of(np.asarray(ids, dtype=np.int64)))  # the layout (and generators) of run_blocks
+
+    @classmethod
+    def of_blocks(cls, spec: RoundSpec, blocks: list[Block]) -> BlockInputs:
+        """The inputs of the clients of ``blocks`` only (some consecutive blocks of the round's
+        :func:`blocks_of` layout, without inclusion masks: e.g. one Dask shard's)."""
+        out = cls.__new__(cls)
+        out._setup(spec, list(blocks))
+        return out
+
+    def _setup(self, spec: RoundSpec, blocks: list[Block]) -> None:
+        ids = np.concatenate([b[1] for b in blocks]) if blocks else np.zeros(0, dtype=np.int64)
+        if np.any(np.diff(ids) <= 0) or any(len(b[1]) == 0 for b in blocks):
+            raise ParameterError("Argument 'ids' must be sorted participant ids without repeats.")
+        if any(b[2] is not None for b in blocks):
+            raise ParameterError("Argument 'blocks' must carry no inclusion mask (every row is an input).")
+        self._spec = spec
+        self._blocks = blocks
+        self._first = np.array([b[1][0] for b in blocks], dtype=np.int64)
+        self._block = -1  # position in self._blocks of the block held, -1: none
+        self._rows = _NO_ROWS
+        self._left: dict[int, int] = {}  # held block: id -> row, for rows not handed out yet
+        self.seconds = 0.0
+
+    @property
+    def ids(self) -> list[int]:
+        """Every participant id, ascending."""
+        return [int(c) for b in self._blocks for c in b[1]]
+
+    def __call__(self, cid: int) -> np.ndarray:
+        cid = int(cid)
+        b = int(np.searchsorted(self._first, cid, side="right")) - 1
+        if b < 0 or cid not in self._blocks[b][1]:
+            raise ParameterError(f"Argument 'cid': {cid} is not a participant of this round.")
+        if b != self._block or cid not in self._left:  # (a row asked for twice is encoded again: the same row)
+            self._block, self._rows, self._left = -1, _NO_ROWS, {}  # let the held block go first
+            t0 = time.perf_counter()
+            _, rows, _ = run_blocks(self._spec, [self._blocks[b]])  # one row per id of the block, in order
+            self.seconds += time.perf_counter() - t0
+            self._block, self._rows = b, rows
+            self._left = {int(c): i for i, c in enumerate(self._blocks[b][1])}
+        row = self._rows[self._left.pop(cid)]
+        if not self._left:  # every row of the block handed out: let it go (the clients pack their rows)
+            self._block, self._rows = -1, _NO_ROWS
+        return row
+
+
+def block_inputs(spec: RoundSpec, blocks: list[Block]) -> tuple[np.ndarray, BlockInputs]:
+    """A shard loader for the crypto mode's Dask pool (``simulations.crypto_pool``): the ids of ``blocks`` and
+    the :class:`BlockInputs` that encodes their rows on the worker, one block at a time, as the clients are
+    built (not the shard's rows all at once)."""
+    inputs = BlockInputs.of_blocks(spec, blocks)
+    return np.asarray(inputs.ids, dtype=np.int64), inputs
 
 
 def client_truth(spec: RoundSpec, ids: Any) -> np.ndarray | None:

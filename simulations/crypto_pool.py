@@ -39,7 +39,8 @@ from secagg_dp.errors import ConfigError, ParameterError
 __all__ = ["ClientShard", "DaskClientPool", "given_inputs"]
 
 #: A loader and its arguments, called on the worker: returns ``(ids, rows)`` (or a longer tuple starting so),
-#: the shard's client ids and one uint64 input row per id.
+#: the shard's client ids and one uint64 input row per id, or ``rows`` a callable id -> that row, called once
+#: per client when the shard builds it (``simulations.clients.block_inputs``: no shard x d array).
 Load = tuple[Callable[..., tuple[Any, ...]], tuple[Any, ...]]
 
 
@@ -54,11 +55,17 @@ class ClientShard:
     def __init__(self, load: Callable[..., tuple[Any, ...]], args: tuple[Any, ...]) -> None:
         ids, rows = load(*args)[:2]
         ids = [int(c) for c in np.asarray(ids).tolist()]
+        self._ids = ids
+        self._cpu: dict[str, float] = {}
+        if callable(rows):  # made one client at a time in start()
+            if not ids:
+                raise ParameterError("Argument 'load' must return at least one id.")
+            self._pool = InProcessClientPool.lazy(ids, rows)
+            return
         if not ids or len(ids) != len(rows):
             raise ParameterError(
                 f"Argument 'load' must return as many input rows as ids (>= 1), not {len(rows)} for {len(ids)}."
             )
-        self._ids = ids
         # The rows are bit-packed now (at the width of their largest value), so the loader's (clients x d)
         # uint64 array is let go when this returns; start() builds each client from its packed row.
         arr = zq.check_residues("rows", rows, zq.MAX_BITS)
@@ -66,7 +73,6 @@ class ClientShard:
         self._dim = arr.shape[-1]
         self._packed = {cid: wire.pack_residues(row, self._width) for cid, row in zip(ids, arr, strict=True)}
         self._pool = InProcessClientPool.lazy(ids, self._unpack)
-        self._cpu: dict[str, float] = {}
 
     def _unpack(self, cid: int) -> np.ndarray:
         """Client ``cid``'s input row, released from the shard's packed store once its client holds it."""

@@ -33,7 +33,9 @@ from simulations.clients import (
     PURPOSE_CRYPTO,
     PURPOSE_DROPOUT,
     PURPOSE_ROTATION,
+    BlockInputs,
     RoundSpec,
+    block_inputs,
     blocks_of,
     chunks_of,
     client_truth,
@@ -541,11 +543,12 @@ def aggregate_round(
             noise=_noise_spec(cfg, p),
         )
         if hasattr(executor, "client_pool") and len(ids) >= max(t, 2):
-            # clients live on the workers for the round: each shard encodes its own blocks there
+            # clients live on the workers for the round: each shard encodes its own blocks there, one block at
+            # a time as its clients are built
             from simulations.executors import chunked
 
             shards = chunked(blocks_of(ids), executor.parallelism)
-            with executor.client_pool([(run_blocks, (spec, group)) for group in shards]) as pool:
+            with executor.client_pool([(block_inputs, (spec, group)) for group in shards]) as pool:
                 secs["clients"] = time.perf_counter() - t1
                 t2 = time.perf_counter()
                 try:
@@ -554,17 +557,21 @@ def aggregate_round(
                 except ProtocolError:
                     aggregate = None
         else:
-            parts = executor.map_chunks(run_blocks, spec, chunks_of(blocks_of(ids))) if len(ids) else []
+            # each client's row is encoded when its client is built (in this process or in the forked worker
+            # holding its shard), its block whole with the block's generator, as run_blocks does for all
+            # participants: the same rows, and never a participants x d array
             secs["clients"] = time.perf_counter() - t1
             t2 = time.perf_counter()
-            if parts and len(ids) >= max(t, 2):
-                all_ids = [int(c) for pt in parts for c in pt[0]]
-                vectors = np.concatenate([pt[1] for pt in parts])
+            inputs = BlockInputs(spec, ids)
+            if len(ids) >= max(t, 2):
                 try:
-                    res = aggregators.crypto_round(all_ids, vectors, **crypto)
+                    res = aggregators.crypto_round_lazy(inputs.ids, inputs, p.padded_dim, **crypto)
                     aggregate, survivors, comm = res.aggregate, frozenset(res.survivors), res.communication
                 except ProtocolError:
                     aggregate = None
+            # encoding done here (forked workers' encoding stays in the "secagg" time)
+            secs["clients"] += inputs.seconds
+            t2 += inputs.seconds
         if aggregate is not None:
             assert survivors is not None  # both come from the same successful protocol call
             if survivors != frozenset(included.tolist()):

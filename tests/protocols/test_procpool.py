@@ -5,13 +5,14 @@ survivors' inputs, and a worker's reply in another shard's client's name is refu
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 
 import numpy as np
 import pytest
 
 from protocols import InProcessClientPool, run_pooled_round, run_secagg_round
 from protocols.messages import Kind
-from protocols.pool import own_replies
+from protocols.pool import LazyInputs, own_replies
 from protocols.procpool import ProcessClientPool, client_pool
 from protocols.transport import Envelope, FaultInjector
 from secagg_dp.errors import ParameterError, ProtocolError
@@ -106,3 +107,58 @@ def test_a_worker_failure_is_raised_in_the_driver():
             pool._all([("bogus",)] * pool.workers)
         # the workers answered (an error each) and keep serving: the pool still works
         assert pool.deliver("advertise_keys", []) == ([], [])
+
+
+def _made(cid: int) -> np.ndarray:
+    """Client ``cid``'s input, a function of its id alone (so the test can recompute it independently)."""
+    return np.random.default_rng([5, cid]).integers(0, 1 << BITS, DIM, dtype=np.uint64)
+
+
+def test_lazy_process_pool_makes_each_shards_inputs_in_its_worker_once(tmp_path):
+    # every call of make, in whichever process makes it, is logged as "pid cid" to a file (appends of short
+    # lines are atomic), so the test sees the workers' calls
+    log = tmp_path / "calls"
+
+    def make(cid: int) -> np.ndarray:
+        with open(log, "a") as f:
+            f.write(f"{os.getpid()} {cid}\n")
+        return _made(cid)
+
+    drops = {"share_keys": {IDS[4]}, "masked_input": {IDS[9], IDS[17]}, "unmasking": {IDS[13]}}
+    kw = dict(modulus_bits=BITS, threshold=7, neighbours=12, dropouts=drops, seed=7, round_id=b"z" * 16)
+    with ProcessClientPool.lazy(reversed(IDS), make, 2) as pool:  # ids in any order
+        assert pool.ids == IDS and pool.workers == 2
+        assert not log.exists()  # nothing is made before the clients are built
+        got = run_pooled_round(pool, IDS, DIM, **kw)
+        owner = dict(pool._owner)
+    calls = [tuple(map(int, line.split())) for line in log.read_text().splitlines()]
+    assert sorted(c for _, c in calls) == IDS  # every client's input made exactly once
+    by_pid: dict[int, list[int]] = {}
+    for pid, c in calls:
+        by_pid.setdefault(pid, []).append(c)
+    assert os.getpid() not in by_pid and len(by_pid) == 2  # made in the two workers, not in the driver
+    for made in by_pid.values():  # each worker made its own shard's inputs only, in ascending order
+        assert made == sorted(made) and len({owner[c] for c in made}) == 1
+    # brute force with Python ints on inputs recomputed here, not taken from the pool
+    assert got.survivors == frozenset(IDS) - {IDS[4], IDS[9], IDS[17]}
+    want = [sum(int(_made(c)[j]) for c in got.survivors) % (1 << BITS) for j in range(DIM)]
+    assert got.aggregate.tolist() == want
+    ref = run_pooled_round(InProcessClientPool({c: _made(c) for c in IDS}), IDS, DIM, **kw)
+    _same(got, ref)  # the same seeded round as the dict-fed in-process pool
+
+
+def test_client_pool_takes_lazy_inputs():
+    lazy = LazyInputs(IDS, _made)
+    assert lazy.ids == tuple(IDS) and len(lazy) == len(IDS)
+    assert isinstance(client_pool(lazy), InProcessClientPool)  # 24 clients: too few to fork for
+    assert isinstance(client_pool(lazy, 1), InProcessClientPool)
+    with client_pool(lazy, 2) as pool:
+        assert isinstance(pool, ProcessClientPool) and pool.ids == IDS
+    with pytest.raises(ParameterError, match="'make'"):
+        LazyInputs(IDS, None)
+    with pytest.raises(ParameterError, match="'ids'"):
+        LazyInputs((), _made)
+    with pytest.raises(ParameterError, match="'ids'"):
+        LazyInputs(["a"], _made)
+    with pytest.raises(ParameterError, match="'inputs'"):
+        ProcessClientPool([1, 2], 2)
