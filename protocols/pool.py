@@ -25,6 +25,7 @@ from protocols.pki import KeyRegistry, create_identities
 from protocols.security import DEFAULT_MAX_CLIENTS, ClientPolicy
 from protocols.stages import STAGE_NAMES
 from protocols.transport import Envelope
+from secagg_dp._validate import check_int
 from secagg_dp.crypto import kdf, signing
 from secagg_dp.crypto.randomness import SeededRandom
 from secagg_dp.errors import ParameterError, ProtocolError
@@ -138,14 +139,18 @@ class LazyInputs:
     ints) is stored sorted and without repeats. A pool calls ``make`` at most once per client, in ascending id
     order, where the client lives: :class:`InProcessClientPool` in this process,
     :class:`~protocols.procpool.ProcessClientPool` in each forked worker for its own shard only (forked, so
-    ``make`` need not pickle)."""
+    ``make`` need not pickle). ``dim``, the vectors' length, is optional for a pool and required by
+    :func:`~protocols.round.run_secagg_round`, which checks every vector against it when it is made."""
 
     ids: tuple[int, ...]
     make: Callable[[int], np.ndarray]
+    dim: int | None = None
 
     def __post_init__(self) -> None:
         if not callable(self.make):
             raise ParameterError(f"Argument 'make' must be a callable id -> uint64 vector, not {self.make!r}.")
+        if self.dim is not None:
+            check_int("dim", self.dim, lo=1)
         try:
             ids = tuple(sorted({int(c) for c in self.ids}))
         except (TypeError, ValueError):

@@ -13,7 +13,7 @@ from protocols import messages as m
 from protocols.client import SecAggClient
 from protocols.communication import Communication
 from protocols.pki import KeyRegistry
-from protocols.pool import ClientPool, InProcessClientPool, RoundPlan
+from protocols.pool import ClientPool, InProcessClientPool, LazyInputs, RoundPlan
 from protocols.procpool import client_pool
 from protocols.security import check_security, min_threshold
 from protocols.server import DeferredOutgoing, SecAggServer
@@ -123,7 +123,7 @@ def drive_round(
 
 
 def run_secagg_round(
-    inputs: Mapping[int, np.ndarray],
+    inputs: Mapping[int, np.ndarray] | LazyInputs,
     *,
     modulus_bits: int,
     threshold: int,
@@ -137,6 +137,10 @@ def run_secagg_round(
     workers: int | None = None,
 ) -> SecAggResult:
     """Securely aggregate ``inputs`` (client id -> uint64 vector of residues mod 2^modulus_bits).
+
+    ``inputs`` may also be a :class:`~protocols.pool.LazyInputs` with ``dim`` set: each client's vector is then
+    made by ``make(id)`` where its client is built (in its worker process, for its own shard only) and
+    checked there like a dict's, so no process holds an n x d array.
 
     The given clients form the checked-in set (check-in coin p = 1; use :class:`SecAggServer` /
     :meth:`SecAggClient.decide_check_in` for autonomous check-in). ``dropouts`` maps a stage name in
@@ -172,8 +176,25 @@ def run_secagg_round(
     the round must abort, in which case nothing is reconstructed.
     """
     bits = check_bits(modulus_bits, "modulus_bits")
+    if isinstance(inputs, LazyInputs):
+        lazy = _checked_lazy(inputs, bits)
+        with client_pool(lazy, workers) as pool:
+            return run_pooled_round(
+                pool,
+                lazy.ids,
+                lazy.dim or 0,
+                modulus_bits=bits,
+                threshold=threshold,
+                dropouts=dropouts,
+                neighbours=neighbours,
+                security=security,
+                seed=seed,
+                round_id=round_id,
+                min_roster=min_roster,
+                noise=noise,
+            )
     if not isinstance(inputs, Mapping) or not inputs:
-        raise ParameterError("Argument 'inputs' must be a non-empty dict {client id: uint64 vector}.")
+        raise ParameterError("Argument 'inputs' must be a non-empty dict {client id: uint64 vector} or LazyInputs.")
     vecs: dict[int, np.ndarray] = {}
     dim = 0
     for cid, x in inputs.items():
@@ -204,6 +225,26 @@ def run_secagg_round(
             min_roster=min_roster,
             noise=noise,
         )
+
+
+def _checked_lazy(inputs: LazyInputs, bits: int) -> LazyInputs:
+    """``inputs`` with every made vector checked as :func:`run_secagg_round` checks a dict's (residues mod
+    2^bits, 1-D, length ``inputs.dim``); ``dim`` and the ids are checked now."""
+    if inputs.dim is None:
+        raise ParameterError("Argument 'inputs': LazyInputs needs dim (the vectors' length) for run_secagg_round.")
+    for cid in inputs.ids:
+        check_int("inputs id", cid, lo=0, hi=m.MAX_CLIENT_ID, strict=True)
+    dim, make = inputs.dim, inputs.make
+
+    def checked(cid: int) -> np.ndarray:
+        arr = check_residues(f"inputs[{cid}]", make(cid), bits)
+        if arr.ndim != 1 or arr.size != dim:
+            raise ParameterError(
+                f"Argument 'inputs[{cid}]' must be a 1-D vector of length {dim}, not shape {arr.shape}."
+            )
+        return arr
+
+    return LazyInputs(inputs.ids, checked, dim)
 
 
 def run_pooled_round(

@@ -162,3 +162,35 @@ def test_client_pool_takes_lazy_inputs():
         LazyInputs(["a"], _made)
     with pytest.raises(ParameterError, match="'inputs'"):
         ProcessClientPool([1, 2], 2)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_run_secagg_round_takes_lazy_inputs(workers):
+    """run_secagg_round on LazyInputs (dim set): the exact sum of the survivors' inputs (Python ints on inputs
+    recomputed here) and the same seeded round as the dict; a bad vector is refused where it is made, naming
+    the client."""
+    kw = dict(modulus_bits=BITS, threshold=5, neighbours=8, seed=3, round_id=bytes(16), workers=workers)
+    drops = {"masked_input": {IDS[5], IDS[18]}}
+    got = run_secagg_round(LazyInputs(IDS, _made, dim=DIM), dropouts=drops, **kw)
+    assert got.survivors == frozenset(IDS) - {IDS[5], IDS[18]}
+    want = [sum(int(_made(c)[j]) for c in got.survivors) % (1 << BITS) for j in range(DIM)]
+    assert got.aggregate.tolist() == want
+    _same(got, run_secagg_round({c: _made(c) for c in IDS}, dropouts=drops, **kw))
+
+    def short(cid: int) -> np.ndarray:
+        return _made(cid)[:-1] if cid == IDS[7] else _made(cid)
+
+    with pytest.raises(ParameterError, match=rf"inputs\[{IDS[7]}\].*length {DIM}"):
+        run_secagg_round(LazyInputs(IDS, short, dim=DIM), **kw)
+
+    def wide(cid: int) -> np.ndarray:
+        x = _made(cid)
+        x[0] = 1 << BITS  # not a residue mod 2^BITS
+        return x
+
+    with pytest.raises(ParameterError, match=r"inputs\["):
+        run_secagg_round(LazyInputs(IDS, wide, dim=DIM), **kw)
+    with pytest.raises(ParameterError, match="needs dim"):
+        run_secagg_round(LazyInputs(IDS, _made), **kw)
+    with pytest.raises(ParameterError, match="'dim'"):
+        LazyInputs(IDS, _made, dim=0)
