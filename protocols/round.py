@@ -176,41 +176,30 @@ def run_secagg_round(
     the round must abort, in which case nothing is reconstructed.
     """
     bits = check_bits(modulus_bits, "modulus_bits")
+    source: Mapping[int, np.ndarray] | LazyInputs
     if isinstance(inputs, LazyInputs):
-        lazy = _checked_lazy(inputs, bits)
-        with client_pool(lazy, workers) as pool:
-            return run_pooled_round(
-                pool,
-                lazy.ids,
-                lazy.dim or 0,
-                modulus_bits=bits,
-                threshold=threshold,
-                dropouts=dropouts,
-                neighbours=neighbours,
-                security=security,
-                seed=seed,
-                round_id=round_id,
-                min_roster=min_roster,
-                noise=noise,
-            )
-    if not isinstance(inputs, Mapping) or not inputs:
-        raise ParameterError("Argument 'inputs' must be a non-empty dict {client id: uint64 vector} or LazyInputs.")
-    vecs: dict[int, np.ndarray] = {}
-    dim = 0
-    for cid, x in inputs.items():
-        cid = check_int("inputs key", cid, lo=0, hi=m.MAX_CLIENT_ID, strict=True)
-        arr = check_residues(f"inputs[{cid}]", x, bits)
-        if arr.ndim != 1 or arr.size == 0:
-            raise ParameterError(f"Argument 'inputs[{cid}]' must be a non-empty 1-D vector, not shape {arr.shape}.")
-        if dim and arr.size != dim:
-            raise ParameterError(
-                f"Argument 'inputs' must hold vectors of one length; client {cid} has {arr.size}, not {dim}."
-            )
-        dim = arr.size
-        vecs[cid] = arr
-    ids = sorted(vecs)
-    with client_pool(vecs, workers) as pool:
+        source = _checked_lazy(inputs, bits)
+        ids, dim = list(source.ids), source.dim or 0
+    else:
+        if not isinstance(inputs, Mapping) or not inputs:
+            raise ParameterError("Argument 'inputs' must be a non-empty dict {client id: uint64 vector} or LazyInputs.")
+        vecs: dict[int, np.ndarray] = {}
+        dim = 0
+        for cid, x in inputs.items():
+            cid = check_int("inputs key", cid, lo=0, hi=m.MAX_CLIENT_ID, strict=True)
+            arr = check_residues(f"inputs[{cid}]", x, bits)
+            if arr.ndim != 1 or arr.size == 0:
+                raise ParameterError(f"Argument 'inputs[{cid}]' must be a non-empty 1-D vector, not shape {arr.shape}.")
+            if dim and arr.size != dim:
+                raise ParameterError(
+                    f"Argument 'inputs' must hold vectors of one length; client {cid} has {arr.size}, not {dim}."
+                )
+            dim = arr.size
+            vecs[cid] = arr
+        ids, source = sorted(vecs), vecs
         del vecs
+    with client_pool(source, workers) as pool:
+        del source  # the pool holds the inputs now (a dict's vectors go as their clients pack them)
         return run_pooled_round(
             pool,
             ids,
