@@ -24,7 +24,8 @@
     to change, e.g. 100x1000000. Baseline: the process's RSS before the round (libraries + the inputs).
 (k) --cpu: client CPU per client in one round (n = 10^3 or --cpu-n, d = 10^3, k = 32, t = 17, active) against
     the floor of its cryptography timed as bare library calls in the same run: 2 X25519 key pairs + 2k
-    agreements, 2 Ed25519 signatures + k + t verifications, k AES-GCM seals + k opens of a share box, and
+    agreements, 2 Ed25519 signatures + k + t verifications, k AES-GCM seals + k opens of a share box (one key
+    schedule per neighbour's channel key, as each neighbour has its own), and
     k + 1 AES-CTR mask expansions of d words plus one add each (target <= 2x). The round runs twice, as
     run_secagg_round runs it: with every client in this process (workers=1; clients' CPU = their part of each
     stage) and with the default pool (protocols.procpool.client_pool: one forked worker per usable core;
@@ -376,9 +377,9 @@ def crypto_floor_seconds(k: int, t: int, d: int, bits: int = 20) -> dict[str, fl
     ed = Ed25519PrivateKey.generate()
     pub = ed.public_key()
     sig = ed.sign(b"x" * 64)
-    gcm = AESGCM(os.urandom(32))
+    channel_keys = [os.urandom(32) for _ in range(k)]  # one AES-GCM key per neighbour: k key schedules
     nonce, plain = os.urandom(12), os.urandom(SharePlaintext.LEN)
-    box = gcm.encrypt(nonce, plain, b"ad")
+    boxes = [AESGCM(key).encrypt(nonce, plain, b"ad") for key in channel_keys]
     seeds = [os.urandom(32) for _ in range(k + 1)]
     acc = np.zeros(d, dtype=np.uint32)
 
@@ -397,7 +398,8 @@ def crypto_floor_seconds(k: int, t: int, d: int, bits: int = 20) -> dict[str, fl
             pub.verify(sig, b"x" * 64)
 
     def aes_gcm():
-        for _ in range(k):
+        for key, box in zip(channel_keys, boxes, strict=True):  # seal to and open from each neighbour
+            gcm = AESGCM(key)
             gcm.encrypt(nonce, plain, b"ad")
             gcm.decrypt(nonce, box, b"ad")
 
