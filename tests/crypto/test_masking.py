@@ -7,6 +7,7 @@ from scipy import stats
 from secagg_dp.crypto import keys, masking
 from secagg_dp.crypto.prg import expand_mask
 from secagg_dp.crypto.randomness import SeededRandom
+from secagg_dp.errors import ParameterError
 
 RID = b"\x01" * 16
 ALPHA = 1e-6  # false-failure rate of each chi-square test
@@ -88,3 +89,6 @@ def test_neighbour_secrets_are_the_channel_keys_and_pairwise_seeds():
     v, e, m = peers[0]
     back = masking.neighbour_secrets(e, m, [(7, enc.public, mask.public)], round_id=rid, own_id=v)
     assert back == [want[0]]
+    for bad in (-1, 2**32, 1.5):
+        with pytest.raises(ParameterError, match="peer id"):
+            masking.neighbour_secrets(enc, mask, [(bad, e.public, m.public)], round_id=rid, own_id=7)
