@@ -23,9 +23,10 @@ from __future__ import annotations
 import hashlib
 import math
 import struct
+from collections.abc import Callable
 
 import numpy as np
-from cryptography.hazmat.primitives.ciphers import Cipher, CipherContext, algorithms, modes
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from secagg_dp._validate import check_int
 from secagg_dp.errors import ParameterError
@@ -35,8 +36,9 @@ __all__ = ["ROUNDS", "FeistelPermutation"]
 ROUNDS = 10  # even (the pair returns to Z_a x Z_b); FF1's count (NIST SP 800-38G), >= 4 (Luby & Rackoff 1988)
 _LABEL = b"secagg-dp/v3/ring-prp\x00"
 _BLOCK = struct.Struct("<QQ")  # one round-function input block (i, R), as in _round_values
-_SMALL = 64  # up to this many values (a client's O(k) look-ups) the rounds run on Python ints: same blocks,
-# same values, without numpy's per-call overhead on tiny arrays
+_SMALL = 16  # up to this many values the rounds run on Python ints (same blocks, same values): below it numpy's
+# per-call overhead costs more than a Python loop per value (measured crossover 16-24 values; a client's own
+# position is one value, its k + 1 share holders and 2k + 1 two-hop positions take the numpy pass)
 
 
 class FeistelPermutation:
@@ -53,27 +55,54 @@ class FeistelPermutation:
         self.a = math.isqrt(n - 1) + 1  # ceil(sqrt(n))
         self.b = -(-n // self.a)
         self._key = hashlib.sha256(_LABEL + bytes(seed) + n.to_bytes(8, "big")).digest()
+        self._update: Callable[[bytes | bytearray], bytes] | None = None
 
     def __repr__(self) -> str:
         return f"FeistelPermutation(n={self.n}, rounds={self.rounds})"
 
-    def _round_values(self, enc: CipherContext, i: int, r: np.ndarray, m: int) -> np.ndarray:
-        """F_i(r) mod m for an int64 array r: AES-256 on the blocks (i, r) (two little-endian u64 each)."""
-        blocks = np.empty((r.size, 2), dtype="<u8")
-        blocks[:, 0] = i
-        blocks[:, 1] = r
-        out = np.frombuffer(enc.update(blocks.tobytes()), dtype="<u8")[::2]
-        vals: np.ndarray = (out % np.uint64(m)).astype(np.int64)
-        return vals
+    def _cipher(self) -> Callable[[bytes | bytearray], bytes]:
+        """AES-256-ECB encryption of whole blocks under this permutation's key: one context, made on first use
+        and kept (ECB carries no state from one whole-block call to the next, so reuse gives the same blocks)."""
+        update = self._update
+        if update is None:
+            update = self._update = Cipher(algorithms.AES(self._key), modes.ECB()).encryptor().update
+        return update
 
-    def _rounds_small(self, x: np.ndarray, inverse: bool) -> np.ndarray:
-        """:meth:`_encipher` (or :meth:`_decipher` if ``inverse``) on a few values, with Python ints: the
-        same AES blocks (i, R) and the same arithmetic (Python's % and numpy's agree for a positive modulus)."""
+    def __getstate__(self) -> dict[str, object]:
+        state = dict(self.__dict__)
+        state["_update"] = None  # a cipher context does not pickle; the copy makes its own
+        return state
+
+    def _rounds_np(self, x: np.ndarray, inverse: bool) -> np.ndarray:
+        """One pass of the Feistel network on [0, a b) (or its inverse) for an int64 array: the round function
+        F_i(R) is the first little-endian u64 of AES-256 on the block (i, R), reduced mod m_i. The halves stay
+        uint64 (below 2^33, so no sum wraps) and the blocks are written in place into one buffer."""
+        mod_a, mod_b = np.uint64(self.a), np.uint64(self.b)
+        update = self._cipher()
+        buf = bytearray(16 * x.size)
+        blocks = np.frombuffer(buf, dtype="<u8").reshape(-1, 2)
+        col_i, col_r = blocks[:, 0], blocks[:, 1]
+        xu = x.astype(np.uint64)
+        left, right = xu // mod_b, xu % mod_b
+        for i in reversed(range(self.rounds)) if inverse else range(self.rounds):
+            m = mod_a if i % 2 == 0 else mod_b
+            col_i.fill(i)
+            col_r[...] = left if inverse else right
+            f = np.frombuffer(update(buf), dtype="<u8")[::2] % m
+            if inverse:
+                left, right = (right + m - f) % m, left
+            else:
+                left, right = right, (left + f) % m
+        out: np.ndarray = (left * mod_b + right).astype(np.int64)
+        return out
+
+    def _rounds_small(self, xs: list[int], inverse: bool) -> list[int]:
+        """:meth:`_rounds_np` on a few values as Python ints: the same AES blocks (i, R) and the same
+        arithmetic (Python's % and numpy's agree for a positive modulus), without numpy's per-call overhead."""
         a, b = self.a, self.b
-        update = Cipher(algorithms.AES(self._key), modes.ECB()).encryptor().update
+        update = self._cipher()
         pack = _BLOCK.pack
-        unpack = struct.Struct(f"<{2 * x.size}Q").unpack
-        xs = x.tolist()
+        unpack = struct.Struct(f"<{2 * len(xs)}Q").unpack
         left, right = [v // b for v in xs], [v % b for v in xs]
         for i in reversed(range(self.rounds)) if inverse else range(self.rounds):
             m = a if i % 2 == 0 else b
@@ -82,44 +111,33 @@ class FeistelPermutation:
                 left, right = [(r - w % m) % m for r, w in zip(right, f, strict=True)], left
             else:
                 left, right = right, [(v + w % m) % m for v, w in zip(left, f, strict=True)]
-        return np.array([u * b + v for u, v in zip(left, right, strict=True)], dtype=np.int64)
-
-    def _encipher(self, x: np.ndarray) -> np.ndarray:
-        """One pass of the Feistel network on [0, a b)."""
-        if x.size <= _SMALL:
-            return self._rounds_small(x, False)
-        a, b = self.a, self.b
-        enc = Cipher(algorithms.AES(self._key), modes.ECB()).encryptor()
-        left, right = x // b, x % b
-        for i in range(self.rounds):
-            m = a if i % 2 == 0 else b
-            left, right = right, (left + self._round_values(enc, i, right, m)) % m
-        out: np.ndarray = left * b + right
-        return out
-
-    def _decipher(self, y: np.ndarray) -> np.ndarray:
-        """The inverse pass on [0, a b)."""
-        if y.size <= _SMALL:
-            return self._rounds_small(y, True)
-        a, b = self.a, self.b
-        enc = Cipher(algorithms.AES(self._key), modes.ECB()).encryptor()
-        left, right = y // b, y % b
-        for i in reversed(range(self.rounds)):
-            m = a if i % 2 == 0 else b
-            left, right = (right - self._round_values(enc, i, left, m)) % m, left
-        out: np.ndarray = left * b + right
-        return out
+        return [u * b + v for u, v in zip(left, right, strict=True)]
 
     def _walk(self, values: np.ndarray | list[int], step: str) -> np.ndarray:
+        """pi (``step`` "forward") or pi^-1 of ``values``: a pass of the network on [0, a b), and another on
+        each value that lands at or above n until it lands below (cycle walking, Black & Rogaway 2002, Sec. 4:
+        it terminates, as x's cycle holds x < n)."""
         x = np.asarray(values, dtype=np.int64).reshape(-1)
-        if x.size and (int(x.min()) < 0 or int(x.max()) >= self.n):
-            raise ParameterError(f"Argument 'values' must lie in [0, {self.n}).")
-        fn = self._encipher if step == "forward" else self._decipher
-        y = fn(x) if x.size else x.copy()
-        out = np.asarray(y >= self.n).nonzero()[0]
-        while out.size:  # cycle walking (Black & Rogaway 2002, Sec. 4): terminates, x's cycle holds x < n
-            y[out] = fn(y[out])
-            out = out[y[out] >= self.n]
+        inverse = step != "forward"
+        n = self.n
+        if x.size <= _SMALL:
+            xs = x.tolist()
+            if xs and (min(xs) < 0 or max(xs) >= n):
+                raise ParameterError(f"Argument 'values' must lie in [0, {n}).")
+            ys = self._rounds_small(xs, inverse) if xs else []
+            out = [j for j, v in enumerate(ys) if v >= n]
+            while out:
+                for j, v in zip(out, self._rounds_small([ys[j] for j in out], inverse), strict=True):
+                    ys[j] = v
+                out = [j for j in out if ys[j] >= n]
+            return np.array(ys, dtype=np.int64)
+        if int(x.min()) < 0 or int(x.max()) >= n:
+            raise ParameterError(f"Argument 'values' must lie in [0, {n}).")
+        y = self._rounds_np(x, inverse)
+        back = np.asarray(y >= n).nonzero()[0]
+        while back.size:
+            y[back] = self._rounds_np(y[back], inverse)
+            back = back[y[back] >= n]
         return y
 
     def forward(self, values: np.ndarray | list[int]) -> np.ndarray:

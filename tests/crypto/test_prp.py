@@ -125,3 +125,14 @@ def test_corrupt_neighbours_follow_the_hypergeometric_law():
     p = np.array([law.pmf(j) for j in range(5)] + [law.sf(4)])
     chi2 = float((((counts - runs * p) ** 2) / (runs * p)).sum())
     assert chi2 < stats.chi2.isf(1e-6, df=5), (counts.tolist(), (runs * p).round(1).tolist())
+
+
+def test_pickles_after_use_and_the_copy_gives_the_same_values():
+    import pickle
+
+    perm = FeistelPermutation(10**6 + 3, _seed(5))
+    xs = np.random.default_rng(5).integers(0, perm.n, size=40)
+    before = perm.forward(xs)  # makes and keeps the cipher context, which does not pickle
+    copy = pickle.loads(pickle.dumps(perm))
+    assert copy.forward(xs).tolist() == before.tolist() == [_reference(perm.n, _seed(5), int(x)) for x in xs]
+    assert copy.inverse(before).tolist() == xs.tolist()
