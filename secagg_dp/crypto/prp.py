@@ -55,30 +55,21 @@ class FeistelPermutation:
         self.a = math.isqrt(n - 1) + 1  # ceil(sqrt(n))
         self.b = -(-n // self.a)
         self._key = hashlib.sha256(_LABEL + bytes(seed) + n.to_bytes(8, "big")).digest()
-        self._update: Callable[[bytes | bytearray], bytes] | None = None
 
     def __repr__(self) -> str:
         return f"FeistelPermutation(n={self.n}, rounds={self.rounds})"
 
     def _cipher(self) -> Callable[[bytes | bytearray], bytes]:
-        """AES-256-ECB encryption of whole blocks under this permutation's key: one context, made on first use
-        and kept (ECB carries no state from one whole-block call to the next, so reuse gives the same blocks)."""
-        update = self._update
-        if update is None:
-            update = self._update = Cipher(algorithms.AES(self._key), modes.ECB()).encryptor().update
-        return update
+        """AES-256-ECB encryption of whole blocks under this permutation's key, for one evaluation (all its
+        passes: ECB carries no state from one whole-block call to the next). A context per evaluation, not
+        per object: a permutation may be shared by clients on several threads."""
+        return Cipher(algorithms.AES(self._key), modes.ECB()).encryptor().update
 
-    def __getstate__(self) -> dict[str, object]:
-        state = dict(self.__dict__)
-        state["_update"] = None  # a cipher context does not pickle; the copy makes its own
-        return state
-
-    def _rounds_np(self, x: np.ndarray, inverse: bool) -> np.ndarray:
+    def _rounds_np(self, x: np.ndarray, inverse: bool, update: Callable[[bytes | bytearray], bytes]) -> np.ndarray:
         """One pass of the Feistel network on [0, a b) (or its inverse) for an int64 array: the round function
         F_i(R) is the first little-endian u64 of AES-256 on the block (i, R), reduced mod m_i. The halves stay
         uint64 (below 2^33, so no sum wraps) and the blocks are written in place into one buffer."""
         mod_a, mod_b = np.uint64(self.a), np.uint64(self.b)
-        update = self._cipher()
         buf = bytearray(16 * x.size)
         blocks = np.frombuffer(buf, dtype="<u8").reshape(-1, 2)
         col_i, col_r = blocks[:, 0], blocks[:, 1]
@@ -96,11 +87,10 @@ class FeistelPermutation:
         out: np.ndarray = (left * mod_b + right).astype(np.int64)
         return out
 
-    def _rounds_small(self, xs: list[int], inverse: bool) -> list[int]:
+    def _rounds_small(self, xs: list[int], inverse: bool, update: Callable[[bytes | bytearray], bytes]) -> list[int]:
         """:meth:`_rounds_np` on a few values as Python ints: the same AES blocks (i, R) and the same
         arithmetic (Python's % and numpy's agree for a positive modulus), without numpy's per-call overhead."""
         a, b = self.a, self.b
-        update = self._cipher()
         pack = _BLOCK.pack
         unpack = struct.Struct(f"<{2 * len(xs)}Q").unpack
         left, right = [v // b for v in xs], [v % b for v in xs]
@@ -120,23 +110,24 @@ class FeistelPermutation:
         x = np.asarray(values, dtype=np.int64).reshape(-1)
         inverse = step != "forward"
         n = self.n
+        update = self._cipher()
         if x.size <= _SMALL:
             xs = x.tolist()
             if xs and (min(xs) < 0 or max(xs) >= n):
                 raise ParameterError(f"Argument 'values' must lie in [0, {n}).")
-            ys = self._rounds_small(xs, inverse) if xs else []
+            ys = self._rounds_small(xs, inverse, update) if xs else []
             out = [j for j, v in enumerate(ys) if v >= n]
             while out:
-                for j, v in zip(out, self._rounds_small([ys[j] for j in out], inverse), strict=True):
+                for j, v in zip(out, self._rounds_small([ys[j] for j in out], inverse, update), strict=True):
                     ys[j] = v
                 out = [j for j in out if ys[j] >= n]
             return np.array(ys, dtype=np.int64)
         if int(x.min()) < 0 or int(x.max()) >= n:
             raise ParameterError(f"Argument 'values' must lie in [0, {n}).")
-        y = self._rounds_np(x, inverse)
+        y = self._rounds_np(x, inverse, update)
         back = np.asarray(y >= n).nonzero()[0]
         while back.size:
-            y[back] = self._rounds_np(y[back], inverse)
+            y[back] = self._rounds_np(y[back], inverse, update)
             back = back[y[back] >= n]
         return y
 
