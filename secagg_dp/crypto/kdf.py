@@ -29,6 +29,7 @@ __all__ = [
     "LABELS",
     "derive",
     "context",
+    "pair_ids",
 ]
 
 LABEL_CHANNEL = b"secagg-dp/v1/aead-channel-key"
@@ -60,15 +61,27 @@ _PAIR = struct.Struct(">II")
 _SHA256 = hashes.SHA256()  # stateless algorithm descriptor, shared by every derivation
 
 
+def _check_id(i: int) -> None:
+    if not (type(i) is int and 0 <= i <= 0xFFFFFFFF):
+        check_int("id", i, lo=0, hi=0xFFFFFFFF)  # raises with the standard message (or accepts an np.integer)
+
+
 def context(label: bytes, round_id: bytes, *ids: int) -> bytes:
     """``label || 0x00 || round_id || ids as big-endian uint32``: the HKDF ``info`` for one use."""
     if label not in _LABEL_SET:
         raise ParameterError(f"Argument 'label' must be one of the registered HKDF labels, not {label!r}.")
     for i in ids:
-        if not (type(i) is int and 0 <= i <= 0xFFFFFFFF):
-            check_int("id", i, lo=0, hi=0xFFFFFFFF)  # raises with the standard message (or accepts an np.integer)
+        _check_id(i)
     packed = _PAIR.pack(*ids) if len(ids) == 2 else struct.pack(f">{len(ids)}I", *ids)
     return label + b"\x00" + bytes(round_id) + packed
+
+
+def pair_ids(a: int, b: int) -> bytes:
+    """The ids of a pair as :func:`context` appends them for the pair's keys: smaller then larger, big-endian
+    uint32 (``context(label, round_id, a, b)`` with a < b ends in these 8 bytes)."""
+    _check_id(a)
+    _check_id(b)
+    return _PAIR.pack(a, b) if a < b else _PAIR.pack(b, a)
 
 
 def derive(ikm: bytes, *, info: bytes, length: int = 32, salt: bytes | None = None) -> bytes:

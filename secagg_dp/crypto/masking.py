@@ -10,13 +10,11 @@ for the shares between u and v is derived from the other key pair with a differe
 from __future__ import annotations
 
 import hashlib
-import struct
 from collections.abc import Iterable, Iterator
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
-from secagg_dp._validate import check_int
 from secagg_dp.crypto import kdf
 from secagg_dp.crypto.keys import KeyPair, exchange
 from secagg_dp.crypto.prg import SEED_LEN, MaskStream, accumulate_mask, word_dtype
@@ -74,11 +72,8 @@ def neighbour_secrets(
     ch = kdf.context(kdf.LABEL_CHANNEL, round_id, own_id)[:-4]  # label || 0x00 || round id (own_id checked)
     pw = kdf.LABEL_PAIRWISE_MASK + ch[len(kdf.LABEL_CHANNEL) :]
     out = []
-    pair = struct.Struct(">II")  # the (smaller, larger) id pair that kdf.context appends
     for peer_id, enc_pk, mask_pk in peers:
-        if not (type(peer_id) is int and 0 <= peer_id <= 0xFFFFFFFF):
-            peer_id = check_int("peer id", peer_id, lo=0, hi=0xFFFFFFFF)
-        ids = pair.pack(own_id, peer_id) if own_id < peer_id else pair.pack(peer_id, own_id)
+        ids = kdf.pair_ids(own_id, peer_id)
         out.append(
             (kdf.derive(exchange(enc, enc_pk), info=ch + ids), kdf.derive(exchange(mask, mask_pk), info=pw + ids))
         )

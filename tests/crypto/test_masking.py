@@ -90,5 +90,5 @@ def test_neighbour_secrets_are_the_channel_keys_and_pairwise_seeds():
     back = masking.neighbour_secrets(e, m, [(7, enc.public, mask.public)], round_id=rid, own_id=v)
     assert back == [want[0]]
     for bad in (-1, 2**32, 1.5):
-        with pytest.raises(ParameterError, match="peer id"):
+        with pytest.raises(ParameterError, match="'id'"):
             masking.neighbour_secrets(enc, mask, [(bad, e.public, m.public)], round_id=rid, own_id=7)
