@@ -178,8 +178,8 @@ def run_secagg_round(
     bits = check_bits(modulus_bits, "modulus_bits")
     source: Mapping[int, np.ndarray] | LazyInputs
     if isinstance(inputs, LazyInputs):
-        source = _checked_lazy(inputs, bits)
-        ids, dim = list(source.ids), source.dim or 0
+        source, dim = _checked_lazy(inputs, bits)
+        ids = list(source.ids)
     else:
         if not isinstance(inputs, Mapping) or not inputs:
             raise ParameterError("Argument 'inputs' must be a non-empty dict {client id: uint64 vector} or LazyInputs.")
@@ -216,9 +216,9 @@ def run_secagg_round(
         )
 
 
-def _checked_lazy(inputs: LazyInputs, bits: int) -> LazyInputs:
+def _checked_lazy(inputs: LazyInputs, bits: int) -> tuple[LazyInputs, int]:
     """``inputs`` with every made vector checked as :func:`run_secagg_round` checks a dict's (residues mod
-    2^bits, 1-D, length ``inputs.dim``); ``dim`` and the ids are checked now."""
+    2^bits, 1-D, length ``inputs.dim``), and that length; ``dim`` and the ids are checked now."""
     if inputs.dim is None:
         raise ParameterError("Argument 'inputs': LazyInputs needs dim (the vectors' length) for run_secagg_round.")
     for cid in inputs.ids:
@@ -233,7 +233,7 @@ def _checked_lazy(inputs: LazyInputs, bits: int) -> LazyInputs:
             )
         return arr
 
-    return LazyInputs(inputs.ids, checked, dim)
+    return LazyInputs(inputs.ids, checked, dim), dim
 
 
 def run_pooled_round(

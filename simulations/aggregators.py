@@ -149,7 +149,6 @@ def crypto_round(
 ):  # noqa: ANN201  (a protocols.SecAggResult)
     """:func:`crypto_aggregate`, returning the ``protocols.SecAggResult`` (survivors, reports, timings and
     the bytes each client sent and received, ``communication``)."""
-    from protocols.procpool import client_pool
 
     rows = zq.check_residues("vectors", vectors, bits)
     if rows.ndim != 2 or rows.shape[0] != len(ids) or rows.shape[1] == 0:
@@ -157,19 +156,19 @@ def crypto_round(
             f"Argument 'vectors' must have one non-empty row per id ({len(ids)}), not shape {rows.shape}."
         )
     inputs = {int(cid): rows[i] for i, cid in enumerate(ids)}
-    with client_pool(inputs) as pool:  # forked workers over the usable cores for a large round; the same result
-        return crypto_round_on(
-            pool,
-            sorted(inputs),
-            rows.shape[1],
-            bits=bits,
-            threshold=threshold,
-            dropouts=dropouts,
-            neighbours=neighbours,
-            seed=seed,
-            security=security,
-            noise=noise,
-        )
+    # each row is handed to its client (and let go from the dict) when the client is built
+    return crypto_round_lazy(
+        sorted(inputs),
+        inputs.pop,
+        rows.shape[1],
+        bits=bits,
+        threshold=threshold,
+        dropouts=dropouts,
+        neighbours=neighbours,
+        seed=seed,
+        security=security,
+        noise=noise,
+    )
 
 
 def crypto_round_lazy(
