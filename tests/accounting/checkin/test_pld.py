@@ -190,6 +190,45 @@ def test_calibration_meets_target_and_is_near_smallest() -> None:
     assert checkin_pld(10**3, 0.1, sigma * 0.99, 10, 1e-5).epsilon > 0.5
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        (10**3, 0.3, 20, 1e-5, 1.0, "analyst"),
+        (10**4, 0.1, 10, 1e-5, 1.0, "server"),
+        (10**5, 0.01, 1, 1e-6, 1.0, "analyst"),
+    ],
+)
+def test_calibration_closes_with_two_certificates(args: tuple) -> None:
+    """The estimate puts the first certificate within rel_tol of the crossing: one above the target and one
+    below close the bracket (the fewest possible), and they bracket the returned sigma within rel_tol."""
+    n, gamma, rounds, delta, target, observer = args
+    seen: list[tuple[str, float, float]] = []
+    sigma, cert = calibrate_checkin_pld(
+        n, gamma, rounds, delta, target, observer=observer, progress=lambda st, i, s, e: seen.append((st, s, e))
+    )
+    certs = [(s, e) for st, s, e in seen if st == "certificate"]
+    assert len(certs) == 2
+    (s_ok, e_ok), (s_bad, e_bad) = sorted(certs, reverse=True)
+    assert (s_ok, e_ok) == (sigma, cert.epsilon) and e_ok <= target < e_bad
+    assert sigma / (1.0 + 1e-3) <= s_bad < sigma
+
+
+def test_estimate_is_close_to_the_certificate() -> None:
+    """The extrapolated estimate is within 0.5 % of the certificate's epsilon (the coarse grid alone is about
+    2 % above it), and far from the target only the coarse grid is evaluated (its value is returned)."""
+    from secagg_dp.accounting.checkin.pld import _COARSE_POINTS, _discretised, _estimated_epsilon, _setup
+
+    n, gamma, rounds, delta = 10**4, 0.1, 10, 1e-5
+    for sigma in (0.11, 0.12):
+        cert = checkin_pld(n, gamma, sigma, rounds, delta).epsilon
+        est = _estimated_epsilon(n, gamma, sigma, rounds, delta, "analyst", cert)
+        assert abs(est / cert - 1.0) < 5e-3
+        c, top, trunc = _setup(n, gamma, sigma, rounds, delta, "analyst", 1e-3, 1e-4)
+        coarse = _discretised(c, top, top / _COARSE_POINTS, rounds, delta, trunc)[0]
+        assert abs(est / cert - 1.0) < abs(coarse / cert - 1.0)
+        assert _estimated_epsilon(n, gamma, sigma, rounds, delta, "analyst", 10.0 * cert) == coarse
+
+
 def test_result_record() -> None:
     cert = checkin_pld(100, 0.1, 1.0, 2, 1e-5)
     d = cert.as_dict()
