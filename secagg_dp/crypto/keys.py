@@ -78,19 +78,30 @@ def exchange(own: KeyPair, peer_public: bytes | X25519PublicKey) -> bytes:
         raise AuthenticationError("key agreement failed") from None
 
 
-_PROBE = X25519PrivateKey.from_private_bytes(bytes(range(1, 33)))
+_P = 2**255 - 19
+# u-coordinates (mod p) of the points of order dividing 8 on Curve25519 and of order dividing 4 on its twist:
+# 0 (order 2), 1 and p - 1 (order 4, one on the curve, one on the twist) and the two of order 8 (Bernstein,
+# "Curve25519: new Diffie-Hellman speed records", 2006, and libsodium's X25519 blocklist). Completeness is checked
+# in tests/crypto/test_signing.py from the x-only doubling formula.
+_SMALL_ORDER_U = frozenset(
+    {
+        0,
+        1,
+        _P - 1,
+        325606250916557431795983626356110631294008115727848805560023387167927233504,
+        39382357235489614581723060781553021112529911719440698176882885853963445705823,
+    }
+)
 
 
 def is_low_order(public: bytes) -> bool:
     """Whether an X25519 public key lies in the small subgroup (RFC 7748, Sec. 6.1: e.g. the all-zero key).
 
-    Such a key makes every shared secret with it all-zero, for any private scalar (scalars are clamped
-    to multiples of the cofactor 8); we detect it with one exchange against a fixed probe scalar.
+    Such a key makes every shared secret with it all-zero, for any private scalar (scalars are clamped to
+    multiples of the cofactor 8). The key is decoded as X25519 decodes it (RFC 7748, Sec. 5: the top bit
+    masked, the value reduced mod p) and looked up among the five small-order u-coordinates; this equals
+    checking one exchange against a fixed scalar for the all-zero output (tested), at a table look-up's cost.
     """
     if not isinstance(public, (bytes, bytearray)) or len(public) != KEY_LEN:
         raise ParameterError(f"Argument 'public' must be {KEY_LEN} bytes.")
-    try:
-        _PROBE.exchange(X25519PublicKey.from_public_bytes(bytes(public)))
-    except ValueError:
-        return True
-    return False
+    return (int.from_bytes(public, "little") & ((1 << 255) - 1)) % _P in _SMALL_ORDER_U

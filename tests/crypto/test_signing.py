@@ -72,3 +72,91 @@ def test_ordinary_keys_are_not_low_order_and_bad_lengths_refused():
     )
     with pytest.raises(ParameterError):
         keys.is_low_order(bytes(31))
+
+
+_P = 2**255 - 19
+_A = 486662  # Curve25519: v^2 = u^3 + A u^2 + u over GF(p)
+
+
+def _openssl_low_order(public: bytes) -> bool:
+    """The independent check: OpenSSL's X25519 (through cryptography) refuses an all-zero shared secret."""
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+
+    try:
+        X25519PrivateKey.from_private_bytes(bytes(range(1, 33))).exchange(X25519PublicKey.from_public_bytes(public))
+    except ValueError:
+        return True
+    return False
+
+
+def test_low_order_table_agrees_with_openssl():
+    """Every listed key, with and without the top bit (which X25519 ignores), every u below 64 and within 64
+    of p (canonical or not), and 2000 random keys: the table says low order exactly where OpenSSL's
+    exchange yields the all-zero secret."""
+    import random
+
+    rnd = random.Random(7)
+    cases = [bytes.fromhex(h) for h in LOW_ORDER]
+    cases += [c[:31] + bytes([c[31] | 0x80]) for c in cases]
+    cases += [u.to_bytes(32, "little") for u in list(range(64)) + list(range(_P - 64, 2**255))]
+    cases += [rnd.getrandbits(256).to_bytes(32, "little") for _ in range(2000)]
+    got = [keys.is_low_order(c) for c in cases]
+    assert got == [_openssl_low_order(c) for c in cases]
+    assert sum(got) == 2 * len(LOW_ORDER) + 5  # the list twice, and 0, 1 (low range), p - 1, p, p + 1 (high range)
+
+
+def _poly_mod(a: list[int], f: list[int]) -> list[int]:
+    """a mod f over GF(p); coefficient lists, lowest degree first, f monic."""
+    a = [x % _P for x in a]
+    while len(a) >= len(f):
+        c = a[-1]
+        shift = len(a) - len(f)
+        for i, fc in enumerate(f):
+            a[shift + i] = (a[shift + i] - c * fc) % _P
+        a.pop()
+    while a and a[-1] == 0:
+        a.pop()
+    return a
+
+
+def _poly_mul(a: list[int], b: list[int]) -> list[int]:
+    out = [0] * (len(a) + len(b) - 1) if a and b else []
+    for i, x in enumerate(a):
+        for j, y in enumerate(b):
+            out[i + j] = (out[i + j] + x * y) % _P
+    return out
+
+
+def _poly_gcd_degree(f: list[int]) -> int:
+    """The number of distinct roots of f in GF(p): deg gcd(f, x^p - x)."""
+    inv = pow(f[-1], -1, _P)
+    f = [c * inv % _P for c in f]
+    r, base, e = [1], [0, 1], _P  # x^p mod f by square and multiply
+    while e:
+        if e & 1:
+            r = _poly_mod(_poly_mul(r, base), f)
+        base = _poly_mod(_poly_mul(base, base), f)
+        e >>= 1
+    g = r + [0] * (2 - len(r))
+    g[1] = (g[1] - 1) % _P  # x^p - x mod f
+    a, b = f, _poly_mod(g, f)
+    while b:
+        inv = pow(b[-1], -1, _P)
+        a, b = b, _poly_mod(a, [c * inv % _P for c in b])
+    return len(a) - 1
+
+
+def test_small_order_set_is_complete():
+    """The small-order u-coordinates, from the x-only doubling x(2P) = (x^2 - 1)^2 / (4x(x^2 + Ax + 1)) (curve
+    and twist together): order 2 is x(x^2 + Ax + 1) = 0, order 4 is x(2P) = 0, i.e. x = +-1, and order 8 is
+    x(2P) = c for c = +-1, i.e. (x^2 - 1)^2 - 4c x(x^2 + Ax + 1) = 0. Counting roots in GF(p) shows these are
+    exactly the five u the table holds (and that 8 | the order of no other point, on curve or twist)."""
+    assert _poly_gcd_degree([1, _A, 1]) == 0  # x^2 + Ax + 1: no root, so 0 is the only order-2 u
+    found = {0, 1, _P - 1}
+    for c in (1, -1):
+        # (x^2 - 1)^2 - 4c(x^3 + A x^2 + x) = x^4 - 4c x^3 - (2 + 4cA) x^2 - 4c x + 1
+        quartic = [1, -4 * c, -(2 + 4 * c * _A), -4 * c, 1]
+        roots = [u for u in keys._SMALL_ORDER_U if sum(q * pow(u, i, _P) for i, q in enumerate(quartic)) % _P == 0]
+        assert _poly_gcd_degree(quartic) == len(roots)
+        found |= set(roots)
+    assert found == keys._SMALL_ORDER_U
