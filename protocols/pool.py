@@ -11,6 +11,7 @@ Dask) runs :func:`serve` on each part with the envelopes' global positions and c
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -56,26 +57,36 @@ def seeded_sources(
     """Deterministic randomness for a seeded simulation: per-round sources keyed by (seed, round id), and
     long-term identity sources keyed by (seed, client id). ``round_id=None`` derives the round id from the
     seed too. Returns ``(round_id, client_source, server_source, identity_source)``."""
-    ikm = hashlib.sha256(b"secagg-dp/v1/simulation-seed" + seed.to_bytes(32, "big")).digest()
     if round_id is None:
-        round_id = kdf.derive(ikm, info=kdf.LABEL_SIM_ROUND, length=m.ROUND_ID_LEN)
+        round_id = kdf.derive(_simulation_ikm(seed), info=kdf.LABEL_SIM_ROUND, length=m.ROUND_ID_LEN)
+    rid = round_id
 
     def client_source(cid: int) -> SeededRandom:
-        return SeededRandom(kdf.derive(ikm, info=kdf.context(kdf.LABEL_SIM_CLIENT, round_id, cid)))
+        return _seeded(seed, kdf.LABEL_SIM_CLIENT, rid, cid)
 
     def identity_source(cid: int) -> SeededRandom:
-        return SeededRandom(kdf.derive(ikm, info=kdf.context(kdf.LABEL_SIM_IDENTITY, b"", cid)))
+        return _seeded(seed, kdf.LABEL_SIM_IDENTITY, b"", cid)
 
-    server_source = SeededRandom(kdf.derive(ikm, info=kdf.context(kdf.LABEL_SIM_SERVER, round_id)))
-    return round_id, client_source, server_source, identity_source
+    return round_id, client_source, _seeded(seed, kdf.LABEL_SIM_SERVER, round_id), identity_source
+
+
+@functools.lru_cache(maxsize=16)
+def _simulation_ikm(seed: int) -> bytes:
+    """The HKDF input key of a seeded simulation (a pure function of the seed, remembered: the pool asks for
+    two sources per client)."""
+    return hashlib.sha256(b"secagg-dp/v1/simulation-seed" + seed.to_bytes(32, "big")).digest()
+
+
+def _seeded(seed: int, label: bytes, round_id: bytes, *ids: int) -> SeededRandom:
+    """A fresh source keyed by HKDF(seed's key, label || round id || ids)."""
+    return SeededRandom(kdf.derive(_simulation_ikm(seed), info=kdf.context(label, round_id, *ids)))
 
 
 def simulated_noise_master(seed: int, round_id: bytes, cid: int) -> bytes:
     """Client ``cid``'s add-then-remove master seed in a seeded simulation: HKDF of (seed, round id, client id),
     so the ideal aggregator can apply exactly the noise the protocol's clients add (simulation only: a deployed
     client draws its master seed from ``os.urandom``)."""
-    ikm = hashlib.sha256(b"secagg-dp/v1/simulation-seed" + seed.to_bytes(32, "big")).digest()
-    return kdf.derive(ikm, info=kdf.context(kdf.LABEL_SIM_NOISE_MASTER, round_id, cid))
+    return kdf.derive(_simulation_ikm(seed), info=kdf.context(kdf.LABEL_SIM_NOISE_MASTER, round_id, cid))
 
 
 @dataclass(frozen=True)
@@ -114,7 +125,7 @@ class RoundPlan:
 
     def client_source(self, cid: int) -> SeededRandom | None:
         """Client ``cid``'s per-round randomness (None: os.urandom)."""
-        return None if self.seed is None else seeded_sources(self.seed, self.round_id)[1](cid)
+        return None if self.seed is None else _seeded(self.seed, kdf.LABEL_SIM_CLIENT, self.round_id, cid)
 
     def noise_master(self, cid: int) -> bytes | None:
         """Client ``cid``'s add-then-remove master seed: None (drawn by the client from its source) unless the
@@ -125,11 +136,11 @@ class RoundPlan:
 
     def identity_source(self, cid: int) -> SeededRandom | None:
         """Where client ``cid``'s long-term identity key comes from (None: os.urandom)."""
-        return None if self.seed is None else seeded_sources(self.seed, self.round_id)[3](cid)
+        return None if self.seed is None else _seeded(self.seed, kdf.LABEL_SIM_IDENTITY, b"", cid)
 
     def server_source(self) -> SeededRandom | None:
         """The server's randomness for this round (None: os.urandom)."""
-        return None if self.seed is None else seeded_sources(self.seed, self.round_id)[2]
+        return None if self.seed is None else _seeded(self.seed, kdf.LABEL_SIM_SERVER, self.round_id)
 
 
 @dataclass(frozen=True)
