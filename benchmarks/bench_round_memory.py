@@ -196,12 +196,17 @@ def simulated(k_participants: int, d: int, k: int, old: int, workers: int) -> di
 
     pp.ProcessClientPool.deliver, pp.ProcessClientPool.close = metered, closing  # type: ignore[method-assign]
     if old:  # the code of git rev 26b9ec8: encode every participant, concatenate, hand over every row at once
+        real = aggregators.crypto_round_lazy
 
         def concatenating(ids, make, dim, **kw):  # type: ignore[no-untyped-def]
             parts = InProcessExecutor().map_chunks(run_blocks, make._spec, chunks_of(blocks_of(ids)))
             all_ids = [int(c) for pt in parts for c in pt[0]]
             vectors = np.concatenate([pt[1] for pt in parts])
-            return aggregators.crypto_round(all_ids, vectors, **kw)  # (parts stays alive, as it did)
+            aggregators.crypto_round_lazy = real  # crypto_round hands its rows on through the real function
+            try:
+                return aggregators.crypto_round(all_ids, vectors, **kw)  # (parts stays alive, as it did)
+            finally:
+                aggregators.crypto_round_lazy = concatenating
 
         aggregators.crypto_round_lazy = concatenating
     task = make_task(cfg)
