@@ -157,6 +157,8 @@ def simulated(k_participants: int, d: int, k: int, old: int, workers: int) -> di
     """One simulator crypto round (``aggregate_round``) in this process; ``old``: the concatenating path."""
     import hashlib
 
+    from bench_simulate import crypto_overrides  # the scenario bench_simulate.py times (this script's folder)
+
     import protocols.procpool as pp
     from simulations import aggregators
     from simulations.clients import blocks_of, chunks_of, run_blocks
@@ -164,22 +166,7 @@ def simulated(k_participants: int, d: int, k: int, old: int, workers: int) -> di
     from simulations.executors import InProcessExecutor
     from simulations.runner import aggregate_round, make_task, plan
 
-    cfg = build_config(
-        None,
-        [
-            "mode=crypto",
-            f"population.clients={k_participants}",
-            "population.checkin=1.0",
-            "population.dropout=0.0",
-            "secagg.bits=32",
-            "secagg.threshold_fraction=0.5",
-            f"secagg.neighbours={k}",
-            "privacy.noise_multiplier=4",
-            f"task.dim={d}",
-            "rounds=1",
-            "seed=1",
-        ],
-    )
+    cfg = build_config(None, crypto_overrides(k_participants, d, k))
     pp.usable_cores = lambda: workers  # client_pool forks min(workers, K // 256) workers (1: in the driver)
     worker_peaks: list[int] = []
     pss: list[int] = []
