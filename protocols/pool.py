@@ -160,8 +160,8 @@ class LazyInputs:
     def __post_init__(self) -> None:
         if not callable(self.make):
             raise ParameterError(f"Argument 'make' must be a callable id -> uint64 vector, not {self.make!r}.")
-        if self.dim is not None:
-            check_int("dim", self.dim, lo=1)
+        if self.dim is not None:  # a length is an integer type (7.0 refused), kept as an int
+            object.__setattr__(self, "dim", check_int("dim", self.dim, lo=1, strict=True))
         try:
             ids = tuple(sorted({int(c) for c in self.ids}))
         except (TypeError, ValueError):

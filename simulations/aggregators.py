@@ -192,9 +192,7 @@ def crypto_round_lazy(
     from protocols.pool import LazyInputs
     from protocols.procpool import client_pool
 
-    if type(dim) is not int or dim < 1:
-        raise ParameterError(f"Argument 'dim' must be a positive int, not {dim!r}.")
-    inputs = LazyInputs(tuple(ids), make)
+    inputs = LazyInputs(tuple(ids), make, dim)  # checks dim (an int >= 1)
     with client_pool(inputs) as pool:  # forked workers over the usable cores for a large round; the same result
         return crypto_round_on(
             pool,

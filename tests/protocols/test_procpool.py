@@ -194,3 +194,6 @@ def test_run_secagg_round_takes_lazy_inputs(workers):
         run_secagg_round(LazyInputs(IDS, _made), **kw)
     with pytest.raises(ParameterError, match="'dim'"):
         LazyInputs(IDS, _made, dim=0)
+    with pytest.raises(ParameterError, match="'dim'"):  # a length is an integer type
+        LazyInputs(IDS, _made, dim=float(DIM))
+    assert type(LazyInputs(IDS, _made, dim=np.int64(DIM)).dim) is int
