@@ -26,6 +26,25 @@ def counting_accountant() -> CountingAccountant:
     return CountingAccountant()
 
 
+def force_forking(monkeypatch: pytest.MonkeyPatch, min_clients: int) -> list[int]:
+    """Make the default client pool fork 2 workers for a small round (``min_clients`` clients per worker, 2
+    usable cores); returns the list to which each forked pool appends its worker count."""
+    import protocols.procpool as pp
+
+    forks: list[int] = []
+    real = pp.ProcessClientPool
+
+    class Counting(real):
+        def __init__(self, inputs, workers):
+            forks.append(workers)
+            super().__init__(inputs, workers)
+
+    monkeypatch.setattr(pp, "MIN_CLIENTS_PER_WORKER", min_clients)
+    monkeypatch.setattr(pp, "usable_cores", lambda: 2)
+    monkeypatch.setattr(pp, "ProcessClientPool", Counting)
+    return forks
+
+
 def small_config(**sections):
     """A small ideal-mode scenario; the values these tests were written for are pinned here, not taken from
     default.toml (the defaults of every scenario, which may move)."""

@@ -18,7 +18,7 @@ from simulations import aggregators
 from simulations.clients import BLOCK, BlockInputs, blocks_of, run_blocks
 from simulations.executors import InProcessExecutor
 from simulations.runner import aggregate_round, plan, run_scenario
-from tests.simulations.conftest import CountingAccountant, small_config
+from tests.simulations.conftest import CountingAccountant, force_forking, small_config
 
 BITS = 24
 
@@ -103,19 +103,7 @@ def test_crypto_round_encodes_block_by_block_and_is_exact(monkeypatch):
 def test_crypto_round_in_forked_workers_is_exact(monkeypatch):
     # made to fork for this small round: each worker encodes its own shard's blocks (a block cut by the shard
     # boundary is encoded in both workers, each handing out its own clients' rows)
-    import protocols.procpool as pp
-
-    monkeypatch.setattr(pp, "MIN_CLIENTS_PER_WORKER", 16)
-    monkeypatch.setattr(pp, "usable_cores", lambda: 2)
-    forks: list[int] = []
-    real = pp.ProcessClientPool
-
-    class Counting(real):
-        def __init__(self, inputs, workers):
-            forks.append(workers)
-            super().__init__(inputs, workers)
-
-    monkeypatch.setattr(pp, "ProcessClientPool", Counting)
+    forks = force_forking(monkeypatch, 16)
     cfg = _cfg(clients=300)
     p = plan(cfg, 11)
     ra = aggregate_round(cfg, p, 11, 1, None, InProcessExecutor(), "crypto")

@@ -11,6 +11,7 @@ import pytest
 
 from tests.protocols.roundkit import exact_sum
 from tests.protocols.test_procpool import BITS, IDS, _inputs, _same
+from tests.simulations.conftest import force_forking
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or "fork" not in mp.get_all_start_methods(),
@@ -20,7 +21,6 @@ pytestmark = pytest.mark.skipif(
 
 def test_simulator_crypto_round_forks_and_matches_one_process(monkeypatch):
     # made to fork for this small round (4 clients per worker, 2 cores)
-    import protocols.procpool as pp
     from simulations import aggregators
 
     inputs = _inputs()
@@ -28,17 +28,7 @@ def test_simulator_crypto_round_forks_and_matches_one_process(monkeypatch):
     rows = np.stack([inputs[c] for c in ids])
     kw = dict(bits=BITS, threshold=5, dropouts={"masked_input": {IDS[3]}}, neighbours=8, seed=11)
     ref = aggregators.crypto_round(ids, rows, **kw)  # 24 clients: in this process
-    forks: list[int] = []
-    real = pp.ProcessClientPool
-
-    class Counting(real):
-        def __init__(self, inputs, workers):
-            forks.append(workers)
-            super().__init__(inputs, workers)
-
-    monkeypatch.setattr(pp, "MIN_CLIENTS_PER_WORKER", 4)
-    monkeypatch.setattr(pp, "usable_cores", lambda: 2)
-    monkeypatch.setattr(pp, "ProcessClientPool", Counting)
+    forks = force_forking(monkeypatch, 4)
     got = aggregators.crypto_round(ids, rows, **kw)
     assert forks == [2]
     _same(got, ref)
