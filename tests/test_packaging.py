@@ -25,3 +25,16 @@ def test_py_typed_marker_ships_with_the_library():
 
 def test_simulate_default_output_folder_is_ignored_by_git():
     assert "simulate-out/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+def test_python_dash_m_runs_the_cli_from_a_checkout():
+    # `python -m simulations.cli` is the command without the installed `secagg-dp` script (e.g. in a worktree)
+    import subprocess
+    import sys
+
+    from secagg_dp import __version__
+
+    out = subprocess.run(
+        [sys.executable, "-m", "simulations.cli", "--version"], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == f"secagg-dp {__version__}"
