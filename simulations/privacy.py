@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 
 from secagg_dp.accounting.checkin.accountant import CheckinAccountant, tightest_method
+from secagg_dp.accounting.checkin.coalition import Coalition
 from secagg_dp.accounting.checkin.events import CheckinRound
 from secagg_dp.accounting.checkin.mixture import checkin_orders
 from secagg_dp.accounting.core.accountant import Certificate
@@ -101,8 +102,6 @@ class SimAccountant:
         )
         self.round_rdp = self.event.rdp(self.orders)
         self.server_ex_post_round_rdp = self._ex_post_round_rdp()
-        from secagg_dp.accounting.checkin import Coalition
-
         min_sum, self.min_sum_rule = coalition_min_sum(cfg)
         self.coalition = Coalition(colluders=cfg.secagg.corrupt_clients, min_sum=min_sum)
         try:  # certify the whole planned run once up front: an impossible certificate fails before any work
@@ -144,7 +143,7 @@ class SimAccountant:
             self.event, rounds, self.delta, orders=self.orders, observer=observer, coalition=coalition
         )
 
-    def _coalition_of(self, observer: str):  # noqa: ANN202  (a Coalition or None)
+    def _coalition_of(self, observer: str) -> Coalition | None:
         """The run's :class:`~secagg_dp.accounting.checkin.Coalition` for observer ``"coalition"``, else None."""
         return self.coalition if observer == "coalition" else None
 
