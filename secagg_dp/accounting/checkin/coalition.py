@@ -51,8 +51,11 @@ keeps growing), so a block [k_lo, k_hi] is bounded by the numerator at k_lo and 
 k + Bin(n - k, rho) is stochastically increasing in k and eps_Sk(a; V) decreasing in V, so
 V = k_eff(k_lo) mu / (k_hi + d + c), d ~ Bin(n - k_hi, rho) bounds every k of the block.
 
-**Not covered.** A server that breaks the protocol's threshold (fewer than m clients in a finished sum), more
-than c colluders, adaptive corruption during the round, and side channels outside the view (flag, K, Y).
+**Assumed, not covered.** One sum per round: the consistency check of Bonawitz et al. (2017, Sec. 6) and
+Bell et al. (2020) keeps an equivocating server from unmasking two different survivor sets (whose difference
+could isolate the target). Not covered: a server that breaks the protocol's threshold (fewer than m clients
+in a finished sum), more than c colluders, adaptive corruption during the round, and side channels outside
+the view (flags, K, roster, Y).
 """
 
 from __future__ import annotations

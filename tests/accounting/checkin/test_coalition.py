@@ -350,3 +350,17 @@ def test_observer_coalition_needs_its_coalition():
     ev = CheckinRound(SubsampledCheckin(GaussianSum(1.0), 5), 5, 0.5, None, "replace-one")
     acc = CheckinAccountant("rdp", observer="coalition", coalition=Coalition(0, 6))
     assert not acc.supports(ev)  # min_sum above the round's n: refused, naming it
+
+
+def test_tightest_method_for_the_coalition():
+    from secagg_dp.accounting.checkin import tightest_method
+
+    n, gamma, t, delta = 60, 0.3, 5, 1e-5
+    ev = CheckinRound(SubsampledCheckin(GaussianSum(1.0), n), n, gamma, None, "replace-one")
+    co = Coalition(2, 10)
+    best, eps = tightest_method(ev, t, delta, observer="coalition", coalition=co)
+    _, server = tightest_method(ev, t, delta, observer="server")
+    assert set(eps) == {"rdp", "window", "pld"} and eps[best] == min(eps.values())
+    assert all(eps[m] > server[m] for m in eps)
+    single = CheckinAccountant(best, observer="coalition", coalition=co).compose(ev, t).get_epsilon(delta)
+    assert single == eps[best]
