@@ -344,6 +344,8 @@ def coalition_min_sum(cfg) -> tuple[int, str]:  # noqa: ANN001
     does not stop an active server: ``security = "semi-honest"`` (no signed keys, no consistency round), or
     c colluders among the h share holders of a secret with c >= 2t - h for some N (the split-survivor attack
     of :mod:`protocols.security`: t > (h + c)/2 is needed; all c are assumed to be the target's holders).
+    m = 1 holds even without the one-sum-per-round consistency check: any number of sums is a function of
+    the clients' individual noised inputs, each of which carries its own client's noise share.
     """
     sec, pop = cfg.secagg, cfg.population
     c, n, k = sec.corrupt_clients, pop.clients, sec.neighbours
