@@ -378,7 +378,8 @@ class SecAggClient:
         """Every refusal that a roster's size and row count decide, made on those two fields before any entry
         is decoded (a 65,505-entry roster otherwise costs seconds to parse before a refusal its size implies).
         The other kinds are small by their caps (:meth:`_size_cap`: with SecAgg+ O(k) ids and signatures and
-        O(k^2 log n) proof bytes), so they are parsed before their counts are judged. A message too short to hold the fields is left to :func:`protocols.messages.decode` to refuse."""
+        O(k^2 log n) proof bytes), so they are parsed before their counts are judged. A message too short to
+        hold the fields is left to :func:`protocols.messages.decode` to refuse."""
         head = m.HEADER_LEN
         if kind is m.Kind.KEY_ROSTER and len(data) >= head + m.HASH_LEN + 8:
             size, rows = _U32X2.unpack_from(data, head + m.HASH_LEN)
