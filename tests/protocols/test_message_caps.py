@@ -143,7 +143,7 @@ def no_decoding(monkeypatch):
         ({}, None, 8, 7, "exactly the entries of our share holders"),  # a broadcast must carry every entry
         ({}, 4, 65_505, 6, "exactly the entries of our share holders"),  # k = 4: 5 holders, not more, not less
         ({}, 4, 65_505, 4, "exactly the entries of our share holders"),
-        ({}, 4, 5, 5, "neighbours \\+ 2 = 6"),  # 5 <= k + 1 would be a full graph
+        ({"min_roster": 5}, 4, 5, 5, "neighbours \\+ 2 = 6"),  # 5 <= k + 1 would be a full graph
     ],
 )
 def test_size_decided_roster_refusals_happen_before_decoding(no_decoding, policy, neighbours, size, rows, why):
