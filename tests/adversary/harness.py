@@ -39,6 +39,7 @@ senders they masked with): a test-only shortcut for bookkeeping the adversary co
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -47,13 +48,13 @@ import numpy as np
 
 from protocols import messages as m
 from protocols.client import SecAggClient
-from protocols.graph import holder_points
+from protocols.graph import RosterGraph, holder_points, roster_graph, roster_graph_seed
 from protocols.pki import KeyRegistry, create_identities
 from protocols.pool import seeded_sources, simulated_noise_master
 from protocols.security import ClientPolicy
 from protocols.server import SecAggServer, survivor_lists
 from protocols.stages import ClientStage
-from secagg_dp.crypto import aead, masking, shamir, signing
+from secagg_dp.crypto import aead, masking, merkle, shamir, signing
 from secagg_dp.crypto.keys import keypair_from_private
 from secagg_dp.errors import AbortError, AuthenticationError, ProtocolError
 from secagg_dp.noise import add_then_remove as atr
@@ -64,6 +65,7 @@ __all__ = [
     "Delivery",
     "Run",
     "Deviation",
+    "Rewrite",
     "RewriteField",
     "Tamper",
     "Withhold",
@@ -76,6 +78,7 @@ __all__ = [
     "InflateCount",
     "Exclude",
     "AdmitOnly",
+    "HandPickRoster",
     "InjectUplink",
     "run_round",
     "Knowledge",
@@ -96,8 +99,9 @@ _HALF = shamir.PIECES_PER_32_BYTES
 class Scenario:
     """One round: clients ``first_id .. first_id + n - 1`` with seeded random inputs mod 2^bits, active mode,
     full graph (``neighbours=None``) or SecAgg+; ``dropouts[stage]`` are the clients silent from that stage on;
-    ``colluders`` reveal their state to the server. ``min_roster=None``: the clients expect every client that
-    does not drop at check-in (what :func:`protocols.round.run_secagg_round` defaults to)."""
+    ``colluders`` reveal their state to the server. ``min_roster="population"``: the clients expect every client
+    that does not drop at check-in (what :func:`protocols.round.run_secagg_round` defaults to); ``None``: the
+    :class:`~protocols.security.ClientPolicy` default."""
 
     n: int
     threshold: int
@@ -109,7 +113,7 @@ class Scenario:
     round_id: bytes | None = None
     bits: int = 20
     dim: int = 3
-    min_roster: int | None = None
+    min_roster: int | str | None = "population"
     first_id: int = 1
 
     @property
@@ -125,13 +129,14 @@ class Scenario:
         return out
 
     def policy(self) -> ClientPolicy:
-        gone = len(self.dropouts.get("advertise_keys", ()))
-        floor = self.n - gone if self.min_roster is None else self.min_roster
+        floor = self.min_roster
+        if floor == "population":
+            floor = max(2, self.n - len(self.dropouts.get("advertise_keys", ())))
         return ClientPolicy(
             security="active",
             min_threshold=self.threshold,
             neighbours=self.neighbours,
-            min_roster=max(2, floor),
+            min_roster=floor if isinstance(floor, int) else None,
             max_clients=max(2, self.n),
         )
 
@@ -235,6 +240,23 @@ def _hit(targets: frozenset[int] | None, to: int) -> bool:
 def _rewrite(payload: bytes, **fields: Any) -> bytes:
     msg = m.decode(payload)
     return dataclasses.replace(msg, **fields).to_bytes()  # type: ignore[type-var]
+
+
+@dataclass(frozen=True)
+class Rewrite(Deviation):
+    """Decode the message to each target, replace it with ``fn(message, run, recipient)`` and re-encode: any
+    change of several fields at once (e.g. signers with their signatures)."""
+
+    fn: Callable[[Any, Run, int], Any] = field(default=lambda msg, run, to: msg)
+    targets: frozenset[int] | None = None
+
+    def downlink(self, run: Run, out: list[Delivery]) -> list[Delivery]:
+        res = []
+        for d in out:
+            if _hit(self.targets, d.to):
+                d = Delivery(d.to, self.fn(m.decode(d.payload), run, d.to).to_bytes())
+            res.append(d)
+        return res
 
 
 @dataclass(frozen=True)
@@ -418,6 +440,39 @@ class AdmitOnly(Deviation):
     def before_close(self, run: Run) -> None:
         for c in [c for c in run.engine._keys if c not in self.clients]:
             del run.engine._keys[c]
+
+
+@dataclass(frozen=True)
+class HandPickRoster(Deviation):
+    """Admit a roster of ``size`` check-ins: ``victim``, every colluder and the fewest honest others, trying sets
+    of honest others (grinding: each is a fresh committed graph) until every colluder is a neighbour of the
+    victim on the SecAgg+ graph the roster commits to."""
+
+    stage: str = "share_keys"
+    victim: int = 0
+    size: int = 0
+    honest_output: ClassVar[bool] = True
+
+    def before_close(self, run: Run) -> None:
+        eng = run.engine
+        must = set(run.colluders)
+        others = sorted(c for c in eng._keys if c not in must and c != self.victim)
+        for extra in itertools.combinations(others, self.size - 1 - len(must)):
+            ids = sorted({self.victim, *must, *extra})
+            if must <= _committed_graph(run, ids).neighbours(self.victim):
+                break
+        else:
+            raise ValueError("no roster of that size puts every colluder next to the victim")
+        for c in [c for c in eng._keys if c not in ids]:
+            del eng._keys[c]
+
+
+def _committed_graph(run: Run, ids: Sequence[int]) -> RosterGraph:
+    """The graph an honest engine would commit to for a roster of ``ids`` (as in ``SecAggServer._close_keys``)."""
+    keys = run.engine._keys
+    rows = [np.frombuffer(b"".join(keys[u][j] for u in ids), dtype=np.uint8).reshape(len(ids), -1) for j in range(3)]
+    root = merkle.MerkleTree(m.roster_leaves(ids, *rows)).root
+    return roster_graph(ids, run.engine.k, roster_graph_seed(run.round_id, len(ids), root))
 
 
 @dataclass(frozen=True)
