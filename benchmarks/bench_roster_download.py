@@ -31,7 +31,10 @@ def measure(n: int) -> None:
     ids = list(range(n))
     pool = InProcessClientPool({c: np.zeros(DIM, np.uint64) for c in ids})
     rid = b"b" * 16
-    plan = RoundPlan(bits=BITS, dim=DIM, threshold=T, neighbours=K, security="active", round_id=rid, seed=1)
+    # every client expects the whole roster: all n check in (the dropouts fall silent later, at masked_input)
+    plan = RoundPlan(
+        bits=BITS, dim=DIM, threshold=T, neighbours=K, security="active", round_id=rid, seed=1, min_roster=n
+    )
     registry = KeyRegistry(pool.identities(plan))
     silent = {c: "masked_input" for c in ids[::10]}
     pool.start(plan, registry, silent)

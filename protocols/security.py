@@ -58,10 +58,20 @@ class ClientPolicy:
     On top of ``min_threshold`` an active client applies :func:`min_threshold` to the roster it receives.
 
     ``min_roster``: the smallest roster an active client accepts, from its own idea of the population (e.g.
-    the number of clients a deployment expects to check in, less the dropouts it plans for). ``None``
-    accepts any roster of at least ``min_threshold`` clients (full graph) or ``neighbours + 2`` (SecAgg+).
-    With a degree configured, an active client never takes a roster of ``neighbours + 1`` or fewer clients
-    as a full graph: it refuses it (a server that admits only k + 1 check-ins would otherwise turn a
+    the number of clients a deployment expects to check in, less the dropouts it plans for: the N of
+    :func:`protocols.graph.secaggplus_parameters`). An active SecAgg+ policy (``neighbours`` set) must state
+    it: without it (``None``) construction raises ParameterError. The guarantee of Bell et al. 2020 (Sec.
+    3-4) as :func:`~protocols.graph.secaggplus_parameters` evaluates it holds for rosters of at least N
+    clients (the colluders among a victim's k neighbours are hypergeometric over the N - 1 others); no floor
+    a client can compute without knowing N keeps it (at n = 1,000 and (k, t) = (74, 50), a hand-picked
+    roster of k + 2 = 76 puts t = 50 colluders among a victim's 74 neighbours). Full graph (``neighbours=None``)
+    and semi-honest mode need none: ``None`` accepts any roster of at least ``min_threshold`` clients.
+    On the full graph that keeps the guarantee: every client of an accepted roster of N' holds a share of
+    every secret, and the client insists on t > 2N'/3 for the roster it receives (:func:`min_threshold`) and
+    on N' >= t, so N' < 3t/2 and splitting the survivors takes 2t - N' > t/2 colluders (Bonawitz et al.
+    2017, Sec. 6), more than n/3 for any population n with t > 2n/3, whatever roster the server picks.
+    With a degree configured, an active client also never takes a roster of ``neighbours + 1`` or fewer
+    clients as a full graph: it refuses it (a server that admits only k + 1 check-ins would otherwise turn a
     SecAgg+ threshold meant for k + 1 holders drawn from a large population into a full-graph threshold
     over clients it picked itself).
 
@@ -82,6 +92,16 @@ class ClientPolicy:
             check_int("neighbours", self.neighbours, lo=2, strict=True)
         if self.min_roster is not None:
             check_int("min_roster", self.min_roster, lo=2, strict=True)
+        elif self.security == "active" and self.neighbours is not None:
+            raise ParameterError(
+                f"Argument 'min_roster' is required for an active SecAgg+ client (neighbours={self.neighbours}), "
+                "not None. To fix, pass the smallest roster this client expects: the number of clients the "
+                "deployment expects to check in, less the dropouts it plans for (the min_roster N given to "
+                "secaggplus_parameters). Without it a server could admit a few hand-picked check-ins "
+                f"(a roster of neighbours + 2 = {self.neighbours + 2}) and put t colluders among a victim's share "
+                "holders; the threshold protects only rosters of the population the parameters were chosen for "
+                "(docs/secure-aggregation.md, Thresholds)."
+            )
         check_int("max_clients", self.max_clients, lo=2, hi=MAX_CLIENT_ID + 1, strict=True)
 
     @property

@@ -261,6 +261,10 @@ def crypto_round_on(
     from protocols.pool import seeded_sources
 
     drops = {s: set(v) for s, v in dropouts.items() if v}
+    # Every client's own minimum roster (protocols.ClientPolicy.min_roster; an active SecAgg+ client needs one):
+    # the round's participants (from the config's population and sampling) less the dropouts the config's model
+    # draws at check-in, i.e. the roster an honest server admits; a smaller roster is refused.
+    min_roster = max(2, len(ids) - len(drops.get("advertise_keys", ())))
     result = run_pooled_round(
         pool,
         ids,
@@ -272,6 +276,7 @@ def crypto_round_on(
         seed=seed,
         security=security,
         round_id=seeded_sources(seed)[0],
+        min_roster=min_roster,
         noise=noise,
     )
     return replace(result, aggregate=zq.check_residues("aggregate", result.aggregate, bits))

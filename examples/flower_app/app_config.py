@@ -11,7 +11,10 @@ from simulations.flower import FlowerDPConfig
 
 
 def config_from_env() -> tuple[FlowerDPConfig, int, str | None]:
-    """The run's parameters (run.py sets them in the environment: the Simulation Engine starts the app)."""
+    """The run's parameters (run.py sets them in the environment: the Simulation Engine starts the app).
+
+    The ClientApp pins its Mod to this config (client_app.py): in a deployment each node reads its own copy
+    (its node config), so the degree, minimum roster, threshold and mode it enforces are never the server's."""
     e = os.environ
     cfg = FlowerDPConfig(
         dim=DIM,
@@ -24,5 +27,7 @@ def config_from_env() -> tuple[FlowerDPConfig, int, str | None]:
         mechanism=e.get("FLOWER_APP_MECHANISM", "ddg"),
         security=e.get("FLOWER_APP_SECURITY", "semi-honest"),
         seed=int(e["FLOWER_APP_SEED"]) if e.get("FLOWER_APP_SEED") else None,
+        neighbours=int(e["FLOWER_APP_NEIGHBOURS"]) if e.get("FLOWER_APP_NEIGHBOURS") else None,
+        min_roster=int(e["FLOWER_APP_MIN_ROSTER"]) if e.get("FLOWER_APP_MIN_ROSTER") else None,
     )
     return cfg, int(e.get("FLOWER_APP_ROUNDS", "3")), e.get("FLOWER_APP_OUT") or None

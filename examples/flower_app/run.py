@@ -28,6 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bits", type=int, default=20)
     ap.add_argument("--mechanism", choices=("ddg", "skellam"), default="ddg")
     ap.add_argument("--security", choices=("semi-honest", "active"), default="semi-honest")
+    ap.add_argument("--neighbours", type=int, default=None, help="SecAgg+ degree k (default: full graph)")
+    ap.add_argument(
+        "--min-roster", type=int, default=None, help="smallest roster a client accepts (needed: active with k)"
+    )
     ap.add_argument("--z", type=float, default=1.0, help="noise multiplier: the m clients' noise has std z*clip")
     ap.add_argument("--seed", type=int, default=None, help="simulation only: reproducible keys and noise")
     ap.add_argument("--fail", default="", help="partition ids (comma-separated) whose train fails: dropouts")
@@ -43,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         FLOWER_APP_MECHANISM=args.mechanism,
         FLOWER_APP_SECURITY=args.security,
         FLOWER_APP_SEED="" if args.seed is None else str(args.seed),
+        FLOWER_APP_NEIGHBOURS="" if args.neighbours is None else str(args.neighbours),
+        FLOWER_APP_MIN_ROSTER="" if args.min_roster is None else str(args.min_roster),
         FLOWER_APP_OUT=args.out or "",
         FLOWER_APP_FAIL=args.fail,
         # the app's modules and the package must be importable in the Simulation Engine's workers

@@ -32,6 +32,7 @@ from protocols import wire
 from protocols.client import SecAggClient
 from protocols.pki import KeyRegistry
 from protocols.pool import RoundPlan
+from protocols.security import ClientPolicy
 from secagg_dp.crypto import signing
 from secagg_dp.crypto.randomness import SeededRandom
 from secagg_dp.errors import ProtocolError
@@ -43,7 +44,7 @@ from simulations.flower.core import (
     unpack_registry,
 )
 
-__all__ = ["secagg_dp_mod", "make_secagg_dp_mod", "RECORD", "STATE", "flatten_arrays"]
+__all__ = ["secagg_dp_mod", "make_secagg_dp_mod", "round_policy", "RECORD", "STATE", "flatten_arrays"]
 
 RECORD = "secagg-dp"  # the ConfigRecord of our workflow's messages and replies
 STATE = "secagg-dp.state"  # the node's state record (Context.state)
@@ -68,9 +69,34 @@ def _identity(ctx: Any, plan: RoundPlan, cid: int) -> signing.SigningKey:
     return signing.signing_key_from_seed(bytes(rec["seed"]))
 
 
-def _client(ctx: Any, state: Any) -> tuple[SecAggClient, RoundPlan]:
+def round_policy(plan: RoundPlan, pinned: FlowerDPConfig | None) -> ClientPolicy:
+    """The policy this node's protocol client enforces in the round ``plan`` the server sent.
+
+    Pinned: the node's own :meth:`FlowerDPConfig.client_policy` (its mode, minimum threshold, degree and
+    ``min_roster``), after refusing (ProtocolError) a plan that :meth:`FlowerDPConfig.plan_refusal` finds unsafe.
+    Unpinned: the plan's own policy, in semi-honest mode only: an active client whose threshold, degree and
+    minimum roster come from the server it defends against has no guarantee, so it refuses (ProtocolError)."""
+    if pinned is None:
+        if plan.security != "semi-honest":
+            raise ProtocolError(
+                f"the server's round plan is in {plan.security!r} mode, whose threshold, degree and minimum "
+                "roster a client must take from its own configuration: use make_secagg_dp_mod(pinned=cfg)"
+            )
+        return plan.policy
+    why = pinned.plan_refusal(plan)
+    if why is not None:
+        raise ProtocolError(why)
+    return pinned.client_policy()
+
+
+def _plan(rec: Any) -> RoundPlan:
+    return plan_from_record({k[5:]: v for k, v in rec.items() if k.startswith("plan.")})
+
+
+def _client(ctx: Any, state: Any, pinned: FlowerDPConfig | None) -> tuple[SecAggClient, RoundPlan]:
     """Rebuild this round's client from the node state and replay the payloads it has already handled."""
-    plan = plan_from_record({k[5:]: v for k, v in state.items() if k.startswith("plan.")})
+    plan = _plan(state)
+    policy = round_policy(plan, pinned)  # checked at "start" already; the state holds that plan
     cid = int(state["cid"])
     x = wire.unpack_residues(bytes(state["x"]), plan.dim, plan.bits)
     registry = identity = None
@@ -78,9 +104,7 @@ def _client(ctx: Any, state: Any) -> tuple[SecAggClient, RoundPlan]:
         registry = KeyRegistry(unpack_registry(bytes(state["registry"])))
         identity = _identity(ctx, plan, cid)
     source = plan.client_source(cid) if plan.seed is not None else SeededRandom(bytes(state["secret"]))
-    client = SecAggClient(
-        cid, x, bits=plan.bits, policy=plan.policy, identity=identity, registry=registry, source=source
-    )
+    client = SecAggClient(cid, x, bits=plan.bits, policy=policy, identity=identity, registry=registry, source=source)
     for payload in state.get("log", []):
         try:
             client.receive(bytes(payload))
@@ -91,6 +115,8 @@ def _client(ctx: Any, state: Any) -> tuple[SecAggClient, RoundPlan]:
 
 #: The fields a client can pin (:func:`make_secagg_dp_mod`): everything its privacy and the sum's security rest on.
 PINNED = (
+    "neighbours",
+    "seed",
     "dim",
     "clip",
     "noise_multiplier",
@@ -106,8 +132,10 @@ PINNED = (
 
 def make_secagg_dp_mod(pinned: FlowerDPConfig | None = None) -> Any:
     """A Flower Mod like :func:`secagg_dp_mod` that refuses a round whose parameters differ from ``pinned`` in
-    any of :data:`PINNED` or whose threshold is lower (the reply is a Flower error, which the server counts as a
-    dropout). Without ``pinned`` the client takes the server's parameters as they come (trusted server)."""
+    any of :data:`PINNED` or whose threshold or ``min_roster`` is lower, or whose round plan
+    :meth:`FlowerDPConfig.plan_refusal` refuses (the reply is a Flower error, which the server counts as a
+    dropout); its protocol client enforces ``pinned.client_policy()``, never the server's plan. Without
+    ``pinned`` the client takes the server's parameters as they come (trusted server: semi-honest mode only)."""
     if pinned is not None and not isinstance(pinned, FlowerDPConfig):
         raise TypeError(f"Argument 'pinned' must be a FlowerDPConfig, not {type(pinned).__name__}.")
 
@@ -122,7 +150,8 @@ def secagg_dp_mod(msg: Any, ctx: Any, call_next: Any) -> Any:
 
     Use it as ``ClientApp(mods=[secagg_dp_mod])`` with a ``train`` function that returns the locally trained
     model as the first ``ArrayRecord`` of its reply, and :class:`~simulations.flower.SecAggDPWorkflow` on the
-    server. It trusts the server's parameters; :func:`make_secagg_dp_mod` pins them."""
+    server. It trusts the server's parameters, so it refuses an active-mode round (:func:`round_policy`);
+    :func:`make_secagg_dp_mod` pins them."""
     return _handle(msg, ctx, call_next, None)
 
 
@@ -133,6 +162,8 @@ def _refusal(cfg: FlowerDPConfig, pinned: FlowerDPConfig) -> str | None:
             return f"the server asked for {name} = {asked!r}; this client is pinned to {own!r}"
     if cfg.threshold < pinned.threshold:
         return f"the server asked for threshold {cfg.threshold} < the pinned {pinned.threshold}"
+    if pinned.min_roster is not None and (cfg.min_roster is None or cfg.min_roster < pinned.min_roster):
+        return f"the server asked for min_roster {cfg.min_roster} < the pinned {pinned.min_roster}"
     return None
 
 
@@ -145,11 +176,19 @@ def _handle(msg: Any, ctx: Any, call_next: Any, pinned: FlowerDPConfig | None) -
     stage = str(rec["stage"])
     out: dict[str, Any] = {"stage": stage}
     if stage == "identity":
-        plan = plan_from_record({k[5:]: v for k, v in rec.items() if k.startswith("plan.")})
+        plan = _plan(rec)
+        try:
+            round_policy(plan, pinned)  # before the identity key (a seeded plan would derive it)
+        except ProtocolError as e:
+            return Message(Error(code=0, reason=f"secagg-dp: {e}"), reply_to=msg)
         out["identity"] = _identity(ctx, plan, int(rec["cid"])).public
     elif stage == "start":
         cfg = FlowerDPConfig.from_record({k[4:]: v for k, v in rec.items() if k.startswith("cfg.")})
         why = None if pinned is None else _refusal(cfg, pinned)
+        try:
+            round_policy(_plan(rec), pinned)
+        except ProtocolError as e:
+            why = why or str(e)
         if why is not None:
             return Message(Error(code=0, reason=f"secagg-dp: {why}"), reply_to=msg)
         received = next(iter(msg.content.array_records.values()))
@@ -172,7 +211,7 @@ def _handle(msg: Any, ctx: Any, call_next: Any, pinned: FlowerDPConfig | None) -
         out["ok"] = 1
     else:
         state = dict(ctx.state.config_records[STATE])
-        client, _ = _client(ctx, state)
+        client, _ = _client(ctx, state, pinned)
         payloads = [bytes(p) for p in rec["payloads"]]
         replies: list[bytes] = []
         replied: list[int] = []

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from protocols.pool import RoundPlan
+from protocols.security import ClientPolicy
 from secagg_dp import zq
 from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.errors import ParameterError
@@ -50,7 +51,14 @@ class FlowerDPConfig:
     (None: full graph) of the masking protocol; ``security`` ``"semi-honest"`` (default) or ``"active"``;
     ``delta`` of the reported certificates; ``k_stddevs`` and ``beta`` of the codec's scale rule;
     ``seed``: ``None`` (default) for a deployment, an int only for a reproducible simulation (it keys every
-    client's rounding and noise and every protocol key: anyone who knows it can unmask and denoise everyone).
+    client's rounding and noise and every protocol key: anyone who knows it can unmask and denoise everyone);
+    ``min_roster``: the smallest roster a client accepts (:class:`~protocols.security.ClientPolicy`; the
+    number of clients the deployment expects in a round, less the dropouts it plans for, at most m), required
+    in active mode with ``neighbours`` set (an active SecAgg+ client needs it, see docs/secure-aggregation.md)
+    and ``None`` (the threshold) otherwise.
+
+    A client pinned to its own config (:func:`~simulations.flower.make_secagg_dp_mod`) runs the protocol with
+    :meth:`client_policy` and refuses a server's round plan that :meth:`plan_refusal` finds unsafe.
     """
 
     dim: int
@@ -67,6 +75,7 @@ class FlowerDPConfig:
     k_stddevs: float = 4.0
     beta: float = DEFAULT_BETA
     seed: int | None = None
+    min_roster: int | None = None
     scale: float = field(init=False)
     sigma_int: float = field(init=False)
 
@@ -88,6 +97,9 @@ class FlowerDPConfig:
         check_real("k_stddevs", self.k_stddevs, lo=0.0, lo_open=True)
         if self.seed is not None:
             check_int("seed", self.seed, lo=0, hi=(1 << 63) - 1)
+        if self.min_roster is not None:
+            check_int("min_roster", self.min_roster, lo=2, hi=self.sample_size)
+        self.client_policy()  # an active SecAgg+ config without min_roster: ParameterError naming it
         sigma_local = self.sigma_local
         try:
             scale = ZqCodec.scale_for(
@@ -127,6 +139,48 @@ class FlowerDPConfig:
         """The Z_q codec every client and the server use (public rotation seed 0)."""
         return ZqCodec(self.dim, self.bits, self.clip, self.scale, rotation_seed=0, beta=self.beta)
 
+    @property
+    def round_neighbours(self) -> int | None:
+        """The degree of the round's graph: ``neighbours``, or ``None`` (full graph) when k >= m - 1, as
+        :func:`protocols.run_pooled_round` runs it for the m sampled clients."""
+        k = self.neighbours
+        return None if k is None or k >= self.sample_size - 1 else k
+
+    def client_policy(self) -> ClientPolicy:
+        """What a client pinned to this config enforces, whatever the server's plan says: its mode, its
+        threshold as the minimum, the round's degree, ``min_roster`` and at most m clients per roster."""
+        return ClientPolicy(
+            security=self.security,
+            min_threshold=self.threshold,
+            neighbours=self.round_neighbours,
+            min_roster=self.min_roster,
+            max_clients=self.sample_size,
+        )
+
+    def plan_refusal(self, plan: RoundPlan) -> str | None:
+        """Why a client pinned to this config refuses the server's round ``plan`` (None: it takes part).
+
+        Refused: another security mode, modulus bits or (padded) dimension, another degree (a larger k at
+        the same t needs fewer colluders), a lower threshold, a lower ``min_roster`` than ours, or a seed
+        when ours is ``None`` (a seeded plan derives every key of the client from a number the server knows).
+        The client enforces :meth:`client_policy` either way; the refusal makes the disagreement explicit."""
+        own: list[tuple[str, object, object]] = [
+            ("security", plan.security, self.security),
+            ("bits", plan.bits, self.bits),
+            ("dim", plan.dim, self.codec.padded_dim),
+            ("neighbours", plan.neighbours, self.round_neighbours),
+        ]
+        for name, asked, pinned in own:
+            if asked != pinned:
+                return f"the server's round plan has {name} = {asked!r}; this client is pinned to {pinned!r}"
+        if plan.threshold < self.threshold:
+            return f"the server's round plan has threshold {plan.threshold} < the pinned {self.threshold}"
+        if self.min_roster is not None and (plan.min_roster is None or plan.min_roster < self.min_roster):
+            return f"the server's round plan has min_roster {plan.min_roster} < the pinned {self.min_roster}"
+        if plan.seed is not None and self.seed is None:
+            return "the server's round plan is seeded (its keys would follow from the seed); this client is not"
+        return None
+
     def to_record(self) -> dict[str, Any]:
         """The fields as Flower ``ConfigRecord`` values (ints, floats, strings; ``None`` as -1 / absent)."""
         rec: dict[str, Any] = {
@@ -143,6 +197,7 @@ class FlowerDPConfig:
             "delta": float(self.delta),
             "k_stddevs": float(self.k_stddevs),
             "beta": float(self.beta),
+            "min_roster": -1 if self.min_roster is None else self.min_roster,
         }
         if self.seed is not None:
             rec["seed"] = self.seed
@@ -151,7 +206,7 @@ class FlowerDPConfig:
     @classmethod
     def from_record(cls, rec: Mapping[str, Any]) -> FlowerDPConfig:
         """Inverse of :meth:`to_record` (the client rebuilds the codec and noise from the server's record)."""
-        neighbours = int(rec["neighbours"])
+        neighbours, min_roster = int(rec["neighbours"]), int(rec.get("min_roster", -1))
         return cls(
             dim=int(rec["dim"]),
             clip=float(rec["clip"]),
@@ -167,6 +222,7 @@ class FlowerDPConfig:
             k_stddevs=float(rec["k_stddevs"]),
             beta=float(rec["beta"]),
             seed=int(rec["seed"]) if "seed" in rec else None,
+            min_roster=None if min_roster < 0 else min_roster,
         )
 
 

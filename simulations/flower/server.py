@@ -204,7 +204,7 @@ class SecAggDPWorkflow:
             security=cfg.security,
             seed=seed,
             round_id=round_id,
-            min_roster=cfg.threshold,
+            min_roster=cfg.threshold if cfg.min_roster is None else cfg.min_roster,  # what a pinned client expects
         )
         included = len(res.survivors)
         event = round_event(cfg, included)

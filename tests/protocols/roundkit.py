@@ -29,6 +29,9 @@ def make_round(
 ):
     """A seeded round whose clients hold x_c = c * (0, 1, ..., dim - 1) mod 2^bits.
 
+    ``min_roster=None`` with an active SecAgg+ round: every client expects all of ``ids`` (what
+    ``run_pooled_round`` defaults to without dropouts; an active SecAgg+ ``ClientPolicy`` needs one).
+
     Returns (server, clients, inputs, identities) ; ``identities`` is {} in semi-honest mode."""
     round_id, csrc, ssrc, isrc = _seeded(seed)
     inputs = {c: np.arange(dim, dtype=np.uint64) * c % (1 << bits) for c in ids}
@@ -43,6 +46,8 @@ def make_round(
         round_id=round_id,
         source=ssrc,
     )
+    if min_roster is None and security == "active" and neighbours is not None:
+        min_roster = len(ids)
     policy = ClientPolicy(
         security=security, min_threshold=min_threshold or t, neighbours=neighbours, min_roster=min_roster
     )

@@ -15,11 +15,13 @@ from roundkit import BITS, adversarial_roster, deliver_all, make_round
 
 from protocols import messages as m
 from protocols.graph import roster_graph, secaggplus_parameters
+from protocols.pool import RoundPlan
+from protocols.security import ClientPolicy
 from protocols.server import survivor_lists
 from protocols.stages import ClientStage
 from secagg_dp.crypto import aead, masking, shamir
 from secagg_dp.crypto.keys import keypair_from_private
-from secagg_dp.errors import ProtocolError
+from secagg_dp.errors import ParameterError, ProtocolError
 
 V = 1
 K, T = secaggplus_parameters(1000, dropout_fraction=0.1, corrupt_fraction=0.05)
@@ -32,14 +34,15 @@ def test_documented_parameters():
     assert (K, T) == (74, 50) and (2 * len(ADMITTED)) // 3 + 1 == T
 
 
-@pytest.mark.parametrize("min_roster", [900, None])
+@pytest.mark.parametrize("min_roster", [900, len(ADMITTED)])
 def test_shrunk_roster_is_refused_in_active_mode(min_roster):
     """Every admitted client refuses the 74-client roster: below its minimum roster (900: 1,000 expected,
-    less 10 % dropout) or, without one, because a roster of <= k + 1 clients is no SecAgg+ roster."""
+    less 10 % dropout) or, with a minimum it meets (74), because a roster of <= k + 1 clients is no SecAgg+
+    roster."""
     server, clients, _, _ = make_round(5, T, ADMITTED, neighbours=K, min_roster=min_roster, dim=2, min_threshold=T)
     deliver_all(server, clients, [(m.BROADCAST, server.open_round())])
     roster = adversarial_roster(server)
-    why = "fewer than our minimum roster 900" if min_roster else "it would be a full graph"
+    why = "fewer than our minimum roster 900" if min_roster == 900 else "it would be a full graph"
     for cid in (V, *sorted(COLLUDERS)[:3]):
         with pytest.raises(ProtocolError, match=why):
             clients[cid].receive(roster)
@@ -47,6 +50,86 @@ def test_shrunk_roster_is_refused_in_active_mode(min_roster):
     # An honest active server refuses to build such a round at all.
     with pytest.raises(ProtocolError, match="refuse to treat the roster as a full graph"):
         server.advance()
+
+
+# -- a hand-picked roster of k + 2: the floor a client could take without knowing the population --------------
+PICKED_COLLUDERS = tuple(range(2, T + 2))  # 50 corrupt clients
+PICKED_HONEST = tuple(range(T + 2, T + 32))  # 30 honest check-ins, of which the server admits 25
+
+
+def _hand_picked_roster(server):
+    """The server's search (brute force over the rosters it may build): admit V, the 50 colluders and 25 of
+    the 30 honest check-ins (76 = k + 2 clients), dropping honest clients in turn until the graph of the
+    roster (a fresh seed per roster) puts every colluder among V's 74 neighbours (each try: 1/3, the chance
+    that V's one non-neighbour among the 75 others is honest). Returns V's slice and V's holders."""
+    for drop in range(len(PICKED_HONEST) - 4):
+        ids = (V, *PICKED_COLLUDERS, *PICKED_HONEST[:drop], *PICKED_HONEST[drop + 5 :])
+        roster = adversarial_roster(server, ids, recipient=V)
+        holders = m.decode(roster).ids
+        if set(PICKED_COLLUDERS) <= set(holders):
+            return roster, holders
+    raise AssertionError("no roster of the search puts every colluder next to V")
+
+
+def _picked_round(min_roster):
+    ids = (V, *PICKED_COLLUDERS, *PICKED_HONEST)
+    server, clients, inputs, _ = make_round(5, T, ids, neighbours=K, min_roster=min_roster, dim=2, min_threshold=T)
+    deliver_all(server, clients, [(m.BROADCAST, server.open_round())])
+    return server, clients, inputs
+
+
+def test_active_secaggplus_policy_without_min_roster_cannot_be_built():
+    """The default construction path: an active client with the documented degree and threshold but no
+    population refuses to exist (its only population-free floor, k + 2, admits the attack below)."""
+    with pytest.raises(ParameterError, match="Argument 'min_roster' is required.*neighbours=74"):
+        ClientPolicy(neighbours=K, min_threshold=T)
+    plan = RoundPlan(bits=BITS, dim=2, threshold=T, neighbours=K, security="active", round_id=bytes(16))
+    with pytest.raises(ParameterError, match="min_roster"):
+        plan.policy  # noqa: B018 (the property builds the policy)
+    ClientPolicy(neighbours=K, min_threshold=T, security="semi-honest")  # the trusted-server mode needs none
+    ClientPolicy(min_threshold=T)  # nor the full graph: its floor is t, and t > 2N'/3 on every roster it takes
+
+
+def test_hand_picked_roster_of_k_plus_2_is_refused_with_the_population_floor():
+    """n = 1,000 expected, (k, t) = (74, 50), 50 colluders. With the floor from the population (900) V
+    refuses the 76-client roster the server picked; a client stating the population-free floor k + 2 = 76
+    takes it, and the colluders' boxes from V give b_V and sk_V, hence x_V (the attack the floor stops)."""
+    server, clients, _ = _picked_round(900)
+    roster, _ = _hand_picked_roster(server)
+    with pytest.raises(ProtocolError, match="76 clients, fewer than our minimum roster 900"):
+        clients[V].receive(roster)
+    assert clients[V].stage is ClientStage.KEYS_ADVERTISED  # nothing shared
+
+    server, clients, inputs = _picked_round(K + 2)
+    roster, holders = _hand_picked_roster(server)
+    shares = m.decode(clients[V].receive(roster))
+    rid, (enc_v, mask_v, _) = server.round_id, server._keys[V]
+    points = {h: i + 1 for i, h in enumerate(sorted(holders))}  # SecAgg+ points: rank among V's holders
+    b_sh, k_sh = {}, {}
+    for c in PICKED_COLLUDERS:  # each colluder opens its box from V with its own channel key
+        ((ck, _),) = masking.neighbour_secrets(
+            clients[c]._enc, clients[c]._mask, [(V, enc_v, mask_v)], round_id=rid, own_id=c
+        )
+        box = shares.boxes[shares.recipients.index(c)]
+        pt = m.SharePlaintext.from_bytes(aead.open_sealed(ck, box, aead.associated_data(rid, V, c)))
+        b_sh[c], k_sh[c] = pt.self_share, pt.key_share
+
+    def rebuild(part):
+        hs = sorted(part)[:T]
+        rows = np.stack([part[h] for h in hs])
+        return shamir.decode(shamir.reconstruct([points[h] for h in hs], rows, threshold=T))
+
+    b_v, kp = rebuild(b_sh), keypair_from_private(rebuild(k_sh))
+    # V masks its input against the senders the server lists (the colluders, whose boxes V only stores)
+    senders = PICKED_COLLUDERS
+    bundle = m.ShareBundle(rid, m.SERVER, V, senders, tuple(shares.boxes[: len(senders)]))
+    y_v = m.decode(clients[V].receive(bundle.to_bytes())).y
+    pairwise = [
+        (masking.pairwise_seed(kp, server._keys[w][1], round_id=rid, own_id=V, peer_id=w), masking.mask_sign(V, w))
+        for w in senders
+    ]
+    mask = masking.mask_input(np.zeros(y_v.size, np.uint64), bits=BITS, self_seed=b_v, pairwise=pairwise)
+    assert [(int(a) - int(b)) % (1 << BITS) for a, b in zip(y_v, mask, strict=True)] == inputs[V].tolist()
 
 
 def test_roster_at_the_minimum_is_accepted_in_active_mode():

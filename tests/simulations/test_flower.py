@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from secagg_dp.errors import ParameterError
+from secagg_dp.errors import ParameterError, ProtocolError
 from simulations.flower import FlowerDPConfig, ideal_round, round_event
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,6 +76,83 @@ def test_pinned_client_refuses_other_privacy_parameters():
     assert "noise_multiplier" in _refusal(_cfg(seed=None, noise_multiplier=0.5), pinned)
     assert "threshold" in _refusal(_cfg(seed=None, threshold=2), pinned)
     assert "sample_size" in _refusal(_cfg(seed=None, sample_size=3, threshold=2), pinned)
+    assert "neighbours" in _refusal(_cfg(seed=None, neighbours=2), pinned)
+    assert "seed" in _refusal(_cfg(seed=5), pinned)  # a seed the server knows keys the noise
+    own = _cfg(**SECAGGPLUS, min_roster=18)
+    assert "min_roster" in _refusal(_cfg(**SECAGGPLUS, min_roster=10), own)
+
+
+# -- what a pinned client takes from its own config (no flwr needed) ------------------------------------------
+# An active SecAgg+ client of m = 20 sampled nodes with degree 6 and threshold 5 (t > (k + 1)/2 = 3.5),
+# expecting at least 18 of the 20 in the roster (2 dropouts planned for).
+SECAGGPLUS = dict(sample_size=20, population=40, threshold=5, neighbours=6, security="active", seed=None)
+
+
+def _plan(pinned, **kw):
+    """The round plan an honest server sends for ``pinned`` (the values written out, not taken from the
+    code under test), with ``kw`` changed."""
+    from protocols.pool import RoundPlan
+
+    base = dict(
+        bits=20, dim=16, threshold=5, neighbours=6, security="active", round_id=bytes(16), min_roster=18, clients=20
+    )
+    assert pinned.codec.padded_dim == 16  # dim 10 rotated: the next power of two
+    return RoundPlan(**{**base, **kw})
+
+
+def test_active_secaggplus_config_needs_min_roster():
+    with pytest.raises(ParameterError, match="Argument 'min_roster' is required"):
+        _cfg(**SECAGGPLUS)
+    with pytest.raises(ParameterError, match="min_roster"):
+        _cfg(**SECAGGPLUS, min_roster=21)  # more than the m sampled nodes
+    _cfg(**{**SECAGGPLUS, "security": "semi-honest"})  # the trusted-server mode needs none
+    _cfg(**{**SECAGGPLUS, "neighbours": 19})  # k >= m - 1: the full graph, whose floor is t
+
+
+def test_pinned_policy_is_the_clients_own():
+    from protocols.security import ClientPolicy
+
+    pinned = _cfg(**SECAGGPLUS, min_roster=18)
+    assert FlowerDPConfig.from_record(pinned.to_record()) == pinned
+    want = ClientPolicy(security="active", min_threshold=5, neighbours=6, min_roster=18, max_clients=20)
+    assert pinned.client_policy() == want
+    # k >= m - 1 runs the full graph (as run_pooled_round does): the client expects exactly that
+    assert _cfg(**{**SECAGGPLUS, "neighbours": 19}).client_policy().neighbours is None
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"neighbours": 8}, "neighbours = 8; this client is pinned to 6"),  # a larger k: fewer colluders needed
+        ({"neighbours": None}, "neighbours = None"),
+        ({"min_roster": 8}, "min_roster 8 < the pinned 18"),  # the hand-picked small roster
+        ({"min_roster": None}, "min_roster None < the pinned 18"),
+        ({"threshold": 4}, "threshold 4 < the pinned 5"),
+        ({"security": "semi-honest"}, "security = 'semi-honest'"),
+        ({"bits": 24}, "bits = 24"),
+        ({"dim": 32}, "dim = 32"),
+        ({"seed": 3}, "seeded"),  # every key of the client would follow from a number the server knows
+    ],
+)
+def test_pinned_client_refuses_a_server_plan_that_differs(change, why):
+    from simulations.flower.client import round_policy
+
+    pinned = _cfg(**SECAGGPLUS, min_roster=18)
+    assert round_policy(_plan(pinned), pinned) == pinned.client_policy()
+    # a plan asking for more (a higher threshold or minimum roster) is taken, with the client's own policy
+    assert round_policy(_plan(pinned, threshold=6, min_roster=20), pinned) == pinned.client_policy()
+    with pytest.raises(ProtocolError, match=why):
+        round_policy(_plan(pinned, **change), pinned)
+
+
+def test_unpinned_client_refuses_an_active_round():
+    from simulations.flower.client import round_policy
+
+    pinned = _cfg(**SECAGGPLUS, min_roster=18)
+    with pytest.raises(ProtocolError, match="make_secagg_dp_mod"):
+        round_policy(_plan(pinned), None)
+    semi = _plan(pinned, security="semi-honest", min_roster=None)
+    assert round_policy(semi, None).security == "semi-honest"  # trusted server: its plan, as documented
 
 
 def _run_app(tmp_path, *args):
