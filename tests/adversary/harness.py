@@ -55,7 +55,7 @@ from protocols.security import ClientPolicy
 from protocols.server import SecAggServer, survivor_lists
 from protocols.stages import ClientStage
 from secagg_dp.crypto import aead, masking, merkle, shamir, signing
-from secagg_dp.crypto.keys import keypair_from_private
+from secagg_dp.crypto.keys import KeyPair, keypair_from_private
 from secagg_dp.errors import AbortError, AuthenticationError, ProtocolError
 from secagg_dp.noise import add_then_remove as atr
 
@@ -151,13 +151,24 @@ class Delivery:
 
 @dataclass
 class _Corrupt:
-    """What a corrupt client reveals: its input, noise master seed and, once it has shared its keys, its
-    self-mask seed and (channel key, pairwise seed s_cv) with each neighbour v."""
+    """What a corrupt client reveals: its input, noise master seed, both X25519 key pairs (from check-in on) and
+    its self-mask seed (once it has shared its keys). Its channel key and pairwise seed with any client follow."""
 
     x: np.ndarray
     noise_master: bytes | None
+    enc: KeyPair | None = None
+    mask: KeyPair | None = None
     self_seed: bytes = b""
-    peers: dict[int, tuple[bytes, bytes]] = field(default_factory=dict)
+
+    def secrets(self, run: Run, me: int, peer: int) -> tuple[bytes, bytes]:
+        """(channel key, pairwise seed s) with ``peer``, from our key pairs and the keys ``peer`` advertised."""
+        if self.enc is None or self.mask is None or peer not in run.adverts:
+            raise KeyError(peer)
+        enc_pk, mask_pk = run.adverts[peer]
+        ((ck, s),) = masking.neighbour_secrets(
+            self.enc, self.mask, [(peer, enc_pk, mask_pk)], round_id=run.round_id, own_id=me
+        )
+        return ck, s
 
 
 @dataclass
@@ -559,13 +570,14 @@ def _observe(run: Run, stage: str, c: SecAggClient, reply: bytes) -> None:
         adv = m.decode(reply)
         assert isinstance(adv, m.AdvertiseKeys)
         run.adverts[u] = (adv.enc_pk, adv.mask_pk)
+        if u in run.corrupt:
+            run.corrupt[u].enc, run.corrupt[u].mask = c._enc, c._mask
     elif stage == "share_keys":
         sk = m.decode(reply)
         assert isinstance(sk, m.ShareKeys)
         run.share_keys[u] = sk
         if u in run.corrupt:
             run.corrupt[u].self_seed = c._self_seed
-            run.corrupt[u].peers = {v: c._peers[v] for v in c._peers}
     elif stage == "masked_input":
         mi = m.decode(reply)
         assert isinstance(mi, m.MaskedInput)
@@ -725,11 +737,11 @@ def coalition_knowledge(run: Run) -> Knowledge:
         know.points[v] = holder_points(sorted({*sk.recipients, v}))
         for h, box in zip(sk.recipients, sk.boxes, strict=True):
             mate = run.corrupt.get(h)
-            if mate is None or v not in mate.peers:
+            if mate is None:
                 continue
             try:
-                pt = aead.open_sealed(mate.peers[v][0], box, aead.associated_data(run.round_id, v, h))
-            except AuthenticationError:
+                pt = aead.open_sealed(mate.secrets(run, h, v)[0], box, aead.associated_data(run.round_id, v, h))
+            except (AuthenticationError, KeyError):
                 continue
             plain = m.SharePlaintext.from_bytes(pt[:_PLEN])
             know.b.setdefault(v, {})[h] = plain.self_share
@@ -820,7 +832,7 @@ def oracle_sum(run: Run, clients: Sequence[int], lowest: Mapping[int, int | None
 def _pair_seed(run: Run, know: Knowledge, v: int, w: int) -> bytes:
     """s_vw, known to the coalition: w colludes, or sk_w (or sk_v) is reconstructable."""
     if w in run.corrupt:
-        return run.corrupt[w].peers[v][1]
+        return run.corrupt[w].secrets(run, w, v)[1]
     if know.has(know.sk, w):
         kp = keypair_from_private(know.secret(know.sk, w))
         return masking.pairwise_seed(kp, run.adverts[v][1], round_id=run.round_id, own_id=w, peer_id=v)
