@@ -165,7 +165,7 @@ def deviations(draw: st.DrawFn, sc: Scenario) -> Deviation:
 @st.composite
 def attacks(draw: st.DrawFn) -> tuple[Scenario, list[Deviation]]:
     sc = draw(scenarios())
-    return sc, draw(st.lists(deviations(sc), max_size=3))
+    return sc, draw(st.lists(deviations(sc), min_size=1, max_size=3))
 
 
 def _check(sc: Scenario, devs: list[Deviation]) -> None:
