@@ -349,8 +349,8 @@ class SecAggClient:
             chunks = -(-n // 256)
             if self._view.graph.full:
                 return _HEAD + 48 + 36 * chunks
-            near = (self._view.graph.offsets.size + 1) ** 2
-            return _HEAD + 48 + near * (4 + m.HASH_LEN * (1 + merkle.depth_for(chunks)) + 4)
+            near = (self._view.graph.offsets.size + 1) ** 2  # chunks carried <= two-hop positions <= near
+            return _HEAD + 48 + near * (4 + m.HASH_LEN + (4 + m.HASH_LEN) * merkle.depth_for(chunks) + 4)
         return _HEAD + 16 + 4 * (len(self._peers) + 1) + (4 + m.SIG_LEN) * n  # UNMASK_REQUEST (+ noise group)
 
     # -- stage 0/1: check-in and AdvertiseKeys -------------------------------------------------------------
@@ -566,8 +566,10 @@ class SecAggClient:
 
     # -- stage 4 (active): ConsistencyCheck --------------------------------------------------------------------
     def _on_survivor_list(self, msg: m.SurvivorList) -> bytes:
-        """Check the survivor commitment's part we need against its root, find ourselves in it, and sign the
-        roster and the survivor set together (:func:`protocols.pki.consistency_statement`)."""
+        """Check the survivor commitment's part we need against its root, derive |U3| from the root's count
+        (the Merkle sum tree: our leaves' popcounts and the siblings' counts, each at most the ring positions
+        under it; never a separate field), find ourselves in it, and sign the roster and the survivor set
+        together (:func:`protocols.pki.consistency_statement`)."""
         graph, n = self._view.graph, self._n
         chunks = -(-n // 256)
         me = int(graph.position_of([self._index])[0]) if graph.full else self._index_of.position(self.id)
@@ -579,18 +581,24 @@ class SecAggClient:
             want = np.unique(near // 256).tolist()
         if list(msg.chunk_indices) != want:
             raise ProtocolError(f"client {self.id}: survivor list does not carry the part of U3 we need")
-        leaves = {c: merkle.leaf_hash(row.tobytes()) for c, row in zip(msg.chunk_indices, msg.chunks, strict=True)}
-        merkle.verify_multiproof(msg.root, chunks, leaves, m.hash_list(msg.proof))
+        if msg.chunk_indices[-1] == chunks - 1 and n % 256:  # bits past the last ring position stay zero
+            tail = np.unpackbits(msg.chunks[-1])[n % 256 :]
+            if tail.any():
+                raise ProtocolError(f"client {self.id}: survivor bitmap marks positions beyond the roster")
+        leaves = {c: m.survivor_leaf(row) for c, row in zip(msg.chunk_indices, msg.chunks, strict=True)}
+        count = merkle.verify_sum_multiproof(msg.root, chunks, leaves, msg.proof_nodes(), unit=256, total=n)
+        if msg.count != count:
+            raise ProtocolError(
+                f"client {self.id}: survivor list states {msg.count} survivors, its committed tree counts {count}"
+            )
         where = {c: j for j, c in enumerate(msg.chunk_indices)}
         bits = np.unpackbits(msg.chunks, axis=1)  # (chunks carried, 256)
         alive_at = bits[[where[int(p) // 256] for p in near], near % 256].astype(bool)
         if not bool(alive_at[int(np.searchsorted(near, me))]):
             raise ProtocolError(f"client {self.id}: survivor list does not include us")
-        if msg.count < self._t:
-            raise ProtocolError(f"client {self.id}: {msg.count} survivors < threshold {self._t}; refusing to sign")
+        if count < self._t:
+            raise ProtocolError(f"client {self.id}: {count} survivors < threshold {self._t}; refusing to sign")
         if graph.full:
-            if int(bits.sum()) != msg.count:
-                raise ProtocolError(f"client {self.id}: survivor count {msg.count} does not match the set")
             self._near_ids = self._view.ids[graph.order]  # id at each ring position
         else:
             idx = graph.rank_at(near)  # leaf index at each near position; ids ascend with leaf indices
@@ -604,9 +612,9 @@ class SecAggClient:
             if wrong.size:
                 raise ProtocolError(f"client {self.id}: survivor list misplaces client {int(wrong[0])}")
         self._near = near
-        self._signed_count = int(msg.count)  # |U3| as signed: bounds the noise groups we will reveal
+        self._signed_count = count  # |U3| from the committed tree: bounds the noise groups we will reveal
         self._survivors = np.sort(self._near_ids[alive_at])  # survivors among the holders of what we hold
-        statement = consistency_statement(self.round_id, self._roster_statement, msg.root, msg.count)
+        statement = consistency_statement(self.round_id, self._roster_statement, msg.root, count)
         sig = self._sign(signing.LABEL_SURVIVOR_SET, statement)
         self._statement = statement
         self.stage = ClientStage.SURVIVORS_SIGNED

@@ -81,6 +81,7 @@ __all__ = [
     "RosterEntry",
     "roster_leaves",
     "survivor_chunks",
+    "survivor_leaf",
     "HASH_LEN",
     "ShareKeys",
     "ShareBundle",
@@ -362,6 +363,17 @@ class MaskedInput(Header):
         return head + struct.pack(">BI", bits, dim) + packed
 
 
+_PROOF_DT = np.dtype([("count", ">u4"), ("hash", "u1", (HASH_LEN,))])
+
+
+def survivor_leaf(chunk: np.ndarray | bytes) -> tuple[int, bytes]:
+    """The sum-tree leaf of one 32-byte chunk of the survivor bitmap: (popcount, SHA-256(0x10 || popcount ||
+    chunk)) (:func:`secagg_dp.crypto.merkle.sum_leaf_hash`)."""
+    raw = bytes(chunk.tobytes() if isinstance(chunk, np.ndarray) else chunk)
+    count = int.from_bytes(raw, "big").bit_count()
+    return count, merkle.sum_leaf_hash(count, raw)
+
+
 def survivor_chunks(bits: np.ndarray) -> np.ndarray:
     """The survivor bitmap (one bool per ring position) as (ceil(n / 256), 32) uint8 Merkle leaves, position p
     at bit 7 - p % 8 of byte p // 8 (zero padding after position n - 1)."""
@@ -378,11 +390,18 @@ class SurvivorList(Header):
     and the part of it the client needs.
 
     U3 is committed as a bitmap over the ring positions of the roster (:func:`survivor_chunks`), 256
-    positions per Merkle leaf: ``root`` and ``count`` = |U3|. The message carries the leaves ``chunk_indices``
-    (ascending) with their multiproof: SecAgg+, the leaves covering the recipient's two-hop positions
-    (:func:`protocols.graph.two_hop_positions`); full graph, every leaf (empty proof). ``near_ids`` (SecAgg+)
-    are the ids at those two-hop positions, ascending (their leaf indices ascend with them); the client checks
-    them against its neighbours' own statements before it relies on them.
+    positions per leaf of a Merkle sum tree (:class:`~secagg_dp.crypto.merkle.MerkleSumTree`; leaf
+    (popcount, :func:`survivor_leaf`)), so every node carries the number of survivors under it: ``root`` is
+    the root's hash and ``count`` = |U3| its count. The message carries the leaves ``chunk_indices``
+    (ascending) with their multiproof, the sibling hashes ``proof`` and their counts ``proof_counts``:
+    SecAgg+, the leaves covering the recipient's two-hop positions (:func:`protocols.graph.two_hop_positions`);
+    full graph, every leaf (empty proof). The client recomputes the root's count from them (each sibling's
+    count at most the positions under it) and refuses a ``count`` that differs. ``near_ids`` (SecAgg+) are the
+    ids at those two-hop positions, ascending (their leaf indices ascend with them); the client checks them
+    against its neighbours' own statements before it relies on them.
+
+    Wire layout after the header: root (32), count (4), chunk indices (count 4 + 4 each), the chunks (32
+    each), proof length p (4), p x (sibling count (4), sibling hash (32)), near ids (count 4 + 4 each).
     """
 
     KIND = Kind.SURVIVOR_LIST
@@ -392,6 +411,7 @@ class SurvivorList(Header):
     chunks: np.ndarray
     proof: np.ndarray = field(default_factory=lambda: np.zeros((0, HASH_LEN), dtype=np.uint8))
     near_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    proof_counts: tuple[int, ...] = ()  # the count of each sibling in ``proof`` (Merkle sum tree)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -406,6 +426,11 @@ class SurvivorList(Header):
         if chunks.shape[0] != len(idx):
             raise ProtocolError("fields 'chunk_indices' and 'chunks' differ in length")
         object.__setattr__(self, "proof", _check_hashes("proof", self.proof))
+        pc = self.proof_counts
+        if not isinstance(pc, tuple) or len(pc) != self.proof.shape[0]:
+            raise ProtocolError("fields 'proof' and 'proof_counts' differ in length")
+        if any(isinstance(c, bool) or not isinstance(c, int) or not 0 <= c <= MAX_CLIENT_ID + 1 for c in pc):
+            raise ProtocolError("field 'proof_counts' must hold counts in [0, 2^32 - 2]")
         arr = self.near_ids
         if arr is None:
             arr = np.zeros(0, dtype=np.int64)
@@ -423,6 +448,16 @@ class SurvivorList(Header):
     def __repr__(self) -> str:
         return f"SurvivorList(sender={self.sender}, recipient={self.recipient}, count={self.count})"
 
+    def proof_nodes(self) -> list[tuple[int, bytes]]:
+        """The multiproof as (count, hash) pairs (:func:`secagg_dp.crypto.merkle.verify_sum_multiproof`)."""
+        return list(zip(self.proof_counts, hash_list(self.proof), strict=True))
+
+    def _proof_rows(self) -> bytes:
+        rows = np.empty(len(self.proof_counts), dtype=_PROOF_DT)
+        rows["count"] = self.proof_counts
+        rows["hash"] = self.proof
+        return rows.tobytes()
+
     def to_bytes(self) -> bytes:
         return (
             self._head()
@@ -431,7 +466,7 @@ class SurvivorList(Header):
             + pack_ids(self.chunk_indices)
             + self.chunks.tobytes()
             + struct.pack(">I", len(self.proof))
-            + self.proof.tobytes()
+            + self._proof_rows()
             + struct.pack(">I", self.near_ids.size)
             + self.near_ids.astype(">u4").tobytes()
         )
@@ -679,8 +714,9 @@ def decode(data: bytes) -> Message:
         cidx = r.ids()
         chunks = np.frombuffer(r.take(len(cidx) * HASH_LEN), dtype=np.uint8).reshape(-1, HASH_LEN).copy()
         p = r.u32()
-        proof = np.frombuffer(r.take(p * HASH_LEN), dtype=np.uint8).reshape(p, HASH_LEN).copy()
-        msg = SurvivorList(*h, count, root, cidx, chunks, proof, r.id_array())
+        rows = np.frombuffer(r.take(p * _PROOF_DT.itemsize), dtype=_PROOF_DT)
+        proof = np.array(rows["hash"], dtype=np.uint8).reshape(p, HASH_LEN)
+        msg = SurvivorList(*h, count, root, cidx, chunks, proof, r.id_array(), tuple(rows["count"].tolist()))
     elif kind is Kind.SURVIVOR_SIGNATURE:
         msg = SurvivorSignature(*h, r.take(SIG_LEN))
     elif kind is Kind.UNMASK_REQUEST:

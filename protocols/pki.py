@@ -125,8 +125,9 @@ def survivor_statement(round_id: bytes, survivors: Iterable[int]) -> bytes:
 
 def consistency_statement(round_id: bytes, roster: bytes, survivors_root: bytes, count: int) -> bytes:
     """The body signed in the consistency round: round id, the roster statement
-    (:func:`protocols.graph.roster_statement`), the Merkle root of the survivor bitmap and |U3|. A signature
-    thus vouches for one roster and one survivor set at once."""
+    (:func:`protocols.graph.roster_statement`), the root of the Merkle sum tree over the survivor bitmap and
+    its count |U3| (which each client recomputes from the tree, :class:`protocols.messages.SurvivorList`). A
+    signature thus vouches for one roster, one survivor set and its size at once."""
     if len(roster) != 32 or len(survivors_root) != 32:
         raise ParameterError("Arguments 'roster' and 'survivors_root' must be 32-byte digests.")
     return bytes(round_id) + bytes(roster) + bytes(survivors_root) + struct.pack(">I", count)

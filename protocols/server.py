@@ -125,21 +125,23 @@ class _Shared:
 
 class SurvivorLists:
     """The consistency round's commitment to one survivor set U3 on one roster graph: the bitmap of U3 over
-    ring positions as Merkle leaves of 256 positions (:func:`protocols.messages.survivor_chunks`), and the
+    ring positions as the leaves of a Merkle sum tree, 256 positions per leaf
+    (:func:`protocols.messages.survivor_chunks`, :func:`protocols.messages.survivor_leaf`), whose root
+    carries |U3|, and the
     :class:`~protocols.messages.SurvivorList` each client gets (:meth:`message`)."""
 
     def __init__(self, round_id: bytes, graph: RosterGraph, survivors: frozenset[int] | set[int]) -> None:
-        self.round_id, self.graph, self.count = round_id, graph, len(survivors)
+        self.round_id, self.graph = round_id, graph
         bits = np.zeros(graph.n, dtype=bool)
         if survivors:
             bits[graph.ring_pos[graph.index(np.fromiter(survivors, dtype=np.int64, count=len(survivors)))]] = True
         self.chunks = m.survivor_chunks(bits)
-        self.tree = merkle.MerkleTree([merkle.leaf_hash(c.tobytes()) for c in self.chunks])
-        self.root = self.tree.root
+        self.tree = merkle.MerkleSumTree([m.survivor_leaf(c) for c in self.chunks])
+        self.root, self.count = self.tree.root, self.tree.count  # the count is |U3|: the bitmap's popcount
 
     def message(self, u: int) -> m.SurvivorList:
-        """The list for client ``u``: SecAgg+, the leaves covering its two-hop positions, their multiproof and
-        the ids at those positions; full graph, every leaf."""
+        """The list for client ``u``: SecAgg+, the leaves covering its two-hop positions, their multiproof
+        (sibling counts and hashes) and the ids at those positions; full graph, every leaf."""
         graph = self.graph
         if graph.full:
             every = tuple(range(self.chunks.shape[0]))
@@ -155,8 +157,9 @@ class SurvivorLists:
             self.root,
             tuple(at.tolist()),
             self.chunks[at],
-            np.frombuffer(b"".join(proof), dtype=np.uint8).reshape(-1, m.HASH_LEN).copy(),
+            np.frombuffer(b"".join(h for _, h in proof), dtype=np.uint8).reshape(-1, m.HASH_LEN).copy(),
             np.sort(graph.order[pos]),
+            tuple(c for c, _ in proof),
         )
 
 
@@ -342,6 +345,7 @@ class SecAggServer:
         self._holders: Mapping[int, frozenset[int]] = {}
         self._points: Mapping[int, dict[int, int]] = {}
         self._statement = b""
+        self._signed_count = 0  # |U3| as committed in the consistency round (active mode)
         self._responders: frozenset[int] = frozenset()  # the clients sent an UnmaskRequest (see _request)
 
     def __repr__(self) -> str:
@@ -652,7 +656,8 @@ class SecAggServer:
         self._responders = frozenset()
         if self.security == "active":  # consistency round: every survivor signs the same U3 (and roster)
             lists = survivor_lists(self.round_id, self._graph, self._u3)
-            self._statement = consistency_statement(self.round_id, self._roster_statement, lists.root, len(self._u3))
+            self._signed_count = lists.count  # the count the clients verify from the tree's root and sign
+            self._statement = consistency_statement(self.round_id, self._roster_statement, lists.root, lists.count)
             to = sorted(self._u3)
             return DeferredOutgoing(to, lambda i: lists.message(to[i]).to_bytes())
         return self._unmask_requests(self._u3, {})
@@ -667,7 +672,8 @@ class SecAggServer:
         requests (what each responder must answer) are fixed here; each message is serialised when read."""
         pick = self._signer_cover(sigs) if sigs else None
         if self._noise_sched is not None:  # d = N - |U3|: remove the groups whose every level lies above d
-            removable = self._noise_sched.removable(len(self._u1) - len(self._u3))
+            count = self._signed_count if self.security == "active" else len(self._u3)  # as the clients count it
+            removable = self._noise_sched.removable(len(self._u1) - count)
             self._noise_group = min(removable) if removable else 0
         self._responders = frozenset(responders)
         to = sorted(responders)

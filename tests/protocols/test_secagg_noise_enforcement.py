@@ -163,7 +163,8 @@ class _InflatingServer(SecAggServer):
         self._u3 = frozenset(self._masked) | (self._u1 - self._u2)
         self._requests = {}
         lists = survivor_lists(self.round_id, self._graph, self._u3)
-        self._statement = consistency_statement(self.round_id, self._roster_statement, lists.root, len(self._u3))
+        self._signed_count = lists.count  # the noise group asked follows the committed count
+        self._statement = consistency_statement(self.round_id, self._roster_statement, lists.root, lists.count)
         return [(u, lists.message(u).to_bytes()) for u in sorted(self._masked)]
 
 

@@ -3,6 +3,8 @@ strict parsing of MaskedInput (exact length, zero padding bits)."""
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -107,3 +109,35 @@ def test_blockwise_masking_equals_mask_input(bits):
 def test_hash_list_is_the_rows_as_bytes(rows, seed):
     a = np.random.default_rng(seed).integers(0, 256, (rows, 32), dtype=np.uint8)
     assert m.hash_list(a) == [bytes(a[i]) for i in range(rows)]
+
+
+def test_survivor_list_layout_carries_each_siblings_count():
+    # Layout written out with struct: root, count, chunk ids, chunks, proof length, (count, hash) per sibling,
+    # near ids (docs: SurvivorList); the counts are part of the sum-tree multiproof.
+    import struct
+
+    chunks = np.arange(64, dtype=np.uint8).reshape(2, 32)
+    proof = np.full((2, 32), 7, dtype=np.uint8)
+    msg = m.SurvivorList(RID, m.SERVER, 3, 300, b"r" * 32, (0, 2), chunks, proof, (1, 3), (256, 12))
+    body = (
+        b"r" * 32
+        + struct.pack(">I", 300)
+        + struct.pack(">III", 2, 0, 2)
+        + chunks.tobytes()
+        + struct.pack(">I", 2)
+        + struct.pack(">I", 256)
+        + bytes([7] * 32)
+        + struct.pack(">I", 12)
+        + bytes([7] * 32)
+        + struct.pack(">III", 2, 1, 3)
+    )
+    assert msg.to_bytes()[m.HEADER_LEN :] == body
+    back = m.decode(msg.to_bytes())
+    assert back.proof_counts == (256, 12) and back.proof_nodes() == [(256, bytes([7] * 32)), (12, bytes([7] * 32))]
+    with pytest.raises(ProtocolError, match="proof_counts"):
+        m.SurvivorList(RID, m.SERVER, 3, 300, b"r" * 32, (0, 2), chunks, proof, (1, 3), (256,))
+    with pytest.raises(ProtocolError, match="proof_counts"):
+        m.SurvivorList(RID, m.SERVER, 3, 300, b"r" * 32, (0, 2), chunks, proof, (1, 3), (256, -1))
+    # a leaf is (popcount, H(0x10 || popcount || chunk)): 32 bytes with 3 bits set
+    raw = bytes([0b1010_0000] + [0] * 30 + [1])
+    assert m.survivor_leaf(raw) == (3, hashlib.sha256(b"\x10" + struct.pack(">I", 3) + raw).digest())
