@@ -248,9 +248,28 @@ def _hit(targets: frozenset[int] | None, to: int) -> bool:
     return targets is None or to in targets
 
 
-def _rewrite(payload: bytes, **fields: Any) -> bytes:
-    msg = m.decode(payload)
-    return dataclasses.replace(msg, **fields).to_bytes()  # type: ignore[type-var]
+#: The kind of each stage's server -> client message.
+K = m.Kind
+STAGE_KIND = dict(
+    zip(STAGES, (K.ROUND_OPEN, K.KEY_ROSTER, K.SHARE_BUNDLE, K.SURVIVOR_LIST, K.UNMASK_REQUEST), strict=True)
+)
+
+
+def _edit(stage: str, d: Delivery, change: Callable[[Any], Any]) -> Delivery:
+    """``d`` with its message replaced by ``change(decoded message)``, re-encoded; unchanged if it is not a
+    well-formed message of the stage's kind (a replayed or tampered one) or the change cannot be encoded (a
+    field out of its range: raw tampering is :class:`Tamper`'s job)."""
+    try:
+        msg = m.decode(d.payload)
+        if msg.KIND is not STAGE_KIND[stage]:
+            return d
+        return Delivery(d.to, change(msg).to_bytes())
+    except ProtocolError:
+        return d
+
+
+def _set(**fields: Any) -> Callable[[Any], Any]:
+    return lambda msg: dataclasses.replace(msg, **fields)
 
 
 @dataclass(frozen=True)
@@ -265,7 +284,7 @@ class Rewrite(Deviation):
         res = []
         for d in out:
             if _hit(self.targets, d.to):
-                d = Delivery(d.to, self.fn(m.decode(d.payload), run, d.to).to_bytes())
+                d = _edit(self.stage, d, lambda msg, to=d.to: self.fn(msg, run, to))
             res.append(d)
         return res
 
@@ -283,8 +302,10 @@ class RewriteField(Deviation):
         res = []
         for d in out:
             if _hit(self.targets, d.to):
-                old = getattr(m.decode(d.payload), self.name)
-                d = Delivery(d.to, _rewrite(d.payload, **{self.name: self.fn(old, run, d.to)}))
+                change = lambda msg, to=d.to: dataclasses.replace(  # noqa: E731
+                    msg, **{self.name: self.fn(getattr(msg, self.name), run, to)}
+                )
+                d = _edit(self.stage, d, change)
             res.append(d)
         return res
 
@@ -379,7 +400,7 @@ class Equivocate(Deviation):
         for d in out:
             for value, group in zip(self.values, self.groups, strict=True):
                 if d.to in group:
-                    d = Delivery(d.to, _rewrite(d.payload, **{self.name: value}))
+                    d = _edit(self.stage, d, _set(**{self.name: value}))
                     break
             res.append(d)
         return res
@@ -417,13 +438,15 @@ class InflateCount(Deviation):
     value: int | None = None
     targets: frozenset[int] | None = None
 
+    def _inflate(self, msg: m.SurvivorList) -> m.SurvivorList:
+        new = self.value if self.value is not None else msg.count + self.delta
+        return dataclasses.replace(msg, count=max(0, new))
+
     def downlink(self, run: Run, out: list[Delivery]) -> list[Delivery]:
         res = []
         for d in out:
             if _hit(self.targets, d.to):
-                count = m.decode(d.payload).count  # type: ignore[union-attr]
-                new = self.value if self.value is not None else count + self.delta
-                d = Delivery(d.to, _rewrite(d.payload, count=max(0, new)))
+                d = _edit(self.stage, d, self._inflate)
             res.append(d)
         return res
 
@@ -554,41 +577,32 @@ def _deliver(run: Run, stage: str, out: list[Delivery], silent: Mapping[int, int
             continue
         if reply is None:
             continue
-        if stage == "unmasking":  # the request it answered (which noise group its noise shares belong to)
-            req = m.decode(d.payload)
-            assert isinstance(req, m.UnmaskRequest)
-            run.requests[d.to] = req
         replies.append((d.to, reply))
-        _observe(run, stage, c, reply)
+        _observe(run, c, reply, d.payload)
     return replies
 
 
-def _observe(run: Run, stage: str, c: SecAggClient, reply: bytes) -> None:
-    """What the adversary records of a reply (and, for a colluder, of its state)."""
-    u = c.id
-    if stage == "advertise_keys":
-        adv = m.decode(reply)
-        assert isinstance(adv, m.AdvertiseKeys)
-        run.adverts[u] = (adv.enc_pk, adv.mask_pk)
+def _observe(run: Run, c: SecAggClient, reply: bytes, request: bytes) -> None:
+    """What the adversary records of a reply (by its kind: a client may answer a replayed or late message of
+    an earlier stage) and, for a colluder, of its state."""
+    u, msg = c.id, m.decode(reply)
+    if isinstance(msg, m.AdvertiseKeys):
+        run.adverts[u] = (msg.enc_pk, msg.mask_pk)
         if u in run.corrupt:
             run.corrupt[u].enc, run.corrupt[u].mask = c._enc, c._mask
-    elif stage == "share_keys":
-        sk = m.decode(reply)
-        assert isinstance(sk, m.ShareKeys)
-        run.share_keys[u] = sk
+    elif isinstance(msg, m.ShareKeys):
+        run.share_keys[u] = msg
         if u in run.corrupt:
             run.corrupt[u].self_seed = c._self_seed
-    elif stage == "masked_input":
-        mi = m.decode(reply)
-        assert isinstance(mi, m.MaskedInput)
-        run.masked[u] = mi.y.copy()
+    elif isinstance(msg, m.MaskedInput):
+        run.masked[u] = msg.y.copy()
         run.partners[u] = tuple(c._box_ids.tolist())
-    elif stage == "consistency":
-        run.sigs[u] = m.decode(reply).signature  # type: ignore[union-attr]
-    elif stage == "unmasking":
-        resp = m.decode(reply)
-        assert isinstance(resp, m.UnmaskResponse)
-        run.responses[u] = resp
+    elif isinstance(msg, m.SurvivorSignature):
+        run.sigs[u] = msg.signature
+    elif isinstance(msg, m.UnmaskResponse):
+        req = m.decode(request)  # the request it answered: which noise group its noise shares belong to
+        assert isinstance(req, m.UnmaskRequest)
+        run.requests[u], run.responses[u] = req, msg
 
 
 def _feed(run: Run, stage: str, replies: list[tuple[int, bytes]]) -> None:
@@ -909,18 +923,26 @@ def check_invariant(run: Run, *, strict_noise: bool = False) -> list[str]:
 
 def _strict_noise(run: Run, comp: frozenset[int], lowest: Mapping[int, int | None]) -> list[str]:
     """docs/noise-enforcement.md: the groups removed from a sum are at most those the real dropouts d allow,
-    d = N - |honest clients whose masked input arrived, and every colluder in the roster| (a colluder may pose
-    as a survivor: outside the honest-client model)."""
+    where the server may count as survivors (so d = N - |those|) the honest clients whose masked input arrived,
+    every colluder in the roster (outside the honest-client model) and the documented residual: roster members
+    that never shared keys and have no honest neighbour whose masked input arrived (nobody can tell they did not
+    survive)."""
+    eng = run.engine
+    arrived = {u for u in run.masked if u in run.honest}
+    counted = arrived | {c for c in run.colluders if c in run.adverts}
+    graph = getattr(eng, "_graph", None)
+    if graph is not None:
+        for u in graph.ids.tolist():
+            if u not in run.share_keys and not (graph.neighbours(u) & arrived):
+                counted.add(u)
     out = []
     for v in sorted(comp):
         sched = run.clients[v]._noise_sched
         g = lowest[v]
         if sched is None or g is None:
             continue
-        roster = sched.roster
-        counted = {u for u in run.masked if u in run.honest} | {c for c in run.colluders if c in run.share_keys}
-        d = max(roster - len(counted), 0)
-        ok = sched.removable(min(d, roster))
+        d = min(max(sched.roster - len(counted), 0), sched.roster)
+        ok = sched.removable(d)
         if not ok or g < min(ok):
             out.append(
                 f"noise group {g} of client {v} is removable, but d = {d} real dropouts allow only "
