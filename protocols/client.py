@@ -11,6 +11,7 @@ checked against the client's own :class:`~protocols.security.ClientPolicy`, neve
 from __future__ import annotations
 
 import itertools
+import struct
 import threading
 from array import array
 from bisect import bisect_left
@@ -22,7 +23,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
 from protocols import messages as m
 from protocols import wire
-from protocols.graph import RosterGraph, holder_points, index_graph, two_hop_positions
+from protocols.graph import RosterGraph, holder_points, index_graph, roster_graph_seed, two_hop_positions
 from protocols.pki import (
     KeyRegistry,
     advertise_statement,
@@ -46,6 +47,7 @@ _BOX_LEN = aead.OVERHEAD + m.SharePlaintext.LEN
 _HEAD = 28
 _ROUND_OPEN_BODY = 22  # p (8), bits (1), dim, threshold, neighbours (4 each), security (1)
 _ROSTER_ROW = 4 + 2 * m.KEY_LEN + m.SIG_LEN  # id, two X25519 keys, Ed25519 signature
+_U32, _U32X2 = struct.Struct(">I"), struct.Struct(">II")
 
 
 class _RosterView:
@@ -291,6 +293,8 @@ class SecAggClient:
         if kind is m.Kind.ROUND_OPEN:
             return self.decide_check_in(data)
         self._check_size(kind, data)
+        self._check_header(kind, data)
+        self._check_counts(kind, data)
         msg = m.decode(data)
         if msg.round_id != self.round_id:
             raise ProtocolError(f"client {self.id}: message from another round (replay?)")
@@ -351,7 +355,69 @@ class SecAggClient:
                 return _HEAD + 48 + 36 * chunks
             near = (self._view.graph.offsets.size + 1) ** 2  # chunks carried <= two-hop positions <= near
             return _HEAD + 48 + near * (4 + m.HASH_LEN + (4 + m.HASH_LEN) * merkle.depth_for(chunks) + 4)
-        return _HEAD + 16 + 4 * (len(self._peers) + 1) + (4 + m.SIG_LEN) * n  # UNMASK_REQUEST (+ noise group)
+        # UNMASK_REQUEST: three id counts and the noise group (16), the survivors and dropped clients (together
+        # exactly the clients that shared keys with us, and us), and a signature with its signer's id for each
+        # signer we accept: the survivors at our two-hop ring positions W(u) (SecAgg+; |W(u)| <= min(n, 2k + 1)
+        # for even k, <= min(n, 4k - 1) for odd k with its chord; every client on the full graph); none in
+        # semi-honest mode, where no signature is sent.
+        signers = self._near.size if self.active else 0
+        return _HEAD + 16 + 4 * (len(self._peers) + 1) + (4 + m.SIG_LEN) * signers
+
+    def _check_header(self, kind: m.Kind, data: bytes) -> None:
+        """Round id, sender (the server) and recipient (us, or a broadcast for a roster) from the 28-byte
+        header, before the body is parsed."""
+        _, rid, sender, recipient = wire.parse_header(data)
+        if rid != self.round_id:
+            raise ProtocolError(f"client {self.id}: message from another round (replay?)")
+        if sender != m.SERVER:
+            raise ProtocolError(f"client {self.id}: message not from the server")
+        if recipient not in ((m.BROADCAST, self.id) if kind is m.Kind.KEY_ROSTER else (self.id,)):
+            raise ProtocolError(f"client {self.id}: message addressed to {recipient}")
+
+    def _check_counts(self, kind: m.Kind, data: bytes) -> None:
+        """Every refusal that a roster's size and row count decide, made on those two fields before any entry
+        is decoded (a 65,505-entry roster otherwise costs seconds to parse before a refusal its size implies).
+        The other kinds are small by their caps (:meth:`_size_cap`: with SecAgg+ O(k) ids and signatures and
+        O(k^2 log n) proof bytes), so they are parsed before their counts are judged. A message too short to
+        hold the fields is left to :func:`protocols.messages.decode` to refuse."""
+        head = m.HEADER_LEN
+        if kind is m.Kind.KEY_ROSTER and len(data) >= head + m.HASH_LEN + 8:
+            size, rows = _U32X2.unpack_from(data, head + m.HASH_LEN)
+            self._check_roster_size(size, rows, data[head : head + m.HASH_LEN])
+
+    def _check_roster_size(self, n: int, rows: int, root: bytes) -> None:
+        """The refusals a roster's size ``n`` and row count decide (before its entries are parsed): more
+        clients than we expect, fewer than the threshold or (active) than our minimum roster, a threshold unsafe
+        for that many share holders (active), and a row count other than our share holders' (full graph: n)."""
+        pol = self.policy
+        if n > pol.max_clients:
+            raise ProtocolError(
+                f"client {self.id}: roster of {n} clients exceeds the population we expect "
+                f"({pol.max_clients}, ClientPolicy.max_clients)"
+            )
+        if n < self._t:
+            raise ProtocolError(f"client {self.id}: roster has {n} < threshold {self._t} clients")
+        if self.active and n < pol.roster_floor:
+            why = (
+                f"our minimum roster {pol.min_roster}"
+                if pol.min_roster is not None and n < pol.min_roster
+                else f"neighbours + 2 = {self._k + 2}: with our degree {self._k} it would be a full graph"
+                if self._k is not None
+                else f"our minimum threshold {pol.min_threshold}"
+            )
+            raise ProtocolError(f"client {self.id}: roster has {n} clients, fewer than {why}")
+        full = self._k is None or self._k >= n - 1
+        if self.active:
+            holders = n if full or self._k is None else self._k + 1
+            need = min_threshold(holders, neighbours=None if full else self._k, security="active")
+            if self._t < need:
+                raise ProtocolError(
+                    f"client {self.id}: threshold {self._t} is unsafe against an active server with {holders} "
+                    f"share holders per secret (need >= {need})"
+                )
+        want = n if full else 1 + index_graph(n, self._k, roster_graph_seed(self.round_id, n, root)).offsets.size
+        if rows != want:
+            raise ProtocolError(f"client {self.id}: roster does not carry exactly the entries of our share holders")
 
     # -- stage 0/1: check-in and AdvertiseKeys -------------------------------------------------------------
     def decide_check_in(self, data: bytes) -> bytes | None:
@@ -397,14 +463,6 @@ class SecAggClient:
     def _check_roster(self, msg: m.KeyRoster, view: _RosterView, nbrs: list[int], rows: np.ndarray) -> None:
         """Active mode: threshold safe for this roster, and every entry we use (``nbrs``, at message ``rows``)
         signed by its owner's registered identity key over this round."""
-        full = view.graph.full
-        holders = msg.size if full or self._k is None else self._k + 1
-        need = min_threshold(holders, neighbours=None if full else self._k, security="active")
-        if self._t < need:
-            raise ProtocolError(
-                f"client {self.id}: threshold {self._t} is unsafe against an active server with {holders} share "
-                f"holders per secret (need >= {need})"
-            )
         enc, mask, sigs = msg.enc_pks[rows].tobytes(), msg.mask_pks[rows].tobytes(), msg.signatures[rows].tobytes()
         label, kl, sl = signing.LABEL_ADVERTISE_KEYS, m.KEY_LEN, m.SIG_LEN
         for j, v in enumerate(nbrs):
@@ -419,11 +477,7 @@ class SecAggClient:
         # (a ProtocolError): the roster is refused without a separate check per entry.
 
     def _on_roster(self, msg: m.KeyRoster) -> bytes:
-        if msg.size > self.policy.max_clients:  # before any work that grows with the roster
-            raise ProtocolError(
-                f"client {self.id}: roster of {msg.size} clients exceeds the population we expect "
-                f"({self.policy.max_clients}, ClientPolicy.max_clients)"
-            )
+        self._check_roster_size(msg.size, len(msg.ids), msg.root)  # made before parsing too (_check_counts)
         view = _roster_view(msg, self._k)  # checks the multiproof: the rows belong to the committed roster
         ids, n, graph = view.ids, msg.size, view.graph
         pos = int(np.searchsorted(ids, self.id))
@@ -431,18 +485,6 @@ class SecAggClient:
             raise ProtocolError(f"client {self.id}: not in the roster")
         if msg.enc_pks[pos].tobytes() != self._enc.public or msg.mask_pks[pos].tobytes() != self._mask.public:
             raise ProtocolError(f"client {self.id}: roster carries keys that are not ours")
-        if n < self._t:
-            raise ProtocolError(f"client {self.id}: roster has {n} < threshold {self._t} clients")
-        if self.active and n < self.policy.roster_floor:
-            pol = self.policy
-            why = (
-                f"our minimum roster {pol.min_roster}"
-                if pol.min_roster is not None and n < pol.min_roster
-                else f"neighbours + 2 = {self._k + 2}: with our degree {self._k} it would be a full graph"
-                if self._k is not None
-                else f"our minimum threshold {pol.min_threshold}"
-            )
-            raise ProtocolError(f"client {self.id}: roster has {n} clients, fewer than {why}")
         index = msg.indices[pos]
         if graph.full:
             want: list[int] | range = range(n)

@@ -156,8 +156,10 @@ def run_secagg_round(
     ``seed=None`` (default) takes every key, seed, nonce and the round id from ``os.urandom``. An int seed
     derives keys, seeds, nonces and the delivery order deterministically from (seed, round id): the run is
     then reproducible but **for simulation only** -- anyone who knows the seed can unmask every client.
-    Every run draws a fresh round id (so messages of one run are refused in another) unless ``round_id``
-    (16 bytes) pins it; a pinned round id and seed reproduce every message bit for bit.
+    ``round_id`` (16 bytes; default random) labels the round; the round id on the wire binds it to a nonce the
+    server draws for each execution (:func:`protocols.wire.execution_round_id`), so messages of one run are
+    refused in another even when the caller reuses the label. With a seed the nonce is seeded too: a pinned
+    round id and seed reproduce every message bit for bit (simulation only, like the seed itself).
 
     ``min_roster``: the smallest roster an active client accepts (its own idea of the population, see
     :class:`~protocols.security.ClientPolicy`); default: every client that does not drop out at

@@ -280,6 +280,11 @@ class SecAggServer:
     round; ``"semi-honest"`` is the trusted-server protocol without signatures. The full graph admits at
     most ``shamir.MAX_HOLDERS`` check-ins (one evaluation point each); SecAgg+ points are local to a
     neighbourhood, so only k + 1 <= ``shamir.MAX_HOLDERS`` is needed.
+
+    ``round_id`` (16 bytes; ``None``: random) is the caller's label of the round; the round id on the wire,
+    :attr:`round_id`, binds it to a fresh nonce drawn from ``source`` (:func:`protocols.wire.execution_round_id`),
+    so every execution has its own round id even when the caller reuses a label. The label is kept as
+    :attr:`label`.
     """
 
     def __init__(
@@ -325,8 +330,12 @@ class SecAggServer:
             round_id = os.urandom(m.ROUND_ID_LEN)
         if not isinstance(round_id, bytes) or len(round_id) != m.ROUND_ID_LEN:
             raise ParameterError(f"Argument 'round_id' must be {m.ROUND_ID_LEN} bytes.")
-        self.round_id = round_id
         self._src = resolve_source(source)
+        # The caller's round id is a label; each execution's round id binds it to a fresh nonce from our source
+        # (os.urandom, or a seeded source in simulation), so a label reused across executions never lets a
+        # message of an earlier execution in (:func:`protocols.wire.execution_round_id`).
+        self.label = round_id
+        self.round_id = wire.execution_round_id(round_id, self._src.bytes(m.ROUND_ID_LEN))
         self.stage = ServerStage.IDLE
         self.reports: list[str] = []
         self.reconstructions = 0  # number of secrets reconstructed (0 after any abort)

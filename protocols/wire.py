@@ -9,6 +9,7 @@ check (ids, lengths, GF(p) elements) is written once.
 from __future__ import annotations
 
 import functools
+import hashlib
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
@@ -49,6 +50,7 @@ __all__ = [
     "pack_residues_into",
     "unpack_residues",
     "check_packed",
+    "execution_round_id",
 ]
 
 MAGIC = b"SA"
@@ -378,3 +380,16 @@ def parse_header(data: bytes) -> tuple[Kind, bytes, int, int]:
     kind = peek_kind(data)
     _, _, _, rid, sender, recipient = _HEADER.unpack_from(data)
     return kind, rid, sender, recipient
+
+
+def execution_round_id(label: bytes, nonce: bytes) -> bytes:
+    """The round id of one execution: the first 16 bytes of SHA-256 over a domain label, the caller's round
+    label (16 bytes) and a fresh 16-byte nonce the server draws for this execution. It is what every header,
+    signature and key derivation of the round carries, so a message from an earlier execution that reused the
+    caller's label (a replayed MaskedInput, say) names another round and is refused. A seeded server source
+    draws the same nonce again, which keeps a seeded simulation reproducible bit for bit."""
+    if not isinstance(label, bytes) or len(label) != ROUND_ID_LEN:
+        raise ProtocolError(f"round label must be {ROUND_ID_LEN} bytes")
+    if not isinstance(nonce, bytes) or len(nonce) != ROUND_ID_LEN:
+        raise ProtocolError(f"execution nonce must be {ROUND_ID_LEN} bytes")
+    return hashlib.sha256(b"secagg-dp/v3/execution-round-id\x00" + label + nonce).digest()[:ROUND_ID_LEN]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import struct
 import tracemalloc
 
 import numpy as np
@@ -110,3 +111,82 @@ def test_survivor_list_and_unmask_request_capped_by_the_roster():
         clients[V].receive(req + bytes(1 << 16))
     assert clients[V].stage is ClientStage.SURVIVORS_SIGNED
     assert clients[V].receive(req) is not None
+
+
+# -- refusals a roster's size decides come before its entries are decoded ----------------------------------------
+def _roster_bytes(rid: bytes, size: int, rows: int, recipient: int = m.BROADCAST) -> bytes:
+    """A roster message laid out as KeyRoster.to_bytes (header, root, size, row count, rows of index, id, two
+    keys and a signature, proof length) with zero rows: its entries would fail to verify, but a client must
+    refuse it on its size fields before it looks at them."""
+    head = struct.pack(">2sBB16sII", m.MAGIC, m.VERSION, int(m.Kind.KEY_ROSTER), rid, m.SERVER, recipient)
+    return head + bytes(32) + struct.pack(">II", size, rows) + bytes(rows * (4 + 4 + 32 + 32 + 64)) + bytes(4)
+
+
+@pytest.fixture
+def no_decoding(monkeypatch):
+    """Counts every call of the message decoder (a refusal before parsing leaves it at 0)."""
+    calls = []
+    real = m.decode
+    monkeypatch.setattr(m, "decode", lambda data: calls.append(len(data)) or real(data))
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("policy", "neighbours", "size", "rows", "why"),
+    [
+        # the finding: 65,505 entries (9.2 MB), parsed for 6.5 s before the threshold rule refused it;
+        # t = 6 < floor(2 * 65505 / 3) + 1 = 43671 decides it from the size field alone
+        ({}, None, 65_505, 65_505, "threshold 6 is unsafe .* \\(need >= 43671\\)"),
+        ({"min_roster": 8}, None, 7, 7, "fewer than our minimum roster 8"),
+        ({}, None, 5, 5, "roster has 5 < threshold 6"),
+        ({"max_clients": 8}, None, 9, 8, "exceeds the population we expect"),  # 8 rows: within the byte cap
+        ({}, None, 8, 7, "exactly the entries of our share holders"),  # a broadcast must carry every entry
+        ({}, 4, 65_505, 6, "exactly the entries of our share holders"),  # k = 4: 5 holders, not more, not less
+        ({}, 4, 65_505, 4, "exactly the entries of our share holders"),
+        ({}, 4, 5, 5, "neighbours \\+ 2 = 6"),  # 5 <= k + 1 would be a full graph
+    ],
+)
+def test_size_decided_roster_refusals_happen_before_decoding(no_decoding, policy, neighbours, size, rows, why):
+    t = 6 if neighbours is None else 3
+    server, clients, _, _ = make_round(5, t, IDS, neighbours=neighbours)
+    for c in clients.values():
+        object.__setattr__(c, "policy", dataclasses.replace(c.policy, **policy))
+    deliver_all(server, clients, [(m.BROADCAST, server.open_round())])
+    data = _roster_bytes(server.round_id, size, rows, m.BROADCAST if neighbours is None else V)
+    no_decoding.clear()
+    with pytest.raises(ProtocolError, match=why):
+        clients[V].receive(data)
+    assert no_decoding == [] and clients[V].stage is ClientStage.KEYS_ADVERTISED
+    real = server.advance()  # the real roster is still taken (and decoded)
+    assert clients[V].receive(dict(real)[m.BROADCAST if neighbours is None else V]) is not None
+    assert no_decoding
+
+
+def test_unmask_request_cap_is_the_two_hop_neighbourhood_not_the_roster():
+    """SecAgg+ (k = 4, even): the signatures a client accepts come from the survivors at its two-hop ring
+    positions, at most 2k + 1 = 9 of them whatever n, so the cap is 28 (header) + 16 (three counts, noise
+    group) + 4 (k + 1) (the clients that shared keys with it) + 68 (2k + 1) (signer id and signature) = 676
+    bytes; before, 68 bytes per roster member (64.9 MiB at n = 10^6)."""
+    for ids in (tuple(range(1, 13)), tuple(range(1, 31))):
+        server, clients, _, _ = make_round(5, 3, ids, neighbours=4)
+        deliver_all(server, clients, [(m.BROADCAST, server.open_round())])
+        for _ in range(3):
+            deliver_all(server, clients, server.advance())
+        req = dict(server.advance())[V]
+        assert clients[V]._size_cap(m.Kind.UNMASK_REQUEST) == 28 + 16 + 4 * 5 + 68 * 9
+        honest = m.decode(req)
+        extra = tuple(v for v in ids if v not in honest.signers)[: 10 - len(honest.signers)]
+        signers = tuple(sorted(honest.signers + extra))
+        padded = m.UnmaskRequest(
+            honest.round_id,
+            m.SERVER,
+            V,
+            honest.survivors,
+            honest.dropped,
+            signers,
+            np.zeros((len(signers), m.SIG_LEN), np.uint8),
+            honest.noise_group,
+        ).to_bytes()
+        with pytest.raises(ProtocolError, match="UNMASK_REQUEST message of .* exceeds the cap 676"):
+            clients[V].receive(padded)  # 10 signers > 2k + 1: refused by its size
+        assert clients[V].receive(req) is not None

@@ -8,6 +8,7 @@ and shows it failing against the active protocol (Bonawitz et al. 2017, Sec. 6; 
 
 from __future__ import annotations
 
+import hashlib
 import tracemalloc
 
 import numpy as np
@@ -372,6 +373,54 @@ def test_message_from_an_earlier_run_with_the_same_seed_is_refused(monkeypatch):
     res = run_secagg_round(inp, modulus_bits=BITS, threshold=5, seed=7)
     assert 10 not in res.survivors and any("another round" in r for r in res.reports)
     assert res.aggregate.tolist() == exact_sum(inp, res.survivors)
+
+
+def test_masked_input_from_an_earlier_execution_with_the_same_round_id_is_refused(monkeypatch):
+    """The caller pins the round id and reuses it; each execution's round id still binds a fresh server nonce
+    (protocols.wire.execution_round_id), so client 10's MaskedInput from the first execution, replayed in the
+    second, names another round: refused and reported, and the sum is that of the others (Python-int oracle).
+    Before, the replay was accepted and the sum came out wrong without a report."""
+    from protocols import client as client_mod
+
+    inp = {c: np.full(3, c, np.uint64) for c in range(10, 16)}
+    rid = b"\x05" * 16
+    captured: dict[int, bytes] = {}
+    orig = client_mod.SecAggClient._on_bundle
+
+    def record(self, msg):
+        captured[self.id] = orig(self, msg)
+        return captured[self.id]
+
+    monkeypatch.setattr(client_mod.SecAggClient, "_on_bundle", record)
+    first = run_secagg_round(inp, modulus_bits=BITS, threshold=5, round_id=rid, workers=1)
+    assert first.aggregate.tolist() == exact_sum(inp, inp)
+    old = captured[10]
+
+    def replay(self, msg):
+        out = orig(self, msg)
+        return old if self.id == 10 else out
+
+    monkeypatch.setattr(client_mod.SecAggClient, "_on_bundle", replay)
+    res = run_secagg_round(inp, modulus_bits=BITS, threshold=5, round_id=rid, workers=1)
+    assert 10 not in res.survivors and any("another round" in r for r in res.reports)
+    assert res.aggregate.tolist() == exact_sum(inp, res.survivors)
+
+
+def test_round_id_on_the_wire_is_fresh_per_execution_and_reproducible_when_seeded():
+    from protocols.server import SecAggServer
+    from protocols.wire import execution_round_id
+
+    label = b"\x05" * 16
+    kw = {"bits": BITS, "dim": 2, "threshold": 2, "security": "semi-honest", "round_id": label}
+    a, b = SecAggServer(**kw), SecAggServer(**kw)  # os.urandom nonces
+    assert a.label == b.label == label and a.round_id != b.round_id and label not in (a.round_id, b.round_id)
+    s1 = SecAggServer(**kw, source=SeededRandom(b"\x09" * 32))
+    s2 = SecAggServer(**kw, source=SeededRandom(b"\x09" * 32))
+    nonce = SeededRandom(b"\x09" * 32).bytes(16)  # the first 16 bytes a seeded source gives
+    assert s1.round_id == s2.round_id == execution_round_id(label, nonce)
+    # SHA-256(label || label || nonce)[:16], written out with hashlib
+    want = hashlib.sha256(b"secagg-dp/v3/execution-round-id\x00" + label + nonce).digest()[:16]
+    assert s1.round_id == want and m.decode(s1.open_round()).round_id == want
 
 
 # -- 7. scale: field-size cap on the full graph, neighbourhood-local points for SecAgg+ ---------------------
