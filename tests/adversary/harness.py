@@ -114,6 +114,7 @@ class Scenario:
     bits: int = 20
     dim: int = 3
     min_roster: int | str | None = "population"
+    max_clients: int | None = None  # the population each client expects (None: n)
     first_id: int = 1
 
     @property
@@ -137,7 +138,7 @@ class Scenario:
             min_threshold=self.threshold,
             neighbours=self.neighbours,
             min_roster=floor if isinstance(floor, int) else None,
-            max_clients=max(2, self.n),
+            max_clients=max(2, self.n) if self.max_clients is None else self.max_clients,
         )
 
 
@@ -177,7 +178,6 @@ class Run:
 
     scenario: Scenario
     deviations: tuple[Deviation, ...]
-    round_id: bytes
     inputs: dict[int, np.ndarray]
     masters: dict[int, bytes]
     registry: KeyRegistry
@@ -201,6 +201,11 @@ class Run:
     outcome_survivors: frozenset[int] | None = None
     outcome_aggregate: np.ndarray | None = None
     outcome_removed: tuple[int, ...] = ()
+
+    @property
+    def round_id(self) -> bytes:
+        """The round id on the wire (the engine's: it may bind the scenario's label to a nonce per execution)."""
+        return self.engine.round_id
 
     @property
     def honest(self) -> frozenset[int]:
@@ -557,7 +562,7 @@ def _setup(sc: Scenario, deviations: Sequence[Deviation]) -> Run:
         )
         for c in ids
     }
-    run = Run(sc, tuple(deviations), round_id, inputs, masters, registry, identities, engine, clients)
+    run = Run(sc, tuple(deviations), inputs, masters, registry, identities, engine, clients)
     run.corrupt = {c: _Corrupt(inputs[c], masters.get(c)) for c in sc.colluders}
     return run
 

@@ -187,7 +187,7 @@ def test_no_strategy_breaks_the_coalition_invariant_many(attack: tuple[Scenario,
 
 
 # -- the harness itself can fail ----------------------------------------------------------------------------------
-@pytest.mark.parametrize(("neighbours", "t", "noise"), [(None, 7, None), (4, 4, NOISES[1]), (6, 5, NOISES[2])])
+@pytest.mark.parametrize(("neighbours", "t", "noise"), [(None, 7, None), (6, 5, NOISES[1]), (8, 6, NOISES[2])])
 def test_honest_round_releases_exactly_the_sum_of_the_survivors(neighbours, t, noise) -> None:
     """No deviation: the engine's sum is the Python-integer oracle over its survivors (inputs plus the noise
     each keeps after the honest removal), and the only sum the coalition can unmask is over the honest survivors."""
@@ -288,10 +288,20 @@ def test_masked_input_replayed_from_an_earlier_execution_is_refused() -> None:
     assert any("from 3" in r for r in run.server_reports)
 
 
-def _pad_proof(roster: m.KeyRoster, run: object, to: int) -> m.KeyRoster:
-    rows = (run.engine.k + 3) * 32  # the most today's cap allows: far beyond any multiproof in a 40-leaf tree
-    pad = np.vstack([roster.proof, np.full((rows - roster.proof.shape[0], m.HASH_LEN), 7, np.uint8)])
-    return dataclasses.replace(roster, proof=pad)
+def _pad_roster(roster: m.KeyRoster, run: object, to: int) -> m.KeyRoster:
+    """The full-graph roster with 300 more well-formed (unsigned) rows: its size field alone says refuse (t = 5
+    is unsafe for 307 share holders), yet it is within the byte cap of a client expecting up to 2^20 clients."""
+    extra = 300
+    pad = lambda a: np.vstack([a, np.full((extra, a.shape[1]), 9, np.uint8)])  # noqa: E731
+    return dataclasses.replace(
+        roster,
+        size=roster.size + extra,
+        indices=roster.indices + tuple(range(roster.size, roster.size + extra)),
+        ids=roster.ids + tuple(range(1000, 1000 + extra)),
+        enc_pks=pad(roster.enc_pks),
+        mask_pks=pad(roster.mask_pks),
+        signatures=pad(roster.signatures),
+    )
 
 
 def _pad_signers(req: m.UnmaskRequest, run: object, to: int) -> m.UnmaskRequest:
@@ -300,19 +310,24 @@ def _pad_signers(req: m.UnmaskRequest, run: object, to: int) -> m.UnmaskRequest:
     return dataclasses.replace(req, signers=signers, signatures=np.full((len(signers), m.SIG_LEN), 5, np.uint8))
 
 
+ROSTER = Scenario(n=7, threshold=5, seed=6, dim=2, max_clients=1 << 20)  # the default population bound
+UNMASK = Scenario(n=40, threshold=4, neighbours=4, seed=6, dim=2)  # two-hop window: 2k + 1 = 9 signers
+
+
 @pytest.mark.parametrize(
-    ("stage", "fn"), [("share_keys", _pad_proof), ("unmasking", _pad_signers)], ids=["roster", "unmask"]
+    ("sc", "stage", "fn"),
+    [(ROSTER, "share_keys", _pad_roster), (UNMASK, "unmasking", _pad_signers)],
+    ids=["roster", "unmask"],
 )
-def test_oversized_roster_and_unmask_request_refused_by_size_before_parsing(monkeypatch, stage, fn) -> None:
-    """Finding: a SecAgg+ client's caps let through a roster slice with (k + 3) 32 proof hashes and an unmask
-    request with a signature from every roster member, far above anything it can use (a multiproof of k + 1
-    leaves in a tree of max_clients leaves; the signers of its two-hop window): both were parsed (and the
-    signatures verified) before refusal. They must be refused by size, before parsing."""
+def test_oversized_roster_and_unmask_request_refused_by_size_before_parsing(monkeypatch, sc, stage, fn) -> None:
+    """Finding: a client parsed a roster whose size field alone decides a refusal (within its byte cap: a
+    65,505-entry full-graph roster took seconds), and a SecAgg+ unmask request with a signature from every
+    roster member, far above the signers of its two-hop window it can use. Both must be refused on their size
+    and count fields, before the body is parsed."""
     parsed: list[bytes] = []
     real = m.decode
     monkeypatch.setattr(m, "decode", lambda data: (parsed.append(bytes(data)), real(data))[1])
-    sc = Scenario(n=40, threshold=4, neighbours=4, seed=6, dim=2)
     run = run_round(sc, [Rewrite(stage, fn=fn, targets=F({1}))])  # type: ignore[arg-type]
     (sent,) = [d.payload for d in run.delivered[stage] if d.to == 1]
-    assert "exceeds the cap" in run.refused(stage).get(1, "")
+    assert 1 in run.refused(stage)
     assert sent not in parsed
