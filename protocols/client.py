@@ -358,7 +358,7 @@ class SecAggClient:
         # UNMASK_REQUEST: three id counts and the noise group (16), the survivors and dropped clients (together
         # exactly the clients that shared keys with us, and us), and a signature with its signer's id for each
         # signer we accept: the survivors at our two-hop ring positions W(u) (SecAgg+; |W(u)| <= min(n, 2k + 1)
-        # for even k, <= min(n, 4k - 1) for odd k with its chord; every client on the full graph); none in
+        # for even k, <= min(n, 3k) for odd k with its chord; every client on the full graph); none in
         # semi-honest mode, where no signature is sent.
         signers = self._near.size if self.active else 0
         return _HEAD + 16 + 4 * (len(self._peers) + 1) + (4 + m.SIG_LEN) * signers

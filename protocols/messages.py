@@ -4,7 +4,8 @@ Every message starts with the 28-byte header of :mod:`protocols.wire` (whose nam
 Bodies use big-endian fixed-width fields and explicit counts; :func:`decode` checks every length and
 refuses trailing bytes, so malformed input raises :class:`ProtocolError` and nothing else.
 Secrets never travel in the clear except Shamir shares in :class:`UnmaskResponse` (as in the paper).
-Version 2 adds Ed25519 signatures (advertised keys, survivor set) and the consistency round's two kinds.
+Version 2 added Ed25519 signatures (advertised keys, survivor set) and the consistency round's two kinds; version 3
+commits the survivor set as a Merkle sum tree (each proof node of a SurvivorList carries its count).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Wire format shared by every message of the round: header, field checks, packing and the bounded reader.
 
-Every message starts with a 28-byte header: magic ``b"SA"``, version 2, kind (1 byte), round id (16 bytes),
+Every message starts with a 28-byte header: magic ``b"SA"``, version 3, kind (1 byte), round id (16 bytes),
 sender and recipient (big-endian uint32; the server is ``SERVER``, a broadcast goes to ``BROADCAST``).
 The message classes live in :mod:`protocols.messages`; this module holds what they share, so that each
 check (ids, lengths, GF(p) elements) is written once.
@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 MAGIC = b"SA"
-VERSION = 2
+VERSION = 3
 ROUND_ID_LEN = 16
 SERVER = 0xFFFFFFFF
 BROADCAST = 0xFFFFFFFE

@@ -190,3 +190,21 @@ def test_unmask_request_cap_is_the_two_hop_neighbourhood_not_the_roster():
         with pytest.raises(ProtocolError, match="UNMASK_REQUEST message of .* exceeds the cap 676"):
             clients[V].receive(padded)  # 10 signers > 2k + 1: refused by its size
         assert clients[V].receive(req) is not None
+
+
+@pytest.mark.parametrize("k", [2, 3, 4, 5, 8, 31, 32, 33])
+@pytest.mark.parametrize("n", [40, 41, 1000, 1001])
+def test_two_hop_window_bound_of_the_unmask_request_cap(k, n):
+    # The bound stated in docs/secure-aggregation.md: offsets A = {-(k - 1)/2 .. (k - 1)/2} (and +-c, the chord
+    # c = floor(n/2), for odd k); the two-hop window is {a + b mod n : a, b in A (and the chords)}, enumerated
+    # here by brute force over pairs, against 2k + 1 (even k) and 3k (odd k; 3k - 1 for even n).
+    from protocols.graph import index_graph, two_hop_positions
+
+    half = k // 2
+    one = {0, *range(1, half + 1), *(-j for j in range(1, half + 1))}
+    if k % 2:
+        one |= {n // 2, -(n // 2)}
+    brute = {(a + b) % n for a in one for b in one}
+    want = 2 * k + 1 if k % 2 == 0 else 3 * k - (n % 2 == 0)
+    assert len(brute) == min(n, want)
+    assert two_hop_positions(index_graph(n, k, b"\x01" * 32), 0).size == len(brute)

@@ -16,6 +16,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from roundkit import deliver_all, make_round
 
 import protocols.round as round_module
 from protocols import messages as m
@@ -26,7 +27,7 @@ from protocols.round import run_pooled_round
 from protocols.server import SecAggServer, survivor_lists
 from protocols.stages import ClientStage, ServerStage
 from secagg_dp.crypto import merkle
-from secagg_dp.errors import AbortError
+from secagg_dp.errors import AbortError, ProtocolError
 from secagg_dp.noise.add_then_remove import NoiseSpec, client_noise
 
 BITS, DIM, N, SEED = 24, 8, 40, 5
@@ -330,3 +331,53 @@ def test_the_residual_needs_no_honest_neighbour(monkeypatch, where) -> None:
     else:
         want = set(range(N)) - set(run)
     assert want and refused == want
+
+
+def test_sibling_counts_are_checked_against_capacity_and_bound_by_the_root() -> None:
+    """Two leaves (ring positions 0-255 and 256-299, n = 300, k = 4), four clients at positions 270-273 drop
+    before their input (|U3| = 296). Client V at position 100 sees leaf 0 only; leaf 1 reaches it as a sibling
+    (count, hash). A sibling count above the 44 positions under it is refused by capacity alone; a changed
+    count under the same hash leads to another root. A tree committing leaf 1 with count 44 over the honest
+    bits (count 300) is consistent as far as V can see, so V signs it; W at position 280, who sees leaf 1,
+    refuses it. Signatures on that root then come only from clients that do not see leaf 1, so its extra
+    survivors are the residual's: positions no signer sees."""
+    ids = tuple(range(1, 301))
+    server, clients, _, _ = make_round(5, 3, ids, neighbours=4, min_roster=300)
+    deliver_all(server, clients, [(m.BROADCAST, server.open_round())])
+    deliver_all(server, clients, server.advance())
+    order = server._graph.order.tolist()
+    drop = set(order[270:274])
+    deliver_all(server, clients, [(r, b) for r, b in server.advance() if r not in drop])
+    server.advance()
+    lists = survivor_lists(server.round_id, server._graph, server._u3)
+    v, w = order[100], order[280]
+    honest = lists.message(v)
+    assert honest.chunk_indices == (0,) and honest.proof_counts == (40,) and lists.count == 296
+    assert lists.message(w).chunk_indices == (1,)
+    bad = [
+        (dataclasses.replace(honest, proof_counts=(45,), count=301), "more than the 44 units under it"),
+        (dataclasses.replace(honest, proof_counts=(44,), count=300), "does not lead to the committed root"),
+    ]
+    for msg, why in bad:
+        with pytest.raises(ProtocolError, match=why):
+            clients[v].receive(msg.to_bytes())
+        assert clients[v].stage is ClientStage.MASKED_INPUT_SENT
+    chunks = lists.chunks
+    tree = merkle.MerkleSumTree([m.survivor_leaf(chunks[0]), (44, merkle.sum_leaf_hash(44, chunks[1].tobytes()))])
+    assert tree.count == 300
+
+    def forged(u: int) -> m.SurvivorList:
+        msg = lists.message(u)
+        proof = tree.multiproof(list(msg.chunk_indices))
+        return dataclasses.replace(
+            msg,
+            root=tree.root,
+            count=tree.count,
+            proof=np.frombuffer(b"".join(h for _, h in proof), np.uint8).reshape(-1, 32).copy(),
+            proof_counts=tuple(c for c, _ in proof),
+        )
+
+    assert m.decode(clients[v].receive(forged(v).to_bytes())).KIND is m.Kind.SURVIVOR_SIGNATURE
+    assert clients[v]._signed_count == 300  # V cannot tell: 44 survivors fit under leaf 1
+    with pytest.raises(ProtocolError, match="does not lead to the committed root"):
+        clients[w].receive(forged(w).to_bytes())  # W recomputes leaf 1 from its bits: popcount 40
