@@ -929,16 +929,17 @@ def check_invariant(run: Run, *, strict_noise: bool = False) -> list[str]:
 def _strict_noise(run: Run, comp: frozenset[int], lowest: Mapping[int, int | None]) -> list[str]:
     """docs/noise-enforcement.md: the groups removed from a sum are at most those the real dropouts d allow,
     where the server may count as survivors (so d = N - |those|) the honest clients whose masked input arrived,
-    every colluder in the roster (outside the honest-client model) and the documented residual: roster members
-    that never shared keys and have no honest neighbour whose masked input arrived (nobody can tell they did not
-    survive)."""
+    every colluder in the roster (outside the honest-client model) and the documented residual
+    (docs/secure-aggregation.md, "What active mode does not prevent"): roster members with no honest neighbour
+    whose masked input arrived (no signer holds their shares and their masks never entered the sum, so nobody
+    can tell they did not survive)."""
     eng = run.engine
     arrived = {u for u in run.masked if u in run.honest}
     counted = arrived | {c for c in run.colluders if c in run.adverts}
     graph = getattr(eng, "_graph", None)
     if graph is not None:
         for u in graph.ids.tolist():
-            if u not in run.share_keys and not (graph.neighbours(u) & arrived):
+            if not (graph.neighbours(u) & arrived):
                 counted.add(u)
     out = []
     for v in sorted(comp):
