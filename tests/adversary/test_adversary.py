@@ -180,7 +180,7 @@ def test_no_strategy_breaks_the_coalition_invariant(attack: tuple[Scenario, list
 
 
 @pytest.mark.slow
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(attacks())
 def test_no_strategy_breaks_the_coalition_invariant_many(attack: tuple[Scenario, list[Deviation]]) -> None:
     """The larger budget also holds the enforcement bound of docs/noise-enforcement.md (``strict_noise``): no
