@@ -12,14 +12,15 @@ was shown and signed, with every valid survivor-set signature it holds and its c
 statement (the strongest forwarding strategy), so a deviation earlier in the round is pursued to the end.
 
 The corrupt clients run the honest code (a deviation can still rewrite what they are sent) and reveal their full
-state to the adversary: inputs, noise seeds, self-mask seed, channel keys and pairwise seeds, hence every share
-box addressed to them.
+state to the adversary: inputs, noise seeds, self-mask seed and both X25519 key pairs, hence their channel keys,
+pairwise seeds and every share box addressed to them.
 
 :func:`check_invariant` then computes what the coalition holds and can compute, and lists every violation of:
 
 * no honest client's self-mask seed b_v *and* mask key sk_v are both reconstructable (t shares each);
 * every sum the coalition can unmask (a connected block of honest clients whose b_v it holds and whose
-  pairwise masks cancel among themselves; :func:`learnable_sums`) covers at least t - c honest clients, t the
+  pairwise masks cancel among themselves: the masking argument of Bonawitz et al. 2017, on the
+  SecAgg+ graph of Bell et al. 2020; :func:`learnable_sums`) covers at least t - c honest clients, t the
   threshold the honest clients enforce and c the colluders, and keeps at least the noise the coalition
   certificate assumes: with add-then-remove enforcement level 0 (mu/N) of every honest client in it (computed
   from the clients' own noise draws); without enforcement the noise is part of each client's input and the sum
@@ -29,8 +30,9 @@ box addressed to them.
 * when every deviation is one an honest server must absorb (``honest_output``), the engine's released sum is
   exact over its survivors.
 
-``check_invariant(run, strict_noise=True)`` adds the bound of docs/noise-enforcement.md: no learnable sum has
-noise groups removed beyond what the real dropouts allow (the colluders may pose as survivors).
+``check_invariant(run, strict_noise=True)`` adds the bound of docs/noise-enforcement.md (add-then-remove, Jiang,
+Wang & Chen 2024): no learnable sum has noise groups removed beyond what the real dropouts allow, the colluders
+and the documented SecAgg+ residual posing as survivors.
 
 The adversary reads a few private attributes of the clients (what it sent them and what they signed, the box
 senders they masked with): a test-only shortcut for bookkeeping the adversary could do from its own messages.
@@ -296,7 +298,7 @@ class Rewrite(Deviation):
 
 @dataclass(frozen=True)
 class RewriteField(Deviation):
-    """Decode the message to each target, set ``field`` to ``fn(old value, run, recipient)``, re-encode. The
+    """Decode the message to each target, set field ``name`` to ``fn(old value, run, recipient)``, re-encode. The
     server signs nothing, so nothing is re-signed; rewrites that must stay committed use :class:`ClaimSurvivors`."""
 
     name: str = ""
@@ -849,14 +851,12 @@ def oracle_sum(run: Run, clients: Sequence[int], lowest: Mapping[int, int | None
 
 
 def _pair_seed(run: Run, know: Knowledge, v: int, w: int) -> bytes:
-    """s_vw, known to the coalition: w colludes, or sk_w (or sk_v) is reconstructable."""
+    """s_vw for v in a learnable sum and w outside it, which the coalition knows: w colludes, or sk_w is
+    reconstructable (else v would not be in a learnable sum)."""
     if w in run.corrupt:
         return run.corrupt[w].secrets(run, w, v)[1]
-    if know.has(know.sk, w):
-        kp = keypair_from_private(know.secret(know.sk, w))
-        return masking.pairwise_seed(kp, run.adverts[v][1], round_id=run.round_id, own_id=w, peer_id=v)
-    kp = keypair_from_private(know.secret(know.sk, v))
-    return masking.pairwise_seed(kp, run.adverts[w][1], round_id=run.round_id, own_id=v, peer_id=w)
+    kp = keypair_from_private(know.secret(know.sk, w))
+    return masking.pairwise_seed(kp, run.adverts[v][1], round_id=run.round_id, own_id=w, peer_id=v)
 
 
 def _unmask(run: Run, know: Knowledge, comp: frozenset[int]) -> list[int]:
