@@ -125,6 +125,9 @@ def deviations(draw: st.DrawFn, sc: Scenario) -> Deviation:
                 "threshold",
                 "admit",
                 "swap-boxes",
+                "swap-senders",
+                "roster-keys",
+                "near-ids",
             ]
         )
     )
@@ -159,6 +162,12 @@ def deviations(draw: st.DrawFn, sc: Scenario) -> Deviation:
         return RewriteField("advertise_keys", name="threshold", fn=lambda t, run, to: max(2, t - 1), targets=who)
     if kind == "admit":
         return AdmitOnly(clients=F(ids) - who)
+    if kind == "swap-senders":  # boxes attributed to the wrong senders
+        return RewriteField("masked_input", name="senders", fn=lambda v, run, to: tuple(reversed(v)), targets=who)
+    if kind == "roster-keys":  # key substitution: the channel keys of the roster's rows shown in reverse order
+        return RewriteField("share_keys", name="enc_pks", fn=lambda a, run, to: a[::-1].copy(), targets=who)
+    if kind == "near-ids":  # the survivor list names other ids at the client's two-hop positions
+        return RewriteField("consistency", name="near_ids", fn=lambda a, run, to: a + 1, targets=who)
     return RewriteField("masked_input", name="boxes", fn=lambda b, run, to: tuple(reversed(b)), targets=who)
 
 
