@@ -204,6 +204,21 @@ def test_flower_simulation_equals_ideal_mode(tmp_path, mechanism, security):
 
 
 @pytest.mark.slow
+def test_flower_active_secaggplus_with_pinned_clients_equals_ideal_mode(tmp_path):
+    # each client runs its own policy (k = 4 < m - 1 = 5, t = 5, min_roster 6), which the honest server's
+    # plan matches: no client refuses, and the round unmasks to the ideal mode's residues
+    args = ["--nodes", "6", "--sample", "6", "--rounds", "1", "--seed", "11", "--security", "active"]
+    _, rounds, dim, local_train = _run_app(tmp_path, *args, "--neighbours", "4", "--min-roster", "6")
+    cfg = _cfg(
+        dim=dim, seed=11, sample_size=6, population=6, threshold=5, neighbours=4, security="active", min_roster=6
+    )
+    assert cfg.client_policy().neighbours == 4  # SecAgg+, not the full graph
+    (rec,) = rounds
+    assert rec["included"] == 6
+    _check_round(cfg, rec, range(6), local_train)
+
+
+@pytest.mark.slow
 def test_flower_dropout_is_left_out_and_costs_privacy(tmp_path):
     # partition 2 fails in train: its node is silent from the start, so its data and noise are not in the sum
     args = ["--nodes", "5", "--sample", "5", "--threshold", "4", "--rounds", "1", "--seed", "3", "--fail", "2"]
