@@ -77,7 +77,7 @@ __all__ = [
     "Replay",
     "Equivocate",
     "ClaimSurvivors",
-    "InflateCount",
+    "CountInflation",
     "Exclude",
     "AdmitOnly",
     "HandPickRoster",
@@ -298,11 +298,11 @@ class Rewrite(Deviation):
 
 @dataclass(frozen=True)
 class RewriteField(Deviation):
-    """Decode the message to each target, set field ``name`` to ``fn(old value, run, recipient)``, re-encode. The
+    """Decode the message to each target, set ``field`` to ``fn(old value, run, recipient)``, re-encode. The
     server signs nothing, so nothing is re-signed; rewrites that must stay committed use :class:`ClaimSurvivors`."""
 
-    name: str = ""
-    fn: Callable[[Any, Run, int], Any] = field(default=lambda v, run, to: v)
+    field: str = ""
+    fn: Callable[[Any, Run, int], Any] = dataclasses.field(default=lambda v, run, to: v)
     targets: frozenset[int] | None = None
 
     def downlink(self, run: Run, out: list[Delivery]) -> list[Delivery]:
@@ -310,7 +310,7 @@ class RewriteField(Deviation):
         for d in out:
             if _hit(self.targets, d.to):
                 change = lambda msg, to=d.to: dataclasses.replace(  # noqa: E731
-                    msg, **{self.name: self.fn(getattr(msg, self.name), run, to)}
+                    msg, **{self.field: self.fn(getattr(msg, self.field), run, to)}
                 )
                 d = _edit(self.stage, d, change)
             res.append(d)
@@ -396,18 +396,18 @@ class Replay(Deviation):
 
 @dataclass(frozen=True)
 class Equivocate(Deviation):
-    """Set ``field`` to ``values[i]`` in the messages to the clients of ``groups[i]`` (others unchanged)."""
+    """Set ``field`` to ``value`` in the messages to the clients of ``group``, for each (group, value) in
+    ``values_by_group`` (others unchanged): each group is shown its own version."""
 
-    name: str = ""
-    values: tuple[Any, ...] = ()
-    groups: tuple[frozenset[int], ...] = ()
+    field: str = ""
+    values_by_group: tuple[tuple[frozenset[int], Any], ...] = ()
 
     def downlink(self, run: Run, out: list[Delivery]) -> list[Delivery]:
         res = []
         for d in out:
-            for value, group in zip(self.values, self.groups, strict=True):
+            for group, value in self.values_by_group:
                 if d.to in group:
-                    d = _edit(self.stage, d, _set(**{self.name: value}))
+                    d = _edit(self.stage, d, _set(**{self.field: value}))
                     break
             res.append(d)
         return res
@@ -436,7 +436,7 @@ class ClaimSurvivors(Deviation):
 
 
 @dataclass(frozen=True)
-class InflateCount(Deviation):
+class CountInflation(Deviation):
     """Consistency round: state the survivor count as ``value`` (or the honest count + ``delta``) to the
     targets, with the honest survivor bitmap (the count inflation attack on add-then-remove noise)."""
 

@@ -19,12 +19,12 @@ from adversary.harness import (
     STAGES,
     AdmitOnly,
     ClaimSurvivors,
+    CountInflation,
     Deviation,
     Duplicate,
     Equivocate,
     Exclude,
     HandPickRoster,
-    InflateCount,
     InjectUplink,
     Misroute,
     Reorder,
@@ -152,23 +152,23 @@ def deviations(draw: st.DrawFn, sc: Scenario) -> Deviation:
         gone = draw(_subset(ids))
         return ClaimSurvivors("consistency", remove=gone, targets=who)
     if kind == "inflate":
-        return InflateCount(delta=draw(st.integers(-3, 4)), targets=who if draw(st.booleans()) else None)
+        return CountInflation(delta=draw(st.integers(-3, 4)), targets=who if draw(st.booleans()) else None)
     if kind == "equivocate":
-        return Equivocate("consistency", name="count", values=(sc.n, sc.n - 1), groups=(who, F(ids) - who))
+        return Equivocate("consistency", field="count", values_by_group=((who, sc.n), (F(ids) - who, sc.n - 1)))
     if kind == "unmask":
         fn = _unmask_rewrite(draw(st.sampled_from(["group", "drop-one", "no-signatures"])))
         return Rewrite("unmasking", fn=fn, targets=who)  # type: ignore[arg-type]
     if kind == "threshold":
-        return RewriteField("advertise_keys", name="threshold", fn=lambda t, run, to: max(2, t - 1), targets=who)
+        return RewriteField("advertise_keys", field="threshold", fn=lambda t, run, to: max(2, t - 1), targets=who)
     if kind == "admit":
         return AdmitOnly(clients=F(ids) - who)
     if kind == "swap-senders":  # boxes attributed to the wrong senders
-        return RewriteField("masked_input", name="senders", fn=lambda v, run, to: tuple(reversed(v)), targets=who)
+        return RewriteField("masked_input", field="senders", fn=lambda v, run, to: tuple(reversed(v)), targets=who)
     if kind == "roster-keys":  # key substitution: the channel keys of the roster's rows shown in reverse order
-        return RewriteField("share_keys", name="enc_pks", fn=lambda a, run, to: a[::-1].copy(), targets=who)
+        return RewriteField("share_keys", field="enc_pks", fn=lambda a, run, to: a[::-1].copy(), targets=who)
     if kind == "near-ids":  # the survivor list names other ids at the client's two-hop positions
-        return RewriteField("consistency", name="near_ids", fn=lambda a, run, to: a + 1, targets=who)
-    return RewriteField("masked_input", name="boxes", fn=lambda b, run, to: tuple(reversed(b)), targets=who)
+        return RewriteField("consistency", field="near_ids", fn=lambda a, run, to: a + 1, targets=who)
+    return RewriteField("masked_input", field="boxes", fn=lambda b, run, to: tuple(reversed(b)), targets=who)
 
 
 @st.composite
@@ -255,12 +255,12 @@ def test_count_inflation_with_add_then_remove_fails(neighbours, t, variant) -> N
     drops = F({3, 4, 9, 10}) if variant == "beyond-tolerance" else F({3, 4})
     sc = Scenario(n=N_ENF, threshold=t, neighbours=neighbours, noise=SPEC, dropouts={"masked_input": drops}, seed=3)
     devs: list[Deviation] = {
-        "count=N": [InflateCount(value=N_ENF)],
-        "count>N": [InflateCount(value=N_ENF + 5)],
+        "count=N": [CountInflation(value=N_ENF)],
+        "count>N": [CountInflation(value=N_ENF + 5)],
         "equivocated": [
-            Equivocate("consistency", name="count", values=(N_ENF, N_ENF - 1), groups=(F(sc.ids) - {1}, F({1})))
+            Equivocate("consistency", field="count", values_by_group=((F(sc.ids) - {1}, N_ENF), (F({1}), N_ENF - 1)))
         ],
-        "beyond-tolerance": [InflateCount(delta=2)],
+        "beyond-tolerance": [CountInflation(delta=2)],
     }[variant]
     run = run_round(sc, devs)
     allowed = SPEC.schedule(N_ENF).removable(len(drops))
