@@ -291,7 +291,11 @@ class Rewrite(Deviation):
         res = []
         for d in out:
             if _hit(self.targets, d.to):
-                d = _edit(self.stage, d, lambda msg, to=d.to: self.fn(msg, run, to))
+
+                def change(msg: Any, to: int = d.to) -> Any:
+                    return self.fn(msg, run, to)
+
+                d = _edit(self.stage, d, change)
             res.append(d)
         return res
 
@@ -712,11 +716,11 @@ def run_round(scenario: Scenario, deviations: Sequence[Deviation] = ()) -> Run:
         except (AbortError, ProtocolError) as e:
             run.aborted = str(e)
         else:
-            out = run.engine.outcome
-            if out is not None:
-                run.outcome_survivors = out.survivors
-                run.outcome_aggregate = out.aggregate.copy()
-                run.outcome_removed = out.noise_removed
+            done = run.engine.outcome
+            if done is not None:
+                run.outcome_survivors = done.survivors
+                run.outcome_aggregate = done.aggregate.copy()
+                run.outcome_removed = done.noise_removed
     return run
 
 
@@ -842,9 +846,10 @@ def oracle_sum(run: Run, clients: Sequence[int], lowest: Mapping[int, int | None
     total = [0] * sc.dim
     for v in clients:
         vals = [int(a) for a in run.inputs[v]]
-        if sc.noise is not None and v in run.masters and run.clients[v]._noise_sched is not None:
+        sched = run.clients[v]._noise_sched
+        if sc.noise is not None and v in run.masters and sched is not None:
             keep, _ = _kept(run, v, lowest.get(v))
-            z = atr.client_noise(run.clients[v]._noise_sched, run.masters[v], sc.dim, keep=keep)
+            z = atr.client_noise(sched, run.masters[v], sc.dim, keep=keep)
             vals = [a + int(b) for a, b in zip(vals, z, strict=True)]
         total = [a + b for a, b in zip(total, vals, strict=True)]
     return [a % (1 << sc.bits) for a in total]
@@ -901,8 +906,9 @@ def check_invariant(run: Run, *, strict_noise: bool = False) -> list[str]:
         if len(comp) < allowed:
             out.append(f"coalition can unmask a sum of {len(comp)} < t - c = {allowed} honest clients {sorted(comp)}")
         if sc.noise is not None:
+            scheds = [run.clients[v]._noise_sched for v in comp]
             kept = sum(_kept(run, v, lowest[v])[1] for v in comp)
-            floor = sum(run.clients[v]._noise_sched.base_variance for v in comp)  # type: ignore[union-attr]
+            floor = sum(sch.base_variance for sch in scheds if sch is not None)
             if kept < floor * (1 - 1e-12):
                 out.append(f"sum of {sorted(comp)} keeps noise variance {kept} < level 0 ({floor})")
             if strict_noise:
