@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import sys
-import weakref
 
 import numpy as np
 import pytest
@@ -63,20 +62,23 @@ def _crypto_args(ra) -> dict:
 
 
 def test_crypto_round_encodes_block_by_block_and_is_exact(monkeypatch):
-    live = {"rows": 0, "peak": 0, "calls": 0}
-    real = sc.run_blocks
+    live = {"held": 0, "calls": 0}
+    real, call = sc.encode_block_packed, BlockInputs.__call__
 
-    def spy(spec, blocks):  # every block encoding of the round goes through here: count the rows alive
-        out = real(spec, blocks)
+    def spy(spec, block):  # every block encoding of the round goes through here, one block per call
+        out = real(spec, block)
         live["calls"] += 1
-        assert len(blocks) == 1  # one block per call
-        n = len(out[1])
-        live["rows"] += n
-        live["peak"] = max(live["peak"], live["rows"])
-        weakref.finalize(out[1], lambda: live.__setitem__("rows", live["rows"] - n))
+        assert len(out) == len(block[1]) <= BLOCK
         return out
 
-    monkeypatch.setattr(sc, "run_blocks", spy)
+    def handing(self, cid):  # the inputs hold one block's packed rows at most, none once all are handed out
+        row = call(self, cid)
+        live["held"] = max(live["held"], len(self._left))
+        return row
+
+    monkeypatch.setattr(sc, "encode_block_packed", spy)
+    monkeypatch.setattr(BlockInputs, "__call__", handing)
+    monkeypatch.setattr(sc, "run_blocks", None)  # the whole-block encoder (ideal mode's) is not used
     monkeypatch.setattr(aggregators, "crypto_round", None)  # the path that takes every row at once is not taken
     cfg = _cfg()
     p = plan(cfg, 11)
@@ -85,7 +87,7 @@ def test_crypto_round_encodes_block_by_block_and_is_exact(monkeypatch):
     assert len(ra.ids) > 2 * BLOCK and 0 < len(ra.ids) - len(ra.included)  # several blocks, dropouts
     assert ra.aggregate is not None
     assert live["calls"] == len(blocks_of(ra.ids))  # each block encoded once
-    assert 0 < live["peak"] <= BLOCK and live["rows"] == 0  # never more than one block alive; none left
+    assert 0 < live["held"] < BLOCK  # never more than one block's rows held
     assert ra.aggregate.tolist() == _brute_force(ra)
     # the truth is the plain float sum of the included clients' task rows, one client at a time
     want = sum(ra.spec.task.client_vectors(None, np.array([c]), 1, 11)[0] for c in ra.included)
