@@ -1,8 +1,8 @@
 """The simulator's crypto round without Dask makes each client's input when its client is built, one block of
 participants at a time (``simulations.clients.BlockInputs``): the aggregate is the exact sum of the included
 clients' encoded rows (recomputed here from ``run_blocks`` over all participants, summed with Python ints),
-the round equals the one fed every row at once (``aggregators.crypto_round``, the earlier path), and no more
-than one block of rows is alive at any time."""
+the round equals the one fed every row at once (a dict of every participant's row, the earlier path), and no
+more than one block of rows is alive at any time."""
 
 from __future__ import annotations
 
@@ -41,24 +41,26 @@ def _brute_force(ra) -> list[int]:
 
 
 def _concatenated(ra):
-    """The round as the earlier path ran it: every participant's row in one array, handed to crypto_round."""
-    ids, rows, _ = run_blocks(ra.spec, blocks_of(ra.ids))
-    return aggregators.crypto_round(ids.tolist(), rows, **_crypto_args(ra))
-
-
-def _crypto_args(ra) -> dict:
+    """The round as the earlier path ran it: every participant's row in one array, handed over at once."""
+    from protocols import LazyInputs
     from simulations.clients import PURPOSE_CRYPTO
     from simulations.runner import _round_int
 
+    ids, rows, _ = run_blocks(ra.spec, blocks_of(ra.ids))
     cfg = _cfg()
-    return dict(
+    drops = aggregators.dropout_sets(ra.ids, ra.drop_stages)
+    plan = aggregators.round_plan(
+        ids.tolist(),
+        rows.shape[1],
+        drops,
         bits=BITS,
         threshold=ra.threshold,
-        dropouts=aggregators.dropout_sets(ra.ids, ra.drop_stages),
         neighbours=cfg.secagg.neighbours,
         seed=_round_int(cfg.seed, ra.spec.round, PURPOSE_CRYPTO),
         security=cfg.secagg.security,
     )
+    by_id = dict(zip(ids.tolist(), rows, strict=True))
+    return aggregators.crypto_round(LazyInputs(tuple(by_id), by_id.__getitem__), plan, drops)
 
 
 def test_crypto_round_encodes_block_by_block_and_is_exact(monkeypatch):
@@ -79,7 +81,6 @@ def test_crypto_round_encodes_block_by_block_and_is_exact(monkeypatch):
     monkeypatch.setattr(sc, "encode_block_packed", spy)
     monkeypatch.setattr(BlockInputs, "__call__", handing)
     monkeypatch.setattr(sc, "run_blocks", None)  # the whole-block encoder (ideal mode's) is not used
-    monkeypatch.setattr(aggregators, "crypto_round", None)  # the path that takes every row at once is not taken
     cfg = _cfg()
     p = plan(cfg, 11)
     ra = aggregate_round(cfg, p, 11, 1, None, InProcessExecutor(), "crypto")
@@ -120,15 +121,13 @@ def test_scenario_results_equal_the_concatenating_path(monkeypatch, tmp_path):
     cfg = _cfg(clients=120, rounds=2)
     new = run_scenario(cfg, tmp_path / "new", executor=InProcessExecutor(), accountant=CountingAccountant())
 
-    real = aggregators.crypto_round_lazy
+    real = aggregators.crypto_round
 
-    def concatenating(ids, make, dim, **kw):  # the earlier path: every row at once, through crypto_round
-        rows = np.stack([make(c) for c in ids])
-        with monkeypatch.context() as inner:  # crypto_round hands its rows on through the real function
-            inner.setattr(aggregators, "crypto_round_lazy", real)
-            return aggregators.crypto_round(list(ids), rows, **kw)
+    def concatenating(clients, plan, dropouts):  # the earlier path: every row at once, in one dict
+        rows = {c: clients.make(c) for c in clients.ids}
+        return real(type(clients)(tuple(rows), rows.__getitem__), plan, dropouts)
 
-    monkeypatch.setattr(aggregators, "crypto_round_lazy", concatenating)
+    monkeypatch.setattr(aggregators, "crypto_round", concatenating)
     old = run_scenario(cfg, tmp_path / "old", executor=InProcessExecutor(), accountant=CountingAccountant())
     strip = lambda doc: [{k: v for k, v in r.items() if k != "seconds"} for r in doc["rounds"]]  # noqa: E731
     assert strip(new) == strip(old)
