@@ -51,17 +51,8 @@ def run_case(name: str, seed: int = 17) -> list[str]:
     rng = np.random.default_rng(5)
     inputs = {c: rng.integers(0, 1 << 12, DIM).astype(np.uint64) for c in ids}
     registry, identities = create_identities(ids, isrc) if security == "active" else (None, {})
-    server = SecAggServer(
-        bits=BITS,
-        dim=DIM,
-        threshold=t,
-        neighbours=k,
-        security=security,
-        registry=registry,
-        round_id=label,
-        source=ssrc,
-        noise=SPEC,
-    )
+    shape = {"bits": BITS, "dim": DIM, "threshold": t, "neighbours": k, "security": security}
+    server = SecAggServer(**shape, registry=registry, round_id=label, source=ssrc, noise=SPEC)
     policy = ClientPolicy(
         security=security,
         min_threshold=t,
