@@ -2,7 +2,10 @@
 
 JSON keys: ``epsilon``, ``delta``, ``order``, ``method``, ``neighbouring``, ``bound`` ("lower", "upper" or
 "estimate"), ``certificate`` (true only for proven upper bounds), ``caveats``; ``rdp`` (orders and values) with
-``--rdp``. A "lower" or "estimate" result is never a privacy certificate.
+``--rdp``. A "lower" or "estimate" result is never a privacy certificate. The ``--eps0`` methods are all
+estimates or lower bounds: ``seed000-upper`` (the self check-in draft's Thm 2, Liew, Hasegawa & Takahashi,
+workshop draft; the value's name is kept for compatibility) is below the exact privacy loss of binary
+randomized response at small n*gamma, so it is reported as ``bound: "estimate"``, ``certificate: false``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,16 @@ _CAVEAT_LDP_DELTA = (
     "(LHT22 Lemma 1, which it replaces, is false for delta > 0)"
 )
 _CAVEAT_LOWER = "LOWER bound (LHT22 Thm 3: one neighbouring pair); not a privacy certificate"
+_CAVEAT_WBK_ON_LOWER = (
+    "estimate: WBK subsampling upper bound fed with the shuffle Gaussian LOWER bound "
+    "(LHT22 Thm 2, LT22 Eq. 16-17); neither a certificate nor a proven lower bound"
+)
+_DRAFT = "self check-in draft (Liew, Hasegawa & Takahashi, workshop draft)"
+_CAVEAT_DRAFT_UPPER = (
+    "ESTIMATE, not a certificate: the draft's Thm 2 with its garbled constants read as in Girgis et al. 2021 is "
+    "below the exact privacy loss of binary randomized response at small n*gamma (n=2, gamma=0.1, eps0=1, "
+    "T=1, delta=1e-5: eps 0.4307 where the exact delta is 0.0164), and its proof is not available to check"
+)
 
 
 def _common(p: argparse.ArgumentParser, default_order: int) -> None:
@@ -187,19 +200,16 @@ def _handle_checkin(args) -> int:
         kw = dict(n=args.n, gamma=args.gamma, sigma=args.sigma)
         if method == "windowed":
             rdp = sc.shuffled_checkin_gaussian_rdp_windowed(orders, **kw)
-            bound, cert = "lower", False
-            caveats = [
-                "estimate: WBK subsampling upper bound fed with the shuffle Gaussian LOWER bound "
-                "(LHT22 Thm 2, LT22 Eq. 16-17); neither a certificate nor a proven lower bound"
-            ]
+            bound, cert = "estimate", False
+            caveats = [_CAVEAT_WBK_ON_LOWER]
             label = "shuffled-checkin-gaussian windowed k/n sum (LHT22 Thm 2 + LT22 Thm 2)"
         elif method == "chernoff":
             rdp = sc.shuffled_checkin_gaussian_rdp_chernoff(orders, **kw)
-            bound, cert = "lower", False
+            bound, cert = "estimate", False
             caveats = [
                 "rests on Conjecture 1 (LT22), unproven",
                 "uses rate gamma in place of k/n as printed",
-                _CAVEAT_LOWER,
+                _CAVEAT_WBK_ON_LOWER,
             ]
             label = "shuffled-checkin-gaussian Chernoff (LT22 Thm 3)"
         elif method == "pair-lower":
@@ -230,27 +240,26 @@ def _handle_checkin(args) -> int:
         raise ParameterError(f"Argument '--method' must be one of {_LDP_METHODS} with --eps0, not {method!r}.")
     if method in ("seed000-upper", "seed000-lower"):
         if args.delta0 != 0.0:
-            raise ParameterError("SCI22 Thms 2/3 are for pure eps0-LDP randomizers: '--delta0' must be 0.")
-        fn = ls.seed000_upper_rdp if method == "seed000-upper" else ls.seed000_lower_rdp
+            raise ParameterError(
+                f"The {_DRAFT} Theorems 2 and 3 are for pure eps0-LDP randomizers: '--delta0' must be 0, "
+                f"not {args.delta0!r}."
+            )
+        upper = method == "seed000-upper"
+        fn = ls.seed000_upper_rdp if upper else ls.seed000_lower_rdp
         rdp = fn(args.eps0, n=args.n, gamma=args.gamma, orders=orders)
         eps, order, notes = _convert(orders, rdp, args.rounds, args.delta)
-        upper = method == "seed000-upper"
-        caveats = (
-            ["constants read as in Girgis et al. 2021 where the extraction is garbled"]
-            if upper
-            else ["LOWER bound (binary randomized response); not a certificate"]
+        res = ls.LDPResult(
+            eps,
+            args.delta,
+            order,
+            f"{_DRAFT}, Thm {'2 (read as an estimate)' if upper else '3 (lower bound, binary randomized response)'}",
+            bound="estimate" if upper else "lower",
+            certificate=False,
         )
-        out = {
-            "epsilon": eps,
-            "delta": args.delta,
-            "order": order,
-            "method": f"{method} (SCI22 Thm {'2' if upper else '3'})",
-            "neighbouring": "replace-one",
-            "bound": "upper" if upper else "lower",
-            "certificate": upper,
-            "caveats": caveats + notes,
-        }
-        return _emit(args, out, orders, rdp)
+        caveats = [
+            _CAVEAT_DRAFT_UPPER if upper else "LOWER bound on the RDP (binary randomized response); not a certificate"
+        ]
+        return _emit(args, _ldp_out(res, caveats + notes), orders, rdp)
     if method == "first-cut":
         res = ls.first_cut_epsilon(
             args.eps0,
@@ -272,15 +281,19 @@ def _handle_checkin(args) -> int:
             approach=int(method[-1]),
             max_order=args.max_order,
         )
-    out = {
+    args.rdp = False  # the LDP approaches report (epsilon, delta) only
+    return _emit(args, _ldp_out(res, [_CAVEAT_LDP_DELTA]), orders, [])
+
+
+def _ldp_out(res, caveats: list[str]) -> dict:
+    """The JSON object of an ``LDPResult``: its own ``bound`` and ``certificate`` labels, never upgraded."""
+    return {
         "epsilon": res.epsilon,
         "delta": res.delta,
         "order": res.order if math.isfinite(res.order) else None,
         "method": res.method,
         "neighbouring": "replace-one",
-        "bound": "estimate",
-        "certificate": False,
-        "caveats": [_CAVEAT_LDP_DELTA],
+        "bound": res.bound,
+        "certificate": res.certificate,
+        "caveats": caveats,
     }
-    args.rdp = False  # the LDP approaches report (epsilon, delta) only
-    return _emit(args, out, orders, [])

@@ -16,6 +16,7 @@ import math
 import os
 import pathlib
 import sqlite3
+import stat
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -58,6 +59,12 @@ CREATE TABLE events (
 _COLUMNS = {"meta": ["key", "value"], "events": ["seq", "event", "count", "rdp"]}
 _BUSY_TIMEOUT_S = 60.0
 _FILE_MODE = 0o600  # a ledger says who was in which release: readable by its owner only
+#: Relative tolerance of the check that a stored RDP row equals its event's curve times its count (the rows are
+#: written as exactly that product, so any legitimate row matches to the last bit; the slack only absorbs a
+#: future change of an event's RDP in the last digits). A count off by 1 in more than 1e9 is not detected.
+_ROW_RTOL = 1e-9
+#: SQLite's primary result code for a write to a database it opened read-only (SQLITE_READONLY).
+_SQLITE_READONLY = 8
 
 
 @dataclass(frozen=True)
@@ -100,12 +107,16 @@ class PrivacyLedger:
 
     ``PrivacyLedger(path=...)`` creates the file (mode 0600, built under a temporary name and linked into
     place, so concurrent openers of a new path all see a complete ledger) if nothing is at the path; a dangling
-    symbolic link is refused. An existing file is validated before use (SQLite header and integrity, tables
-    and columns, meta rows, orders, neighbouring and budget, every event row, sequence numbers 1..N matching
-    the event counter) and refused with :class:`LedgerError` if anything is off; its events are re-composed
-    with the accountant. ``read_only=True`` opens an existing file without ever writing to it (for inspection;
-    ``spend`` is refused). ``neighbouring``, ``orders`` and the budget default to the file's. The file uses a
-    rollback journal, so after every commit the main file alone holds every committed event (docs/ledger.md).
+    symbolic link is refused. An existing file is validated before use (a regular file, checked with ``stat``
+    before any open so a FIFO never blocks; SQLite header and integrity, tables and columns, meta rows,
+    orders, neighbouring and budget, every event row, each stored event's RDP row recomputed from the event
+    and its count (one RDP evaluation per distinct event), sequence numbers 1..N matching the event counter)
+    and refused with :class:`LedgerError` if anything is off; its events are re-composed with the
+    accountant. ``read_only=True`` opens an existing file without ever writing to it (for inspection;
+    ``spend`` is refused). ``spend`` on a file SQLite can only open read-only, or any SQLite failure while
+    writing, raises :class:`LedgerError` and spends nothing. ``neighbouring``, ``orders`` and the budget
+    default to the file's. The file uses a rollback journal, so after every commit the main file alone holds
+    every committed event (docs/ledger.md).
     """
 
     def __init__(
@@ -153,6 +164,9 @@ class PrivacyLedger:
         self._delta = None if delta is None else check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
         self._entries: list[tuple[dict[str, Any], int]] = []
         self._events: list[tuple[PrivacyEvent, int]] = []
+        # RDP of one repetition of each distinct stored event (by its JSON text) at the file's orders, None when
+        # it has none there: the stored rows are checked against it (one evaluation per distinct event)
+        self._curves: dict[str, npt.NDArray[np.float64] | None] = {}
         self._conn: sqlite3.Connection | None = None
         self._seq = 0  # highest event seq read from the file
         self._format = LEDGER_FORMAT
@@ -185,6 +199,11 @@ class PrivacyLedger:
                 f"Ledger file {path!r} is a dangling symbolic link (to {os.readlink(path)!r}): refusing to create a "
                 "new, empty ledger at its target. Point it at an existing ledger or choose a new path."
             )
+        if os.path.lexists(path):  # stat before any open(): opening a FIFO for reading blocks until a writer comes
+            try:
+                _check_regular(path, os.stat(path).st_mode)
+            except OSError as exc:
+                raise LedgerError(f"Ledger file {path!r} cannot be read: {exc}.") from None
         if not os.path.lexists(path):
             if self._read_only:
                 raise LedgerError(f"Ledger file {path!r} does not exist (opened read-only: nothing is created).")
@@ -380,6 +399,7 @@ class PrivacyLedger:
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise LedgerError(f"{where}: count must be an integer >= 0, not {count!r}.")
         stored = list(obj) == ["dataclass"]  # a stored event (format 2); else a format-1 description
+        rdp: npt.NDArray[np.float64] | None = None
         if values is not None or not stored:
             if (
                 not isinstance(values, list)
@@ -399,7 +419,35 @@ class PrivacyLedger:
             event = event_from_json(ev_json)
         except ParameterError as exc:
             raise LedgerError(f"{where}: the stored event cannot be read ({exc}).") from None
+        expected = self._expected_row(ev_json, event, count)
+        if (rdp is None) != (expected is None) or (
+            rdp is not None and expected is not None and not np.allclose(rdp, expected, rtol=_ROW_RTOL, atol=0.0)
+        ):
+            raise LedgerError(
+                f"{where}: the stored RDP row does not match the stored event spent {count} time(s) (recomputed "
+                "from the event): the count or the row was changed; refusing to open a ledger that may under-count."
+            )
         return event, event.describe(), count, count
+
+    def _expected_row(self, key: str, event: PrivacyEvent, count: int) -> npt.NDArray[np.float64] | None:
+        """The ``rdp`` column :meth:`spend` writes for ``count`` repetitions of ``event``: its curve at the file's
+        orders times ``count`` (zeros for 0), None when it has no finite curve there. The curve of one
+        repetition is computed once per distinct event (``key``, its JSON text) and cached, so checking N rows
+        of E distinct events costs E RDP evaluations plus O(N · orders) arithmetic."""
+        if key not in self._curves:
+            try:
+                curve: npt.NDArray[np.float64] | None = RdpAccountant(self._neighbouring, self._orders).event_rdp(
+                    event, 1
+                )
+            except ParameterError:
+                curve = None
+            self._curves[key] = curve
+        one = self._curves[key]
+        if one is None:
+            return None
+        with np.errstate(over="ignore", invalid="ignore"):  # as RdpAccountant.event_rdp: count·ε(α) may be +inf
+            row = count * one if count else np.zeros_like(one)
+        return row if bool(np.all(np.isfinite(row))) else None
 
     def _refresh(self) -> None:
         """Read rows other handles or processes committed since the last read."""
@@ -553,8 +601,35 @@ class PrivacyLedger:
             self._commit_memory(candidate, event, desc, count)
             return self
         text = event_to_json(event)
-        rdp = self._rdp_row(event, count)
+        rdp = self._rdp_row(text, event, count)
+        try:
+            seq, candidate = self._insert(event, count, text, rdp, (candidate, bad, eps))
+        except sqlite3.Error as exc:  # the transaction was rolled back: nothing was spent
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF == _SQLITE_READONLY:
+                raise LedgerError(
+                    f"Ledger file {self._path!r} is read-only (SQLite: {exc}): nothing was spent. Make the file and "
+                    "its directory writable to spend, or open it with read_only=True to inspect it."
+                ) from None
+            raise LedgerError(f"Ledger file {self._path!r} cannot be written ({exc}): nothing was spent.") from None
+        self._commit_memory(candidate, event, desc, count)
+        self._format = LEDGER_FORMAT
+        self._seq = seq
+        return self
+
+    def _insert(
+        self,
+        event: PrivacyEvent,
+        count: int,
+        text: str,
+        rdp: str,
+        checked: tuple[PrivacyAccountant, bool, float],
+    ) -> tuple[int, PrivacyAccountant]:
+        """One write transaction: read the rows committed meanwhile, check the budget, insert. Returns the new
+        seq and the accountant with the event composed (``checked`` is :meth:`_with` before the transaction);
+        the caller updates memory only after this commit."""
+        assert self._conn is not None
         conn = self._conn
+        candidate, bad, eps = checked
         conn.execute("BEGIN IMMEDIATE")  # the write lock: no other writer between the check and the insert
         try:
             seen = self._seq
@@ -572,10 +647,7 @@ class PrivacyLedger:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        self._commit_memory(candidate, event, desc, count)
-        self._format = LEDGER_FORMAT
-        self._seq = seq
-        return self
+        return seq, candidate
 
     def _commit_memory(
         self, candidate: PrivacyAccountant, event: PrivacyEvent, desc: dict[str, Any], count: int
@@ -584,15 +656,11 @@ class PrivacyLedger:
         self._entries.append((desc, int(count)))
         self._events.append((event, int(count)))
 
-    def _rdp_row(self, event: PrivacyEvent, count: int) -> str:
-        """JSON of the event's RDP curve at the ledger's orders, or ``null`` when it has none there."""
-        try:
-            curve = RdpAccountant(self._neighbouring, self._orders).event_rdp(event, count)
-        except ParameterError:
-            return "null"
-        if not np.all(np.isfinite(curve)):
-            return "null"  # JSON has no inf; the event itself is the record
-        return json.dumps([float(x) for x in curve])
+    def _rdp_row(self, key: str, event: PrivacyEvent, count: int) -> str:
+        """JSON of the event's RDP curve at the ledger's orders times ``count``, or ``null`` when it has no finite
+        curve there (JSON has no inf; the event itself is the record). Opening checks every row against it."""
+        curve = self._expected_row(key, event, count)
+        return "null" if curve is None else json.dumps([float(x) for x in curve])
 
     def _check_budget(self, event: PrivacyEvent, count: int, bad: bool, eps: float) -> None:
         if bad:
@@ -606,11 +674,36 @@ def _orders_json(orders: npt.NDArray[np.float64]) -> str:
     return json.dumps([float(x) for x in orders])
 
 
+def _check_regular(path: str, mode: int) -> None:
+    """Refuse anything but a regular file (a FIFO would block the opener, a device or socket is no ledger)."""
+    if stat.S_ISREG(mode):
+        return
+    kinds = {
+        stat.S_ISFIFO: "a FIFO (named pipe), which would block the opener",
+        stat.S_ISDIR: "a directory",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+        stat.S_ISSOCK: "a socket",
+    }
+    kind = next((name for test, name in kinds.items() if test(mode)), "of another kind")
+    raise LedgerError(
+        f"Ledger file {path!r} cannot be read as a ledger: it is not a regular file but {kind}; refusing to open it."
+    )
+
+
 def _check_header(path: str) -> None:
-    """Refuse a file that is not an SQLite database before SQLite sees it (0 bytes, JSON, text, ...)."""
+    """Refuse a file that is not an SQLite database before SQLite sees it (0 bytes, JSON, text, ...).
+
+    Opened non-blocking and checked to be a regular file first, so a FIFO swapped in after the caller's
+    ``stat`` is refused instead of blocking."""
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(len(_SQLITE_MAGIC))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        try:
+            _check_regular(path, os.fstat(fd).st_mode)
+            with os.fdopen(fd, "rb", closefd=False) as fh:
+                head = fh.read(len(_SQLITE_MAGIC))
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise LedgerError(f"Ledger file {path!r} cannot be read: {exc}.") from None
     if head != _SQLITE_MAGIC:

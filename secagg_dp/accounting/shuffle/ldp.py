@@ -19,8 +19,14 @@ is ε-RR outside an event of probability δ ("δ-approximate RDP"), RDP composes
 check-in mixture, so the results are estimates, not certificates (the command line says
 ``bound: "estimate"``, ``certificate: false``); the FMT and first-cut formulas are taken from the cited papers.
 
-SCI22 Thm 2 (upper) and Thm 3 (lower) for ε0-LDP randomizers are implemented as printed, with the
-garbled constants read as in Girgis et al. (2021) (see :func:`seed000_upper_log_moment`).
+SCI22 (the self check-in workshop draft of Liew, Hasegawa & Takahashi) Thm 2 ("upper") and Thm 3 (lower)
+for ε0-LDP randomizers are implemented as printed, with the garbled constants of Thm 2 read as in Girgis et
+al. (2021) (see :func:`seed000_upper_log_moment`). **Thm 2 as read here is an ESTIMATE, not an upper
+bound**: for binary randomized response (an ε0-LDP randomizer) at small nγ it is below the exact Rényi
+divergence and, converted to (ε, δ), below the exact privacy loss (n = 2, γ = 0.1, ε0 = 1, T = 1,
+δ = 1e-5: ε = 0.4307, where the exact hockey-stick divergence is 0.0164 = 1640 δ; brute-force enumeration
+in tests/accounting/shuffle/test_shuffle_checkin.py). The draft's Appendix C proof is not available to us
+and the constants are our reading, so no certificate is claimed (``certificate=False``).
 """
 
 from __future__ import annotations
@@ -63,18 +69,34 @@ def _binom() -> Any:
 NEIGHBOURING = "replace-one"
 
 
+#: What an :class:`LDPResult` may be: "upper" (a proven upper bound), "lower" or "estimate" (neither).
+LDP_BOUND_KINDS = ("upper", "lower", "estimate")
+
+
 @dataclass(frozen=True)
 class LDPResult:
     """(ε, δ) after ``rounds`` compositions, with the best order and the method that produced it.
 
     ``observer`` is "analyst": the figure covers whoever sees only the shuffled reports; a party that sees
-    each report before shuffling is protected by the local randomizer alone."""
+    each report before shuffling is protected by the local randomizer alone. ``bound`` says what the figure
+    is ("upper", "lower" or "estimate") and ``certificate`` whether it is a privacy certificate (only a proven
+    upper bound may be); every result this module computes is an estimate (module docstring)."""
 
     epsilon: float
     delta: float
     order: float
     method: str
     observer: str = "analyst"
+    bound: str = "estimate"
+    certificate: bool = False
+
+    def __post_init__(self) -> None:
+        if self.bound not in LDP_BOUND_KINDS:
+            raise ParameterError(f"Argument 'bound' must be one of {LDP_BOUND_KINDS}, not {self.bound!r}.")
+        if not isinstance(self.certificate, bool):
+            raise ParameterError(f"Argument 'certificate' must be True or False, not {self.certificate!r}.")
+        if self.certificate and self.bound != "upper":
+            raise ParameterError(f"Argument 'certificate' may be True only for bound 'upper', not {self.bound!r}.")
 
 
 def fmt_shuffle(
@@ -217,12 +239,13 @@ _SEED000_EPS0_MAX = 150.0
 def seed000_upper_log_moment(
     eps0: float, *, n: int, gamma: float, orders: npt.ArrayLike, big_delta: float
 ) -> np.ndarray:
-    """log of the SCI22 Thm 2 (Eq. 7) bound on E[(M(D)/M(D'))^λ] for ε0-LDP randomizers, fixed Δ.
+    """log of the SCI22 Thm 2 (Eq. 7) expression for E[(M(D)/M(D'))^λ], ε0-LDP randomizers, fixed Δ.
 
-    The extraction prints e^{−ε0/l̃}, l̃ = ⌊(1−Δ)nγ/(2ε0)⌋ + 1, (2(e^{2ε0}−1)²/e^{2ε0})^{j/2} and
-    e^{−(k−1)/(8ε0)}; we read them as in the subsampled-shuffle RDP bound of Girgis et al. (2021) that the
-    proof invokes: e^{−ε0}/l̃, l̃ = ⌊(1−Δ)nγ/(2e^{ε0})⌋ + 1, ((e^{2ε0}−1)²/(2e^{2ε0}))^{j/2} and
-    e^{−(k−1)/(8e^{ε0})}. Upper bound under that reading.
+    SCI22 is the self check-in workshop draft of Liew, Hasegawa & Takahashi. The extraction prints
+    e^{−ε0/l̃}, l̃ = ⌊(1−Δ)nγ/(2ε0)⌋ + 1, (2(e^{2ε0}−1)²/e^{2ε0})^{j/2} and e^{−(k−1)/(8ε0)}; we read them as
+    in the subsampled-shuffle RDP bound of Girgis et al. (2021) that the proof invokes: e^{−ε0}/l̃,
+    l̃ = ⌊(1−Δ)nγ/(2e^{ε0})⌋ + 1, ((e^{2ε0}−1)²/(2e^{2ε0}))^{j/2} and e^{−(k−1)/(8e^{ε0})}. An ESTIMATE,
+    NOT an upper bound: below the exact moment of binary randomized response at small nγ (module docstring).
     """
     lam = np.asarray(orders, dtype=np.float64)
     D = big_delta
@@ -272,7 +295,12 @@ def seed000_upper_log_moment(
 def seed000_upper_rdp(
     eps0: float, *, n: int, gamma: float, orders: npt.ArrayLike, deltas: npt.ArrayLike | None = None
 ) -> np.ndarray:
-    """SCI22 Thm 2 upper bound on the shuffled check-in RDP (ε0-LDP), minimised over Δ ∈ (0, 1)."""
+    """SCI22 Thm 2 "upper bound" on the shuffled check-in RDP (ε0-LDP), minimised over Δ ∈ (0, 1): an ESTIMATE.
+
+    Replace-one neighbours, observer the analyst (sees the shuffled reports). The self check-in draft's
+    (Liew, Hasegawa & Takahashi, workshop draft) Thm 2 with our reading of its constants; NOT a certificate:
+    for binary randomized response it is below the exact RDP at small nγ (e.g. n = 2, γ = 0.1, ε0 = 1,
+    order 64: 0.330 versus the exact 0.917), see the module docstring."""
     eps0 = check_real("eps0", eps0, lo=0.0, hi=_SEED000_EPS0_MAX, lo_open=True)
     n = check_int("n", n, lo=1)
     gamma = check_probability("gamma", gamma, allow_zero=False)

@@ -7,11 +7,13 @@ Replace-one neighbours throughout. Which results are what:
   Gaussian divergence of :mod:`shuffle_gaussian`. Never a certificate.
 * ``windowed`` with ``base="shuffle-lower"``: LHT22 Thm 2 (rate k/n) with the WBK subsampling bound fed
   by the shuffle Gaussian LOWER bound (LT22 Eq. 16–17). Neither a certificate nor a proven lower bound:
-  an optimistic estimate, as LHT22 Sec. 5 says. Reported with bound "lower", certificate false.
+  an optimistic estimate, as LHT22 Sec. 5 says. Reported as ``bound="estimate"``, certificate false
+  (command line and :data:`~secagg_dp.accounting.shuffle.certificates.SHUFFLE_BOUNDS`).
 * ``windowed`` with ``base="gaussian-upper"``: the same sum with the Gaussian RDP jc (LT22 Corollary 1)
   as base — a valid UPPER bound (certificate), the check-in amplification without shuffling gains.
 * ``chernoff``: LT22 Thm 3 as printed; rests on Conjecture 1 (monotonicity in n) and uses rate γ in
-  place of k/n (LHT22 Thm 2 has k/n); labelled, never a certificate.
+  place of k/n (LHT22 Thm 2 has k/n), and feeds the WBK upper bound with the shuffle Gaussian lower bound;
+  reported as ``bound="estimate"``, never a certificate.
 
 The windowed sums cover k in a window holding all but ``tail`` of the Binomial(n, γ) mass and bound the rest
 by tail-mass × (largest term), so the reported value is an upper bound on the full sum over k.

@@ -410,3 +410,138 @@ def test_dangling_symlink_is_refused_and_nothing_is_created(tmp_path):
     _ledger_with_events(target, 2)  # a link to an existing ledger opens that ledger
     with PrivacyLedger("add-remove", path=link) as led:
         assert len(led.entries) == 2
+
+
+# -- edges: a read-only file, a FIFO at the path, a stored count that no longer matches its RDP row --------------
+
+
+def _zeroed_count(path):
+    # the count of event 2 set to 0: the row's RDP (one spend) no longer matches; eps would silently shrink
+    _ledger_with_events(path)
+    _sql(path, "UPDATE events SET count = 0 WHERE seq = 2")
+
+
+def _raised_count(path):
+    _ledger_with_events(path)
+    _sql(path, "UPDATE events SET count = 7 WHERE seq = 1")
+
+
+def _zeroed_count_and_rdp(path):
+    # count 0 and the row blanked to null: the recomputation for count 0 is a row of zeros, not null
+    _ledger_with_events(path)
+    _sql(path, "UPDATE events SET count = 0, rdp = 'null' WHERE seq = 3")
+
+
+@pytest.mark.parametrize("damage", [_zeroed_count, _raised_count, _zeroed_count_and_rdp], ids=lambda f: f.__name__)
+def test_count_not_matching_the_stored_rdp_row_is_refused_naming_the_row(tmp_path, damage):
+    path = tmp_path / "ledger.sqlite"
+    damage(path)
+    before = path.read_bytes()
+    seq = {"_zeroed_count": 2, "_raised_count": 1, "_zeroed_count_and_rdp": 3}[damage.__name__]
+    for kw in ({}, {"read_only": True}):
+        with pytest.raises(LedgerError, match=rf"event {seq}: .*does not match") as info:
+            PrivacyLedger("add-remove", path=path, **kw)
+        assert "ledger.sqlite" in str(info.value)
+    assert path.read_bytes() == before
+
+
+def test_count_changed_by_another_process_is_refused_on_refresh(tmp_path):
+    path = tmp_path / "ledger.sqlite"
+    with PrivacyLedger("add-remove", path=path) as led:
+        led.spend(EV, 3)
+        with PrivacyLedger("add-remove", path=path) as other:
+            other.spend(EV, 2)
+        _sql(path, "UPDATE events SET count = 0 WHERE seq = 2")
+        with pytest.raises(LedgerError, match="event 2"):
+            led.epsilon(DELTA)
+
+
+def test_row_check_recomputes_each_distinct_event_once(tmp_path, monkeypatch):
+    # opening stays fast for large ledgers: one RDP evaluation per distinct stored event, not per row
+    path = tmp_path / "ledger.sqlite"
+    other = Gaussian(7.0, 1.0, "add-remove")
+    with PrivacyLedger("add-remove", path=path) as led:
+        for i in range(40):
+            led.spend(EV if i % 2 else other, 1 + i % 3)
+    calls = []
+    real = Gaussian.rdp
+
+    def counting(self, orders):
+        calls.append(self.sigma)
+        return real(self, orders)
+
+    monkeypatch.setattr(Gaussian, "rdp", counting)
+    with PrivacyLedger("add-remove", path=path, accountant=RdpAccountant("add-remove")) as led:
+        assert len(led.entries) == 40
+    # 40 compositions by the accountant + one check evaluation per distinct event (2), not one per row
+    assert len(calls) == 40 + 2 and sorted(set(calls)) == [7.0, 20.0]
+
+
+def _readonly_connections(monkeypatch, path) -> None:
+    """Make SQLite open ``path`` read-only, as it does by itself when the OS refuses to open the file for
+    writing (a 0444 file for a non-root user). Root ignores file modes, so under root (as in CI) a chmod
+    alone never makes the ledger read-only; the SQLite read-only open mode reproduces the same failure."""
+    import os
+    import pathlib
+
+    real = sqlite3.connect
+    target = os.path.realpath(path)
+
+    def connect(database, *args, **kwargs):
+        if isinstance(database, (str, os.PathLike)) and os.path.realpath(database) == target:
+            kwargs["uri"] = True
+            return real(f"{pathlib.Path(target).as_uri()}?mode=ro", *args, **kwargs)
+        return real(database, *args, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+
+
+def test_spend_on_a_read_only_file_raises_ledger_error_and_charges_nothing(tmp_path, monkeypatch):
+    import os
+
+    path = tmp_path / "ledger.sqlite"
+    _ledger_with_events(path, 2)
+    os.chmod(path, 0o444)
+    if os.geteuid() == 0:  # root writes through 0444: open it the way SQLite opens it for any other user
+        _readonly_connections(monkeypatch, path)
+    before = path.read_bytes()
+    with PrivacyLedger("add-remove", path=path) as led:  # opening to look is fine
+        eps = led.epsilon(DELTA)
+        with pytest.raises(LedgerError, match="read-only") as info:
+            led.spend(EV)
+        assert "ledger.sqlite" in str(info.value) and not isinstance(info.value, sqlite3.Error)
+        assert len(led.entries) == 2 and led.epsilon(DELTA) == eps  # nothing charged in memory
+    assert path.read_bytes() == before  # nor in the file
+    monkeypatch.undo()
+    os.chmod(path, 0o600)
+    with PrivacyLedger("add-remove", path=path) as led:
+        assert len(led.entries) == 2
+
+
+def test_fifo_at_the_ledger_path_is_refused_without_blocking(tmp_path):
+    import os
+    import threading
+
+    path = tmp_path / "ledger.sqlite"
+    os.mkfifo(path)
+    outcome: list[BaseException | None] = []
+
+    def open_it(**kw):
+        try:
+            PrivacyLedger("add-remove", path=path, **kw)
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 -- handed to the test thread
+            outcome.append(exc)
+
+    for kw in ({}, {"read_only": True}):
+        outcome.clear()
+        worker = threading.Thread(target=open_it, kwargs=kw, daemon=True)
+        worker.start()
+        worker.join(timeout=10.0)
+        if worker.is_alive():  # it blocked in open(): release it by opening the write end, then fail
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            worker.join(timeout=10.0)
+            pytest.fail("opening a ledger at a FIFO blocked")
+        assert isinstance(outcome[0], LedgerError), outcome
+        assert "not a regular file" in str(outcome[0]) and "FIFO" in str(outcome[0])
+    assert os.path.exists(path) and not path.is_file()  # left as it was
