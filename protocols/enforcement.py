@@ -15,7 +15,9 @@ request or response naming a noise group) are module functions taking the collab
 :func:`requested_group`.
 
 Each hook refuses with :class:`~secagg_dp.errors.ProtocolError` (what a peer or the server sent is wrong;
-the state machine changes nothing before the hook returns) and states its contract in its docstring.
+the state machine changes nothing before the hook returns) and states its contract in its docstring. Bad
+constructor arguments (``noise``, ``noise_master``) raise TypeError / ParameterError from the ``of``
+constructors, as the state machines' constructors did before.
 """
 
 from __future__ import annotations
