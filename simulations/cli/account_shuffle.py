@@ -1,8 +1,10 @@
 """``secagg-dp account shuffle-gaussian`` and ``secagg-dp account shuffled-checkin``.
 
 JSON keys: ``epsilon``, ``delta``, ``order``, ``method``, ``neighbouring``, ``bound`` (what the epsilon is:
-"upper", "rdp-lower" or "estimate"), ``certificate`` (true only for proven upper bounds), ``caveats``; with
-``--rdp`` also ``rdp`` (orders and values of the per-round RDP curve) and ``rdp_bound`` (what that CURVE is:
+"upper", "rdp-lower" or "estimate"), ``certificate`` (true only for proven upper bounds), ``caveats``;
+``shuffle-gaussian`` also ``epsilon_lower`` (an object labelled ``bound: "lower"``: a proven lower bound on the
+epsilon itself, from the sum of one pair's shuffled reports); with ``--rdp`` also ``rdp`` (orders and values of
+the per-round RDP curve) and ``rdp_bound`` (what that CURVE is:
 "upper", "lower" or "estimate"). "rdp-lower" marks an epsilon obtained by passing an RDP LOWER bound (one
 neighbouring pair, or one randomizer) through the upper-bound RDP->DP conversion (Canonne, Kamath & Steinke
 2020, Prop. 12): it is neither an upper nor a lower bound on the mechanism's epsilon. An "rdp-lower" or
@@ -166,6 +168,9 @@ def _emit(args, out: dict, orders, rdp, rdp_bound: str | None = None) -> int:
         )
         for c in out["caveats"]:
             print(f"  note: {c}")
+        if "epsilon_lower" in out:
+            low = out["epsilon_lower"]
+            print(f"  epsilon_lower={low['epsilon']} (a proven LOWER bound on epsilon at this delta; {low['method']})")
         srv = out["server"]
         print(
             f"  observer analyst (sees the shuffled reports): epsilon={out['epsilon']}\n"
@@ -213,8 +218,26 @@ def _handle_gaussian(args) -> int:
         "bound": bound,
         "certificate": cert,
         "caveats": caveats + notes,
+        "epsilon_lower": _epsilon_lower(args),
     }
     return _emit(args, out, orders, rdp, rdp_bound)
+
+
+def _epsilon_lower(args) -> dict:
+    """A proven LOWER bound on the mechanism's epsilon at ``--delta`` (the sum of one pair's shuffled reports,
+    :mod:`secagg_dp.accounting.shuffle.lower`), whichever ``--bound`` is printed; never a certificate."""
+    from secagg_dp.accounting.shuffle.lower import shuffle_gaussian_epsilon_lower
+
+    eps = shuffle_gaussian_epsilon_lower(n=args.n, sigma=args.sigma, rounds=args.rounds, delta=args.delta)
+    return {
+        "epsilon": eps if math.isfinite(eps) else None,
+        "delta": args.delta,
+        "bound": "lower",
+        "certificate": False,
+        "method": "sum of the shuffled reports of the pair (0,...,0)/(1,0,...,0): Gaussian shift "
+        "mu = sqrt(T)/(sigma sqrt(n)) (Balle & Wang 2018, Thm 8), lower bound by post-processing "
+        "(Dwork & Roth 2014, Prop. 2.1)",
+    }
 
 
 def _handle_checkin(args) -> int:

@@ -58,6 +58,10 @@ def test_no_epsilon_is_labelled_lower(argv):
         assert doc["rdp_bound"] == "lower"
     if "rdp" in doc:
         assert doc["rdp_bound"] in ("upper", "lower", "estimate")
+    # the one epsilon labelled "lower" is the proven lower bound of shuffle-gaussian, in its own key
+    assert ("epsilon_lower" in doc) == (argv[1] == "shuffle-gaussian")
+    if "epsilon_lower" in doc:
+        assert doc["epsilon_lower"]["bound"] == "lower" and doc["epsilon_lower"]["certificate"] is False
     first = _run(argv).splitlines()[0]
     assert f"bound={doc['bound']} " in first and "bound=lower" not in first
 
