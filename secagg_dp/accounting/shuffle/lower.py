@@ -4,15 +4,15 @@ Mechanism: each of ``n`` users adds N(0, σ²) to a value of L2 sensitivity 1 an
 the ``n`` reports; ``rounds`` = T independent rounds on the same data. Replace-one neighbours; observer: the
 analyst, who sees the shuffled reports.
 
-Take the pair D = (0, …, 0), D' = (1, 0, …, 0) and post-process each round's shuffled reports by their sum
-(a function of the multiset, so of what the analyst sees): N(0, nσ²) under D and N(1, nσ²) under D'. Over T
-rounds the T sums are N(0, nσ² I_T) versus N(1_T, nσ² I_T); their likelihood ratio depends on them only through
-their total, N(0, Tnσ²) versus N(T, Tnσ²), so their privacy profile is that of one Gaussian shift
-μ = √T/(σ√n) (as in the composition of Gaussian DP, Dong, Roth & Su 2022), with
-δ_μ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ) (Balle & Wang 2018, Thm 8). DP is closed under post-processing (Dwork & Roth 2014, Prop. 2.1): if the T-round mechanism were
-(ε, δ)-DP, so would the sums be. Hence every ε with δ_μ(ε) > δ is NOT achievable, and the mechanism's smallest
-ε at δ is at least ε_μ(δ) = min{ε ≥ 0 : δ_μ(ε) ≤ δ}. This is a lower bound on the epsilon itself (not on an
-RDP curve), never a certificate. For n = 1 it is exact (the shuffle of one report is the Gaussian mechanism).
+Take the pair D = (0, …, 0), D' = (1, 0, …, 0) and post-process each round's shuffled reports by their sum (a
+function of the multiset, so of what the analyst sees): N(0, nσ²) under D and N(1, nσ²) under D'. Over T rounds the
+T sums are N(0, nσ² I_T) versus N(1_T, nσ² I_T); their likelihood ratio depends on them only through their total,
+N(0, Tnσ²) versus N(T, Tnσ²), so their privacy profile is that of one Gaussian shift μ = √T/(σ√n) (as in the
+composition of Gaussian DP, Dong, Roth & Su 2022), with δ_μ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ) (Balle & Wang
+2018, Thm 8). DP is closed under post-processing (Dwork & Roth 2014, Prop. 2.1): if the T-round mechanism were
+(ε, δ)-DP, so would the sums be. Hence every ε with δ_μ(ε) > δ is NOT achievable, and the mechanism's smallest ε at δ
+is at least ε_μ(δ) = min{ε ≥ 0 : δ_μ(ε) ≤ δ}. This is a lower bound on the epsilon itself (not on an RDP curve),
+never a certificate. For n = 1 it is exact (the shuffle of one report is the Gaussian mechanism).
 """
 
 from __future__ import annotations
