@@ -313,3 +313,32 @@ def test_secaggdp_accountant_never_above_flowers_rdp_accountant(model):  # noqa:
     nxt = fs.GaussianPrivacyEvent(1.1, 20, 200)
     for limit in (theirs.get_epsilon(1e-5) * 1.5, theirs.get_epsilon(1e-5) * 0.9):
         assert ours.would_exceed(nxt, limit) == theirs.would_exceed(nxt, limit)
+
+
+@pytest.mark.slow  # ~50 s: mypy follows flwr, numpy and our package
+def test_mypy_accepts_secaggdp_accountant_as_flowers_privacy_accountant(tmp_path):
+    """The static form of the protocol check (PrivacyAccountant is not runtime-checkable): mypy accepts our
+    accountant where Flower's Protocol is expected and rejects a class without its members (the check bites)."""
+    _flower_accounting()
+    pytest.importorskip("mypy", reason="mypy is in the test extra")
+    src = tmp_path / "check_protocol.py"
+    src.write_text(
+        "from flwr.serverapp import NeighboringRelation, PrivacyAccountant, PrivacyConfig, SamplingMethod\n"
+        "from simulations.flower.accountant import SecAggDPAccountant\n"
+        "cfg = PrivacyConfig(1e-5, 100, NeighboringRelation.REPLACE_ONE, SamplingMethod.WITHOUT_REPLACEMENT)\n"
+        "ours: PrivacyAccountant = SecAggDPAccountant(cfg)\n"
+        "class Broken:\n"
+        "    pass\n"
+        "bad: PrivacyAccountant = Broken()\n"
+    )
+    args = ["--follow-imports=silent", "--ignore-missing-imports", "--no-incremental", str(src)]
+    out = subprocess.run(
+        [sys.executable, "-m", "mypy", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "MYPYPATH": str(ROOT)},
+        timeout=600,
+    )
+    errors = [line for line in out.stdout.splitlines() if ": error:" in line]
+    assert len(errors) == 1 and "check_protocol.py:7:" in errors[0] and '"Broken"' in errors[0], out.stdout
