@@ -175,7 +175,7 @@ class SecAggDPWorkflow:
         )
         self.server_accountant = CheckinAccountant("rdp", "replace-one", orders=ORDERS, observer="server")
         self.epsilon_budget, self.accountant_path = epsilon_budget, accountant_path
-        self.accountant = workflow_accountant(cfg, max_epsilon=epsilon_budget)
+        self.accountant = workflow_accountant(cfg)  # the budget is policy, not state: a run may change it
         if accountant_path is not None:
             load_state(self.accountant, accountant_path)
 
@@ -198,7 +198,8 @@ class SecAggDPWorkflow:
     def run_round(self, grid: Any, arrays: Any, round_: int) -> FlowerRound:
         """Sample, train, encode, noise, mask, unmask, decode and spend one round (module docstring)."""
         cfg = self.cfg
-        admit_round(self.accountant, cfg, round_)  # refuses (no message sent) a round that could exceed the budget
+        # refuses (nothing sent) a round whose worst case the protocol lets finish would exceed the budget
+        admit_round(self.accountant, cfg, round_, self.epsilon_budget)
         nodes = self.sample(grid, round_)
         pool = FlowerClientPool(grid, nodes, cfg, round_, arrays, timeout=self.timeout)
         seed = round_id = None

@@ -280,3 +280,40 @@ def test_the_workflow_refuses_a_round_whose_worst_case_would_exceed_and_persists
     admit_round(workflow_accountant(cfg), cfg, 1)  # no budget: nothing to refuse
     assert not load_state(workflow_accountant(cfg), tmp_path / "missing.json")
     assert math.isfinite(restarted.get_epsilon(cfg.delta))
+
+
+class _NoGrid:
+    """A Flower Grid stand-in that records every call: a refused round must not reach it."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def get_node_ids(self) -> list[int]:
+        self.calls.append("get_node_ids")
+        return list(range(N))
+
+    def send_and_receive(self, *args: object, **kwargs: object) -> list[object]:  # pragma: no cover - refused
+        self.calls.append("send_and_receive")
+        return []
+
+
+def test_the_workflow_loads_its_accountant_and_refuses_before_any_message(tmp_path):  # noqa: ANN001
+    from simulations.flower.server import SecAggDPWorkflow
+
+    cfg = _cfg()
+    path = tmp_path / "acc.json"
+    spent = workflow_accountant(cfg)
+    spent.compose(round_event(cfg, 10), 3)  # an earlier run's three rounds
+    save_state(spent, path)
+    budget = spent.get_epsilon(cfg.delta) * 1.01  # below any fourth round's cost
+    wf = SecAggDPWorkflow(cfg, epsilon_budget=budget, accountant_path=path)
+    try:
+        assert wf.accountant.num_releases == 3  # loaded on start
+        grid = _NoGrid()
+        with pytest.raises(PrivacyBudgetExceeded, match="round 3 refused"):
+            wf.run_round(grid, None, 3)
+        assert grid.calls == [] and wf.accountant.num_releases == 3
+    finally:
+        wf.close()
+    with pytest.raises(ParameterError, match="another config"):  # a state file of another run's parameters
+        SecAggDPWorkflow(_cfg(noise_multiplier=2.0, population=50), accountant_path=path)
