@@ -245,11 +245,12 @@ def _config_dict(config: Any) -> dict[str, Any]:
     }
 
 
+_GAUSSIAN_FIELDS = {"noise_multiplier", "sample_size", "population_size"}
+
+
 def _gaussian_fields(event: Any) -> dict[str, Any] | None:
     """Flower's event fields (validated) if ``event`` looks like a ``GaussianPrivacyEvent``, else None."""
-    if isinstance(event, PrivacyEvent) or not all(
-        hasattr(event, f) for f in ("noise_multiplier", "sample_size", "population_size")
-    ):
+    if isinstance(event, PrivacyEvent) or not all(hasattr(event, f) for f in _GAUSSIAN_FIELDS):
         return None
     ev = GaussianPrivacyEvent(event.noise_multiplier, event.sample_size, event.population_size)
     return {
@@ -493,14 +494,14 @@ class SecAggDPAccountant:
             if not (isinstance(item, dict) and set(item) == {"kind", "event", "count"}):
                 raise ParameterError(f"Argument 'state.compositions[{i}]' must have kind, event and count.")
             kind, raw = item["kind"], item["event"]
-            if kind == "flower-gaussian" and isinstance(raw, dict):
-                event: Any = GaussianPrivacyEvent(
-                    **{k: raw[k] for k in ("noise_multiplier", "sample_size", "population_size")}
-                )
+            if kind == "flower-gaussian" and isinstance(raw, dict) and set(raw) == _GAUSSIAN_FIELDS:
+                event: Any = GaussianPrivacyEvent(**raw)
             elif kind == "secagg-dp":
                 event = decode_value(raw)
             else:
-                raise ParameterError(f"Argument 'state.compositions[{i}].kind' is unknown: {kind!r}.")
+                raise ParameterError(
+                    f"Argument 'state.compositions[{i}]' has an unknown kind {kind!r} or a malformed event {raw!r}."
+                )
             fresh.compose(event, item["count"])
         self._rdp, self._history = fresh._rdp, fresh._history
 
