@@ -120,8 +120,11 @@ class SamplingMethod(enum.StrEnum):
     NO_AMPLIFICATION = "no-amplification"
 
 
-_SUPPORTED_MODELS = {("poisson", "add-or-remove-one"), ("without-replacement", "replace-one")} | {
-    ("no-amplification", "add-or-remove-one")
+#: (sampling_method, neighboring_relation) pairs Flower's PrivacyConfig accepts
+_SUPPORTED_MODELS = {
+    ("poisson", "add-or-remove-one"),
+    ("without-replacement", "replace-one"),
+    ("no-amplification", "add-or-remove-one"),
 }
 _OUR_RELATION = {"add-or-remove-one": "add-remove", "replace-one": "replace-one"}
 
