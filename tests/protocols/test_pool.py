@@ -53,9 +53,7 @@ def test_split_pool_gives_the_sequential_round(security):
     drops = {"share_keys": {IDS[4]}, "masked_input": {IDS[9], IDS[10]}, "unmasking": {IDS[13]}}
     if security == "active":
         drops["consistency"] = {IDS[20]}
-    kw = dict(
-        bits=BITS, threshold=7, neighbours=12, dropouts=drops, seed=7, round_id=b"p" * 16, security=security
-    )
+    kw = dict(bits=BITS, threshold=7, neighbours=12, dropouts=drops, seed=7, round_id=b"p" * 16, security=security)
     ref = run_pooled_round(InProcessClientPool(inputs), IDS, DIM, faults=_faults(), **kw)
     got = run_pooled_round(SplitPool(inputs), IDS, DIM, faults=_faults(), **kw)
     assert got.survivors == ref.survivors == frozenset(IDS) - {IDS[4], IDS[9], IDS[10]}

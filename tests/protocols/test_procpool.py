@@ -49,9 +49,7 @@ def test_process_pool_gives_the_sequential_round(security, workers):
     drops = {"share_keys": {IDS[4]}, "masked_input": {IDS[9], IDS[17]}, "unmasking": {IDS[13]}}
     if security == "active":
         drops["consistency"] = {IDS[21]}
-    kw = dict(
-        bits=BITS, threshold=7, neighbours=12, dropouts=drops, seed=7, round_id=b"p" * 16, security=security
-    )
+    kw = dict(bits=BITS, threshold=7, neighbours=12, dropouts=drops, seed=7, round_id=b"p" * 16, security=security)
     ref = run_pooled_round(InProcessClientPool(inputs), IDS, DIM, faults=_faults(), **kw)
     with ProcessClientPool(inputs, workers) as pool:
         got = run_pooled_round(pool, IDS, DIM, faults=_faults(), **kw)

@@ -177,9 +177,7 @@ def test_threshold_error_names_the_argument_and_the_fix():
 
 def test_bad_inputs():
     with pytest.raises(ParameterError):
-        run_secagg_round(
-            {1: np.array([256], dtype=np.uint64), 2: np.array([0], dtype=np.uint64)}, bits=8, threshold=2
-        )
+        run_secagg_round({1: np.array([256], dtype=np.uint64), 2: np.array([0], dtype=np.uint64)}, bits=8, threshold=2)
     with pytest.raises(ParameterError):
         run_secagg_round({1: np.array([1.0]), 2: np.array([0.0])}, bits=8, threshold=2)
     with pytest.raises(ParameterError):
