@@ -159,17 +159,16 @@ def revealed_dropout_rdp(
         v0 = float(variance(np.zeros(1, dtype=np.int64))[0])
         return np.asarray(skellam_rdp(a, v0, l2, l1), dtype=np.float64)
     ds, logw = dropout_weights(trials, rho)
-    # one term per distinct variance (every d <= D shares mu): weights summed in log space
+    # one term per distinct variance (every d <= D shares mu): weights summed in log space (a far-tail weight,
+    # e^-1000, is kept: at high orders its e^{(a-1) eps} can dominate the sum)
     var, inverse = np.unique(variance(ds), return_inverse=True)
     if var.size == ds.size:  # all distinct (np.unique sorted them): no weights to merge
         log_mass = np.empty_like(logw)
         log_mass[inverse] = logw
     else:
-        top = logw.max()
-        mass = np.zeros(var.size)
-        np.add.at(mass, inverse, np.exp(logw - top))
-        with np.errstate(divide="ignore"):
-            log_mass = np.log(mass) + top
+        order = np.argsort(inverse, kind="stable")
+        runs = np.flatnonzero(np.diff(inverse[order])) + 1
+        log_mass = np.logaddexp.reduceat(logw[order], np.concatenate(([0], runs)))
     # rows by decreasing variance: eps_Sk is non-increasing in the variance, so every column is non-decreasing
     var, log_mass = var[::-1], log_mass[::-1]
 
