@@ -83,7 +83,9 @@ def test_the_default_run_records_min_roster_and_the_coalition_uses_it(tmp_path):
 
     cfg = load_config(None, ["rounds=1", "mode=ideal", "task.dim=8"])
     doc = run_scenario(cfg, tmp_path)
-    assert doc["derived"]["min_roster"] == 17 == cfg.min_roster  # Bin(60, 0.475): P(R < 17) = 5e-4, P(R < 18) > 1e-3
+    assert (
+        doc["derived"]["min_roster"] == 17 == cfg.min_roster
+    )  # Bin(60, 0.475): P(R < 17) = 7.8e-4, P(R < 18) = 1.9e-3
     coal = doc["privacy"]["coalition"]
     assert coal["min_sum"] == 12 == coalition_min_sum(cfg)[0]  # t(17) = floor(34 / 3) + 1
     assert "secagg.min_roster = 17" in coal["min_sum_rule"]
