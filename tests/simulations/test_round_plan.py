@@ -24,15 +24,16 @@ BITS = 16
 IDS = list(range(3, 15))
 ROWS = np.random.default_rng(2024).integers(0, 1 << BITS, size=(len(IDS), 37), dtype=np.uint64)
 
-# (security, neighbours, threshold, dropouts, seed) -> (sha256 of the little-endian uint64 aggregate, survivors),
-# recorded at cf39e55 (see the module docstring)
+# (security, neighbours, threshold, dropouts, seed, min_roster) -> (sha256 of the little-endian uint64 aggregate,
+# survivors), recorded at cf39e55 (see the module docstring), whose wrappers gave every client the minimum roster
+# n - (advertise_keys dropouts), passed here explicitly (the simulator now passes its secagg.min_roster)
 RECORDED = [
     (
-        ("active", 6, 5, {"advertise_keys": {4}, "masked_input": {9}, "unmasking": {12}}, 11),
+        ("active", 6, 5, {"advertise_keys": {4}, "masked_input": {9}, "unmasking": {12}}, 11, 11),
         ("b36a225eddb083fa24355d0e3423cb8538223d4ad21748d12108ca953c9f873e", [3, 5, 6, 7, 8, 10, 11, 12, 13, 14]),
     ),
     (
-        ("semi-honest", None, 9, {}, 12),
+        ("semi-honest", None, 9, {}, 12, 12),
         ("2510b0914aa3395ebe7503a59d3a69cdecf7fcb16823d9cfc76655ee3f9cb76a", IDS),
     ),
 ]
@@ -45,9 +46,17 @@ def _lazy() -> LazyInputs:
 
 @pytest.mark.parametrize(("case", "want"), RECORDED)
 def test_crypto_round_is_the_five_wrappers_round(case, want):
-    security, neighbours, threshold, drops, seed = case
+    security, neighbours, threshold, drops, seed, roster = case
     plan = aggregators.round_plan(
-        IDS, ROWS.shape[1], drops, bits=BITS, threshold=threshold, neighbours=neighbours, seed=seed, security=security
+        IDS,
+        ROWS.shape[1],
+        drops,
+        bits=BITS,
+        threshold=threshold,
+        neighbours=neighbours,
+        seed=seed,
+        security=security,
+        min_roster=roster,
     )
     res = aggregators.crypto_round(_lazy(), plan, drops)
     assert hashlib.sha256(res.aggregate.astype("<u8").tobytes()).hexdigest() == want[0]
@@ -60,9 +69,11 @@ def test_crypto_round_is_the_five_wrappers_round(case, want):
 
 
 def test_round_plan_is_checked_and_run_plan_checks_a_hand_made_plan():
-    plan = aggregators.round_plan(IDS, 37, {"advertise_keys": {4}}, bits=BITS, threshold=5, neighbours=6, seed=1)
+    drops = {"advertise_keys": {4}}
+    plan = aggregators.round_plan(IDS, 37, drops, bits=BITS, threshold=5, neighbours=6, seed=1, min_roster=11)
     assert (plan.bits, plan.dim, plan.threshold, plan.neighbours, plan.clients) == (BITS, 37, 5, 6, len(IDS))
-    assert plan.min_roster == len(IDS) - 1 and plan.seed == 1 and len(plan.round_id) == 16
+    assert plan.min_roster == 11 and plan.seed == 1 and len(plan.round_id) == 16
+    assert aggregators.round_plan(IDS, 37, drops, bits=BITS, threshold=5, neighbours=6, seed=1).min_roster == 2
     full = aggregators.round_plan(IDS, 37, {}, bits=BITS, threshold=9, neighbours=len(IDS) - 1, seed=1)
     assert full.neighbours is None  # degree n - 1 is the full graph
     with pytest.raises(ParameterError, match="'threshold'"):  # below floor((k + 1)/2) + 1 = 4 in active mode
