@@ -244,10 +244,10 @@ def _print_text(doc: dict[str, Any], n_events: int, events: bool) -> None:
         for kind in ("aborted", "failed"):
             for why, k in reasons[kind].items():
                 print(f"  {kind} x{k}: {why}")
-    delta = doc["delta"]
-    print(f"delta: {delta:g} ({doc['delta_source']})")
-    certified = doc["certified"]
-    if certified:
+    delta, certified = doc["delta"], doc["certified"]
+    if not events:  # --events keeps the event list's layout: events, spent, budget
+        print(f"delta: {delta:g} ({doc['delta_source']})")
+    if certified and not events:
         print("certified by the run (its own certificate per observer, an upper bound at the delta shown):")
         for obs, c in certified.items():
             eps = "inf" if c.get("epsilon") is None else f"{c['epsilon']:.6g}"
@@ -259,7 +259,7 @@ def _print_text(doc: dict[str, Any], n_events: int, events: bool) -> None:
     order = "" if comp["order"] is None or not math.isfinite(comp["order"]) else f", order {comp['order']:g}"
     label = "spent" if events else f"ledger {comp['method'].upper()} composition"
     print(f"{label}: epsilon = {comp['epsilon']:.6g} at delta = {delta:g} ({comp['method']}{order})")
-    if not events and certified:
+    if not events:
         print(f"  ({RDP_NOTE})")
     budget, remaining = doc["epsilon_budget"], doc["remaining_epsilon"]
     if budget is None:
