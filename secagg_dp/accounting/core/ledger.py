@@ -750,6 +750,8 @@ class PrivacyLedger:
         if not isinstance(reason, str):
             raise ParameterError(f"Argument 'reason' must be a string, not {type(reason).__name__}.")
         target = self._seq if seq is None else seq
+        if isinstance(target, int) and target > self._seq:  # maybe spent by another handle since the last read
+            self._refresh()
         if isinstance(target, bool) or not isinstance(target, int) or not 1 <= target <= self._seq:
             raise ParameterError(f"Argument 'seq' must be the number of a spent event, 1..{self._seq}, not {target!r}.")
         if self._conn is not None:
