@@ -36,7 +36,8 @@ the same event through ``CheckinAccountant(observer="coalition", coalition=Coali
 
 Ledger: every round is spent as one :class:`secagg_dp.accounting.checkin.CheckinRound` event in the core
 :class:`secagg_dp.accounting.core.ledger.PrivacyLedger` (SQLite, one transaction per event, committed before the
-round's aggregate is decoded, optional (epsilon_budget, delta) refusal). The event is the same every round
+round's aggregate is decoded, optional (epsilon_budget, delta) refusal; the run's delta, method and certified
+epsilon per observer are stored with it, each round's outcome after it). The event is the same every round
 (the mixture is a function of the run's fixed parameters), so the ledger's composed RDP is exactly
 T x the per-round mixture RDP.
 

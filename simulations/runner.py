@@ -642,7 +642,7 @@ def _one_round(cfg, p: Plan, task, model, root: int, r: int, executor, acct) -> 
     t4 = time.perf_counter()
     # The ledger commits the round before its aggregate is decoded (released), so a crash can only
     # over-count; a budget refusal raises here and the round is never released. Every round is recorded,
-    # aborted ones too (conservative: an abort at unmasking reveals nothing).
+    # aborted ones too (an abort is no proof that nothing was released); its outcome is recorded after.
     eps, order = acct.record_round()
     secs["account"] = time.perf_counter() - t4
     t3 = time.perf_counter()

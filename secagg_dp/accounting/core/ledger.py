@@ -128,6 +128,14 @@ class PrivacyLedger:
     writing, raises :class:`LedgerError` and spends nothing. ``neighbouring``, ``orders`` and the budget
     default to the file's. The file uses a rollback journal, so after every commit the main file alone holds
     every committed event (docs/ledger.md).
+
+    Beside the events the ledger stores what a run says about them, never used in its own composition:
+    :meth:`set_run` (the run's δ, certificate method and observer), ``spend(..., certified=...)`` (the run's
+    own certified ε per observer, in the spend's transaction) and :meth:`record_outcome` (what a charged
+    round turned out to be: released, aborted or failed, and why). Every event stays charged whatever its
+    outcome: the charge precedes the release for crash safety, and an outcome is no proof that nothing was
+    released (docs/ledger.md, "Outcomes"). Files of formats 1 and 2 open as before and are migrated to
+    format 3 by the first write; a file of a newer format is refused with :class:`LedgerError`.
     """
 
     def __init__(
@@ -562,7 +570,7 @@ class PrivacyLedger:
 
     @property
     def format(self) -> str:
-        """The file's format (``secagg-dp-ledger/1`` until the first event is spent by this version)."""
+        """The file's format (an older file keeps its format until the first write by this version)."""
         return self._format
 
     @property
