@@ -477,15 +477,10 @@ def _allocation_epoch(sigma: float, m: int, b: int, gamma: float) -> tuple[Any, 
     return plds[0], plds[1]
 
 
-def random_checkin_pld(
-    events: list[tuple[RandomCheckinEpoch, int]],
-    delta: float,
-    observer: str = "analyst",
-    coalition: Coalition | None = None,
-) -> RandomCheckinPLD:
-    """Certificate at ``delta`` for the composition of ``count`` epochs of each event (module docstring)."""
-    delta = check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
-    check_observer(observer)
+def _composed(
+    events: list[tuple[RandomCheckinEpoch, int]], observer: str, coalition: Coalition | None
+) -> tuple[Any, Any, str]:
+    """(pessimistic, optimistic) dp-accounting PLDs of every epoch composed, and the routes taken."""
     pess: Any = None
     opt: Any = None
     routes = set()
@@ -497,11 +492,24 @@ def random_checkin_pld(
         p, o = (p.self_compose(count), o.self_compose(count)) if count > 1 else (p, o)
         pess = p if pess is None else pess.compose(p)
         opt = o if opt is None else opt.compose(o)
+    return pess, opt, "+".join(sorted(routes)) or "none"
+
+
+def random_checkin_pld(
+    events: list[tuple[RandomCheckinEpoch, int]],
+    delta: float,
+    observer: str = "analyst",
+    coalition: Coalition | None = None,
+) -> RandomCheckinPLD:
+    """Certificate at ``delta`` for the composition of ``count`` epochs of each event (module docstring)."""
+    delta = check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    check_observer(observer)
+    pess, opt, route = _composed(events, observer, coalition)
     if pess is None:
-        return RandomCheckinPLD(0.0, 0.0, delta, observer, "none")
-    eps = float(pess.get_epsilon_for_delta(delta))
-    low = float(opt.get_epsilon_for_delta(delta))
-    return RandomCheckinPLD(eps, min(low, eps), delta, observer, "+".join(sorted(routes)))
+        return RandomCheckinPLD(0.0, 0.0, delta, observer, route)
+    eps = max(0.0, float(pess.get_epsilon_for_delta(delta)))
+    low = max(0.0, float(opt.get_epsilon_for_delta(delta)))
+    return RandomCheckinPLD(eps, min(low, eps), delta, observer, route)
 
 
 def _unwrap(event: Any) -> tuple[RandomCheckinEpoch, int] | None:
@@ -585,6 +593,9 @@ class RandomCheckinAccountant(PrivacyAccountant):
 
     def get_delta(self, epsilon: float) -> float:
         eps = check_real("epsilon", epsilon, lo=0.0)
+        if self.method == "pld":
+            pess = _composed(self._flat(), self.observer, self._coalition)[0]
+            return 0.0 if pess is None else float(min(1.0, pess.get_delta_for_epsilon(eps)))
         lo, hi = 1e-300, 1.0 - 1e-12
         if self.get_epsilon(hi) > eps:
             return 1.0
