@@ -72,6 +72,7 @@ __all__ = [
 NOISE_MODELS = ("central", "distributed")
 RANDOM_CHECKIN_METHODS = ("pld", "rdp")
 _LOSS_STEP = 1e-4  # PLD loss grid (dp-accounting's value_discretization_interval)
+_LOSS_FLOOR = -3.0  # allocation PLD: losses below are raised to it (pessimistic) or dropped (optimistic)
 _TAIL = 1e-12  # binomial mass outside the window (moved to +infinity) and Gaussian loss tails per component
 _CITATION = (
     "random check-ins: Balle, Kairouz, McMahan, Thakkar & Thakurta 2020; random allocation: Feldman & Shenfeld "
@@ -346,74 +347,102 @@ def _lognormal_cells(h: float, size: int, mean: float, sd: float, up: bool) -> t
     return np.diff(cdf), float(1.0 - cdf[size])
 
 
-def _allocation_pair(sigma: float, m: int, gamma: float, pessimistic: bool, h: float, s_max: float) -> Any:
-    """dp-accounting PLD of one epoch's central random allocation (analyst, add-remove), both directions."""
-    from dp_accounting.pld import privacy_loss_distribution as pld
+@dataclass(frozen=True)
+class _SumLaw:
+    """Grid law (step h) of S = X_1 + ... + X_m on [0, size h), every X_j rounded one way (module docstring):
+    ``q`` under Q (all X_j ~ lognormal(-a^2/2, a^2)), ``p`` with X_1 ~ lognormal(a^2/2, a^2) instead; ``wrap``
+    a Chernoff bound on the mass the cyclic FFT misplaced (grid sums >= length h)."""
 
-    # remove (P-law of L) needs S up for an upper bound; add (Q-law of -L) needs S down.
-    rem, wrap_r = _allocation_direction(sigma, m, gamma, "remove", pessimistic, h, s_max)
-    add, wrap_a = _allocation_direction(sigma, m, gamma, "add", pessimistic, h, s_max)
-    return pld.PrivacyLossDistribution(_to_dp(rem, pessimistic), _to_dp(add, pessimistic)), wrap_r + wrap_a
+    q: np.ndarray
+    p: np.ndarray
+    h: float
+    wrap: float
 
 
-def _allocation_direction(
-    sigma: float, m: int, gamma: float, direction: str, pessimistic: bool, h: float, s_max: float
-) -> tuple[_LossPmf, float]:
-    """One direction: remove wants S rounded up (pessimistic) / down (optimistic); add the other way round."""
-    up = (direction == "remove") == pessimistic
+def _sum_law(sigma: float, m: int, h: float, s_max: float, up: bool) -> _SumLaw:
+    """Values above the grid: lost (rounded up: the sum is above the grid too, handled by the caller as loss
+    +infinity or -infinity) or put at the grid's top (rounded down: still below the true value)."""
+    from scipy import fft
+
     a = 1.0 / sigma
     size = int(math.ceil(s_max * m / h))
     pq, tq = _lognormal_cells(h, size, -a * a / 2.0, a, up)
     pp, tp = _lognormal_cells(h, size, a * a / 2.0, a, up)
-    if not up:  # rounded down: the mass above the grid sits at its top point (still below the true value)
+    if not up:
         pq[-1] += tq
         pp[-1] += tp
-    length = 1 << math.ceil(math.log2(2 * size))
-    fq = np.fft.rfft(pq, length)
+    length = fft.next_fast_len(2 * size, real=True)
+    fq = fft.rfft(pq, length)
     fm1 = fq ** (m - 1)
-    if direction == "remove":
-        law = (1.0 - gamma) * np.fft.irfft(fm1 * fq, length) + gamma * np.fft.irfft(
-            fm1 * np.fft.rfft(pp, length), length
-        )
-    else:
-        law = np.fft.irfft(fm1 * fq, length)
-    wrap = _wrap_bound(pq, pp if direction == "remove" else pq, m, h, length)
-    law = np.maximum(law[:size], 0.0)
-    s = np.arange(size) * h
+    law_q = fft.irfft(fm1 * fq, length)[:size]
+    law_p = fft.irfft(fm1 * fft.rfft(pp, length), length)[:size]
+    wrap = _wrap_bound(pq, pp, m, h, length)
+    return _SumLaw(np.maximum(law_q, 0.0), np.maximum(law_p, 0.0), h, wrap)
+
+
+def _loss_pmf(law: _SumLaw, m: int, gamma: float, direction: str, pessimistic: bool) -> _LossPmf:
+    """Remove: L = log(1 - gamma + gamma S/m) under P = (1-gamma) Q + gamma P_1; add: -L under Q. Losses rounded
+    up (pessimistic) or down (optimistic) to the PLD grid. Pessimistic: the mass not on the finite grid (values or
+    sums beyond it, loss +inf at S = 0 in the add direction, the FFT's negative rounding) goes to +infinity and
+    the misplaced wrap-around mass (at most ``wrap``) is counted there once more; optimistic: dropped."""
+    s = np.arange(law.q.size) * law.h
     with np.errstate(divide="ignore"):
         loss = np.log1p(gamma * (s / m - 1.0))
-    if direction == "add":
-        loss = -loss
-    finite = np.isfinite(loss)
-    if pessimistic:
-        idx = np.ceil(loss[finite] / _LOSS_STEP - 1e-9).astype(np.int64)
+    if direction == "remove":
+        mass = (1.0 - gamma) * law.q + gamma * law.p
     else:
-        idx = np.floor(loss[finite] / _LOSS_STEP + 1e-9).astype(np.int64)
+        mass, loss = law.q, -loss
+    floor = int(round(_LOSS_FLOOR / _LOSS_STEP))
+    if pessimistic:  # losses below the floor raised to it (a larger loss: still dominating)
+        keep = np.isfinite(loss) | (loss < 0)
+        idx = np.maximum(np.ceil(np.nan_to_num(loss[keep], neginf=_LOSS_FLOOR) / _LOSS_STEP - 1e-9), floor)
+        weights = mass[keep]
+    else:  # losses below the floor dropped (loss -infinity: a smaller loss)
+        keep = np.isfinite(loss) & (loss >= _LOSS_FLOOR)
+        idx = np.floor(loss[keep] / _LOSS_STEP + 1e-9)
+        weights = mass[keep]
+    idx = idx.astype(np.int64)
     lo = int(idx.min())
-    probs = np.bincount(idx - lo, weights=law[finite])
-    # pessimistic: everything not on the finite grid (values or sums beyond it, loss +inf at S = 0 in the add
-    # direction, the FFT's negative rounding) goes to +infinity, and the wrapped-around mass (misplaced, at
-    # most ``wrap``) is counted there once more; optimistic: dropped (loss -infinity), a lower bound.
-    inf_mass = float(min(1.0, max(0.0, 1.0 - probs.sum()) + wrap)) if pessimistic else 0.0
-    return _LossPmf(lo, probs, inf_mass), wrap
+    probs = np.bincount(idx - lo, weights=weights)
+    inf_mass = float(min(1.0, max(0.0, 1.0 - probs.sum()) + law.wrap)) if pessimistic else 0.0
+    return _LossPmf(lo, probs, inf_mass)
+
+
+def _allocation_plds(sigma: float, m: int, gamma: float, h: float, s_max: float) -> tuple[Any, Any, float]:
+    """(pessimistic, optimistic) dp-accounting PLDs of one central random allocation (analyst, add-remove) and
+    the optimistic side's misplaced mass. Remove needs S rounded up for the upper bound, add needs it rounded
+    down; the optimistic PLDs take the other grid, so two sum laws serve all four."""
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    up = _sum_law(sigma, m, h, s_max, True)
+    down = _sum_law(sigma, m, h, s_max, False)
+    pess = pld.PrivacyLossDistribution(
+        _to_dp(_loss_pmf(up, m, gamma, "remove", True), True), _to_dp(_loss_pmf(down, m, gamma, "add", True), True)
+    )
+    opt = pld.PrivacyLossDistribution(
+        _to_dp(_loss_pmf(down, m, gamma, "remove", False), False), _to_dp(_loss_pmf(up, m, gamma, "add", False), False)
+    )
+    return pess, opt, up.wrap + down.wrap
 
 
 def _wrap_bound(pq: np.ndarray, pl: np.ndarray, m: int, h: float, length: int) -> float:
-    """Chernoff bound on P(sum of m grid values >= length h): the mass the cyclic FFT wraps around."""
+    """Chernoff bound P(sum >= length h) <= e^{-t length h} M_q(t)^{m-1} M_p(t) for the grid values: the mass
+    the cyclic FFT wraps around (misplaced)."""
     xs = np.arange(pq.size) * h
     best = 1.0
     top = length * h
-    for c in (1.0, 2.0, 4.0, 8.0, 16.0):
+    for c in (4.0, 12.0):
         t = c / (pq.size * h)
-        lq = float(special.logsumexp(t * xs, b=np.maximum(pq, 1e-300)))
-        lp = float(special.logsumexp(t * xs, b=np.maximum(pl, 1e-300)))
+        e = np.exp(t * xs - c)  # e^{t x - c} <= 1 on the grid: no overflow
+        lq = math.log(max(float(np.dot(pq, e)), 1e-300)) + c
+        lp = math.log(max(float(np.dot(pl, e)), 1e-300)) + c
         best = min(best, math.exp(min(0.0, -t * top + (m - 1) * lq + lp)))
     return best
 
 
 def _h_for(m: int, sigma: float) -> float:
     """Grid step of the lognormals: the loss moves by at most about h per epoch (every X_j rounded by h)."""
-    return 2e-3
+    return 3e-3
 
 
 def _s_max(sigma: float, m: int) -> float:
@@ -436,8 +465,9 @@ class RandomCheckinPLD:
     route: str  # "allocation" (central, analyst) or "revealed" (the server view; the analyst by post-processing)
 
 
-def _epoch_plds(event: RandomCheckinEpoch, observer: str, coalition: Coalition | None) -> tuple[Any, Any, str]:
-    """(pessimistic, optimistic) dp-accounting PLDs of one epoch for ``observer``, and the route taken."""
+def _epoch_plds(event: RandomCheckinEpoch, observer: str, coalition: Coalition | None) -> tuple[Any, Any, str, float]:
+    """(pessimistic, optimistic) dp-accounting PLDs of one epoch for ``observer``, the route taken and the
+    optimistic side's misplaced mass."""
     from dp_accounting.pld import privacy_loss_distribution as pld
 
     mech = event.mechanism
@@ -448,7 +478,8 @@ def _epoch_plds(event: RandomCheckinEpoch, observer: str, coalition: Coalition |
         and (event.slots == 1 or event.gamma == 1.0)
     )
     if central_analyst:
-        return _allocation_epoch(mech.sigma, event.epoch_rounds, event.slots, event.gamma) + ("allocation",)
+        pess, opt, wrap = _allocation_epoch(mech.sigma, event.epoch_rounds, event.slots, event.gamma)
+        return pess, opt, "allocation", wrap
     if not isinstance(mech, (CentralGaussian, GaussianSum)):
         raise ParameterError(
             f"The random check-in PLD needs a Gaussian base (CentralGaussian or GaussianSum), not "
@@ -458,41 +489,45 @@ def _epoch_plds(event: RandomCheckinEpoch, observer: str, coalition: Coalition |
     for up in (True, False):
         pmf = _server_pmf(event, coalition if observer == "coalition" else None, up)
         out.append(pld.PrivacyLossDistribution(_to_dp(pmf, up)))
-    return out[0], out[1], "revealed"
+    return out[0], out[1], "revealed", 0.0
 
 
 @functools.lru_cache(maxsize=32)
-def _allocation_epoch(sigma: float, m: int, b: int, gamma: float) -> tuple[Any, Any]:
+def _allocation_epoch(sigma: float, m: int, b: int, gamma: float) -> tuple[Any, Any, float]:
     """One epoch of central random allocation (analyst, add-remove): b = 1 directly; b > 1 (gamma = 1) as the
-    composition of b allocations of 1 out of floor(m/b) or ceil (Feldman & Shenfeld 2025)."""
+    composition of b allocations of 1 out of floor(m/b) or ceil (Feldman & Shenfeld 2025). The optimistic side
+    side's misplaced mass (at most ``wrap``) is added to delta for the lower bound (:func:`random_checkin_pld`)."""
     sizes = [m // b + (1 if i < m % b else 0) for i in range(b)]
-    plds = []
-    for pessimistic in (True, False):
-        acc = None
-        for size in sizes:
-            h, s_max = _h_for(size, sigma), _s_max(sigma, size)
-            one, _ = _allocation_pair(sigma, size, gamma, pessimistic, h, s_max)
-            acc = one if acc is None else acc.compose(one)
-        plds.append(acc)
-    return plds[0], plds[1]
+    pess: Any = None
+    opt: Any = None
+    wrap = 0.0
+    for size in sizes:
+        p, o, w = _allocation_plds(sigma, size, gamma, _h_for(size, sigma), _s_max(sigma, size))
+        pess = p if pess is None else pess.compose(p)
+        opt = o if opt is None else opt.compose(o)
+        wrap += w
+    return pess, opt, wrap
 
 
 def _composed(
     events: list[tuple[RandomCheckinEpoch, int]], observer: str, coalition: Coalition | None
-) -> tuple[Any, Any, str]:
-    """(pessimistic, optimistic) dp-accounting PLDs of every epoch composed, and the routes taken."""
+) -> tuple[Any, Any, str, float]:
+    """(pessimistic, optimistic) dp-accounting PLDs of every epoch composed, the routes taken and the total
+    misplaced mass of the optimistic side (a union bound over the epochs)."""
     pess: Any = None
     opt: Any = None
     routes = set()
+    wrap = 0.0
     for ev, count in events:
         if count == 0:
             continue
-        p, o, route = _epoch_plds(ev, observer, coalition)
+        p, o, route, w = _epoch_plds(ev, observer, coalition)
         routes.add(route)
+        wrap += count * w
         p, o = (p.self_compose(count), o.self_compose(count)) if count > 1 else (p, o)
         pess = p if pess is None else pess.compose(p)
         opt = o if opt is None else opt.compose(o)
-    return pess, opt, "+".join(sorted(routes)) or "none"
+    return pess, opt, "+".join(sorted(routes)) or "none", wrap
 
 
 def random_checkin_pld(
@@ -501,14 +536,18 @@ def random_checkin_pld(
     observer: str = "analyst",
     coalition: Coalition | None = None,
 ) -> RandomCheckinPLD:
-    """Certificate at ``delta`` for the composition of ``count`` epochs of each event (module docstring)."""
+    """Certificate at ``delta`` for the composition of ``count`` epochs of each event (module docstring).
+
+    ``epsilon_lower`` is the optimistic PLD's epsilon at delta + w, w the misplaced FFT mass of its epochs: the
+    optimistic PLD overstates delta by at most w (a union bound over the composed factors), so the true
+    epsilon at delta is at least that."""
     delta = check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     check_observer(observer)
-    pess, opt, route = _composed(events, observer, coalition)
+    pess, opt, route, wrap = _composed(events, observer, coalition)
     if pess is None:
         return RandomCheckinPLD(0.0, 0.0, delta, observer, route)
     eps = max(0.0, float(pess.get_epsilon_for_delta(delta)))
-    low = max(0.0, float(opt.get_epsilon_for_delta(delta)))
+    low = max(0.0, float(opt.get_epsilon_for_delta(min(delta + wrap, 1.0))))
     return RandomCheckinPLD(eps, min(low, eps), delta, observer, route)
 
 
