@@ -229,15 +229,18 @@ def _rdp_cached(
 
 def _blocked_log_m(shifted: _Shifted, n_others: int, gamma: float, p: float, b: int, o: np.ndarray) -> np.ndarray:
     """log E_{N'}[g(N')^b], N' ~ Bin(n_others, gamma), g non-increasing: blocks [lo, hi] of N' bounded by
-    g(lo)^b, weights from the binomial pmf; the mass below the window bounded by g(0)^b x its tail bound,
-    the mass above by g(window top)^b (g non-increasing)."""
+    g(lo)^b, weights from the binomial pmf; below the window geometric blocks [lo, 2 lo] bounded by g(lo)^b times
+    a rigorous bound on their binomial mass; the mass above by g(window top)^b (g non-increasing)."""
     log_b = math.log(_TAIL)
     a = binom_window_edge(n_others, gamma, log_b, True)
     top = binom_window_edge(n_others, gamma, log_b, False)
     parts = []
-    if a > 0:
-        tail = float(log_binom_tail_ub(n_others, np.array([0.0]), np.array([a - 1.0]), gamma)[0])
-        parts.append(tail + b * _log_g(shifted, 0, p, o))
+    lo = 0  # below the window: blocks [0, 0], [1, 1], [2, 3], [4, 7], ... each bounded by g(lo)^b times a
+    while lo < a:  # rigorous tail bound on its binomial mass (g(0)^b = f(1)^b alone would swamp the sum)
+        hi = min(a - 1, 2 * lo if lo > 0 else 0)
+        tail = float(log_binom_tail_ub(n_others, np.array([float(lo)]), np.array([float(hi)]), gamma)[0])
+        parts.append(tail + b * _log_g(shifted, lo, p, o))
+        lo = hi + 1
     k = a
     pmf_cache = np.exp(log_binom_pmf(n_others, np.arange(a, top + 1, dtype=np.float64), gamma))
     while k <= top:
@@ -428,29 +431,33 @@ def _allocation_plds(sigma: float, m: int, gamma: float, h: float, s_max: float)
 def _wrap_bound(pq: np.ndarray, pl: np.ndarray, m: int, h: float, length: int) -> float:
     """Chernoff bound P(sum >= length h) <= e^{-t length h} M_q(t)^{m-1} M_p(t) for the grid values: the mass
     the cyclic FFT wraps around (misplaced)."""
-    xs = np.arange(pq.size) * h
+    chunk = 64  # the bound on coarse bins: each bin's mass at its largest value (e^{tx} is increasing)
+    pad = (-pq.size) % chunk
+    cq = np.pad(pq, (0, pad)).reshape(-1, chunk).sum(axis=1)
+    cl = np.pad(pl, (0, pad)).reshape(-1, chunk).sum(axis=1)
+    xs = (np.arange(cq.size) + 1.0) * chunk * h
     best = 1.0
     top = length * h
-    for c in (4.0, 12.0):
+    for c in (4.0, 12.0, 24.0, 40.0):
         t = c / (pq.size * h)
-        e = np.exp(t * xs - c)  # e^{t x - c} <= 1 on the grid: no overflow
-        lq = math.log(max(float(np.dot(pq, e)), 1e-300)) + c
-        lp = math.log(max(float(np.dot(pl, e)), 1e-300)) + c
+        e = np.exp(t * xs - 2.0 * c)  # t x <= c (1 + chunk / size) < 2c on the grid: no overflow
+        lq = math.log(max(float(np.dot(cq, e)), 1e-300)) + 2.0 * c
+        lp = math.log(max(float(np.dot(cl, e)), 1e-300)) + 2.0 * c
         best = min(best, math.exp(min(0.0, -t * top + (m - 1) * lq + lp)))
     return best
 
 
 def _h_for(m: int, sigma: float) -> float:
     """Grid step of the lognormals: the loss moves by at most about h per epoch (every X_j rounded by h)."""
-    return 3e-3
+    return 4e-3 if m < 500 else 3e-3
 
 
 def _s_max(sigma: float, m: int) -> float:
-    """S/m at the grid's top, 1 + 25 standard deviations of S/m under P: beyond it the loss goes to +infinity
+    """S/m at the grid's top, 1 + 18 standard deviations of S/m under P: beyond it the loss goes to +infinity
     (pessimistic; the mass there is computed, not assumed)."""
     a = 1.0 / sigma
     sd = math.sqrt(math.expm1(a * a) * math.exp(a * a) / m)
-    return float(min(max(1.5, 1.0 + 25.0 * sd), 64.0))
+    return float(min(max(1.5, 1.0 + 18.0 * sd), 64.0))
 
 
 @dataclass(frozen=True)
@@ -546,9 +553,25 @@ def random_checkin_pld(
     pess, opt, route, wrap = _composed(events, observer, coalition)
     if pess is None:
         return RandomCheckinPLD(0.0, 0.0, delta, observer, route)
-    eps = max(0.0, float(pess.get_epsilon_for_delta(delta)))
-    low = max(0.0, float(opt.get_epsilon_for_delta(min(delta + wrap, 1.0))))
+    eps = _epsilon(pess, delta)
+    low = _epsilon(opt, min(delta + wrap, 1.0))
     return RandomCheckinPLD(eps, min(low, eps), delta, observer, route)
+
+
+def _epsilon(pld: Any, delta: float) -> float:
+    """dp-accounting's get_epsilon_for_delta, vectorised: the max over both directions of
+    :func:`secagg_dp.accounting.checkin.pld.epsilon_for_delta` (the same arithmetic, tested equal there) on the
+    dense pmfs; dp-accounting's own method for any other representation."""
+    from secagg_dp.accounting.checkin.pld import epsilon_for_delta
+
+    out = 0.0
+    for pmf in (pld._pmf_remove, pld._pmf_add):
+        probs = getattr(pmf, "_probs", None)
+        if probs is None:
+            return max(0.0, float(pld.get_epsilon_for_delta(delta)))
+        losses = (pmf._lower_loss + np.arange(probs.size)) * pmf._discretization
+        out = max(out, epsilon_for_delta(losses, probs, float(pmf._infinity_mass), delta))
+    return out
 
 
 def _unwrap(event: Any) -> tuple[RandomCheckinEpoch, int] | None:
