@@ -449,7 +449,7 @@ def _wrap_bound(pq: np.ndarray, pl: np.ndarray, m: int, h: float, length: int) -
 
 def _h_for(m: int, sigma: float) -> float:
     """Grid step of the lognormals: the loss moves by at most about h per epoch (every X_j rounded by h)."""
-    return 4e-3 if m < 500 else 3e-3
+    return 4e-3
 
 
 def _s_max(sigma: float, m: int) -> float:
