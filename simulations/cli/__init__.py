@@ -26,8 +26,10 @@ _REGISTRY: tuple[tuple[str, str, str | None], ...] = (
     ("simulations.cli.account", "register_account", "account"),
     ("simulations.cli.account_checkin", "register_account", "account"),
     ("simulations.cli.account_shuffle", "register_account", "account"),
+    ("simulations.cli.account_random", "register_account", "account"),
     ("simulations.cli.account", "register_calibrate", "calibrate"),
     ("simulations.cli.account_checkin", "register_calibrate", "calibrate"),
+    ("simulations.cli.account_random", "register_calibrate", "calibrate"),
 )
 
 
