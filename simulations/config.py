@@ -208,13 +208,14 @@ class Population:
         _choice("population.sampling", self.sampling, ("checkin", "fixed"))
         _choice("population.participation", self.participation, PARTICIPATIONS)
         m = _int("population.epoch_rounds", self.epoch_rounds, 1, 10**6)
-        _int("population.slots", self.slots, 1, m)
+        _int("population.slots", self.slots, 1)
         if self.participation == "checkin" and (m, self.slots) != (1, 1):
             key = "population.epoch_rounds" if m != 1 else "population.slots"
             raise ConfigError(
                 f"Config key {key!r} applies to population.participation = 'random-checkin' only (the coin of "
                 f"participation = 'checkin' is drawn every round), not {getattr(self, key.split('.')[1])}."
             )
+        _int("population.slots", self.slots, 1, m)  # b distinct rounds of the epoch's m
         if self.participation == "random-checkin" and self.sampling != "checkin":
             raise ConfigError(
                 "Config key 'population.sampling' must be 'checkin' with participation = 'random-checkin' (each "
