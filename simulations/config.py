@@ -23,7 +23,7 @@ client runs.
     checkin = 0.5               # p: each client's own check-in coin
     dropout = 0.05              # p': per client and per protocol stage
     sampling = "checkin"        # "checkin" | "fixed" (round(p*n) clients without replacement)
-    participation = "checkin"   # "checkin": the coin p every round | "random-checkin" (Balle et al. 2020):
+    # participation = "checkin" # "checkin": the coin p every round | "random-checkin" (Balle et al. 2020):
                                 # the coin p once per epoch of epoch_rounds rounds, then `slots` of them
     # epoch_rounds = 1          # m, random-checkin only: rounds per epoch (the last epoch may be partial)
     # slots = 1                 # b in 1..m, random-checkin only: distinct rounds per participating client
