@@ -272,7 +272,7 @@ def test_validation_and_accountant_contract() -> None:
     acc = RandomCheckinAccountant(method="pld", observer="server")
     with pytest.raises(UnsupportedEventError):
         acc.compose(RandomCheckinEpoch(SkellamSum(10.0, 2.0, 2.0), 10, 0.5, 3, 1))
-    ev = RandomCheckinEpoch(GaussianSum(1.0), 100, 0.5, 5, 1)
+    ev = RandomCheckinEpoch(GaussianSum(3.0), 100, 0.5, 5, 1)
     cert = acc.compose(ev, 4).certificate(1e-5)
     assert cert.certificate and cert.detail["epsilon_lower"] <= cert.epsilon
     rdp = RandomCheckinAccountant(method="rdp", observer="server").compose(ev, 4).get_epsilon(1e-5)
