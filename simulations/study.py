@@ -61,6 +61,7 @@ def run(
         "study": {"name": cfg.name, "grid": cfg.study.grid, "x": cfg.study.x, "seed": root, "seeds": seeds},
         "runs": [],
     }
+    label, sub, v = variants[0][0], out, variants[0][2]  # named in the failure record if the study fails
     try:
         for i, (label, vals, variant) in enumerate(variants):
             for j in range(seeds):
@@ -78,8 +79,9 @@ def run(
     except KeyboardInterrupt:
         study["status"] = "interrupted"
         raise
-    except BaseException:
+    except BaseException as exc:
         study["status"] = "failed"
+        study["failure"] = _failure(exc, sub, label, v.seed)
         raise
     finally:
         write_atomic(out / "results.json", study)
@@ -89,6 +91,20 @@ def run(
         study["plots"] = [p.name for p in plot_study(study, out)]
         write_atomic(out / "results.json", study)
     return study
+
+
+def _failure(exc: BaseException, sub: Path, label: str, seed: int | None) -> dict[str, Any]:
+    """A failed study's ``failure``: the failed run's own record (its results.json ``failure``: type, message,
+    round, rounds_completed) with the variant's ``label``, ``seed`` and folder ``out``."""
+    import json
+
+    from simulations.runner import failure_record
+
+    try:
+        rec = json.loads((sub / "results.json").read_text(encoding="utf-8"))["failure"]
+    except (OSError, ValueError, KeyError, TypeError):  # the run failed before writing its record
+        rec = failure_record(exc, None, 0)
+    return {**rec, "label": label, "seed": seed, "out": sub.name}
 
 
 def _with_seed(cfg: SimConfig, root: int) -> SimConfig:
