@@ -165,13 +165,16 @@ def load_task(path: str, options: dict[str, Any]) -> Any:
     except TaskError:
         raise
     except Exception as exc:  # the task's own constructor failed: one line, not a traceback
-        raise TaskError(f"Task {path!r}: its constructor raised {type(exc).__name__}: {exc}{_where(exc)}.") from exc
+        at = _where(exc)
+        raise TaskError(
+            f"Task {path!r}: its constructor raised {type(exc).__name__}: {exc}" + (f" ({at})." if at else ".")
+        ) from exc
 
 
 def _where(exc: BaseException) -> str:
-    """`` (at file.py:line)`` of the innermost frame that raised ``exc`` (empty if raised where it was called)."""
+    """``at file.py:line`` of the innermost frame that raised ``exc`` (empty if raised where it was called)."""
     frames = traceback.extract_tb(exc.__traceback__)
-    return f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if len(frames) > 1 else ""
+    return f"at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if len(frames) > 1 else ""
 
 
 def _import(module_name: str) -> Any:
@@ -273,9 +276,10 @@ def call_task(task: Any, method: str, *args: Any, round: int | None = None) -> A
     except TaskError:
         raise
     except Exception as exc:
-        when = "" if round is None else f" in round {round}"
+        where = ", ".join(p for p in ("" if round is None else f"round {round}", _where(exc)) if p)
         raise TaskError(
-            f"Task {task_label(task)!r}: {method} raised {type(exc).__name__}{when}: {exc}{_where(exc)}."
+            f"Task {task_label(task)!r}: {method} raised {type(exc).__name__}: {exc}"
+            + (f" ({where})." if where else ".")
         ) from exc
 
 

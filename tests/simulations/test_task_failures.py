@@ -100,8 +100,8 @@ def test_a_task_that_raises_names_method_round_and_line(tmp_path):
     with pytest.raises(TaskError) as err:
         _run(Regression(fail="raise", fail_round=2), tmp_path)
     msg = str(err.value)
-    assert msg.startswith("Task 'regression': client_vectors raised RuntimeError in round 2: boom (at ")
-    assert "test_task_failures.py:" in msg
+    assert msg.startswith("Task 'regression': client_vectors raised RuntimeError: boom (round 2, at ")
+    assert "at test_task_failures.py:" in msg
     assert isinstance(err.value.__cause__, RuntimeError)  # the traceback stays reachable from Python
     doc = _doc(tmp_path)
     assert [r["round"] for r in doc["rounds"]] == [1]  # the completed round is kept
@@ -129,7 +129,7 @@ def test_the_cli_prints_one_line_and_exits_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2
     assert err.count("\n") == 1 and "Traceback" not in err
-    assert err.startswith("secagg-dp: error: Task 'regression': client_vectors raised RuntimeError in round 2")
+    assert err.startswith("secagg-dp: error: Task 'regression': client_vectors raised RuntimeError: boom (round 2")
     assert json.loads((out / "results.json").read_text())["failure"]["round"] == 2
 
 
