@@ -207,3 +207,23 @@ def test_a_failed_study_names_the_run_and_round(tmp_path):
     assert study["status"] == "failed"
     assert study["failure"]["round"] == 2 and study["failure"]["rounds_completed"] == 1
     assert study["failure"]["type"] == "TaskError" and study["failure"]["out"].endswith("-seed0")
+
+
+def test_the_flower_path_refuses_complex_updates_too():
+    """The Flower client's two entry points for a model update (no Flower needed to call them)."""
+    from simulations.flower.client import flatten_arrays
+    from simulations.flower.core import FlowerDPConfig, encode_update
+
+    cfg = FlowerDPConfig(dim=3, clip=1.0, noise_multiplier=1.0, sample_size=4, population=8, threshold=3, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ParameterError, match="real numeric array, not dtype complex128"):
+            encode_update(cfg, np.array([0.1, 0.2, 0.3]) + 1j, np.random.default_rng(0))
+
+        class Arrays:
+            def to_numpy_ndarrays(self) -> list[np.ndarray]:
+                return [np.zeros(2), np.ones(1, dtype=np.complex64)]
+
+        with pytest.raises(ParameterError, match="real numbers, not dtype complex64"):
+            flatten_arrays(Arrays())
+    assert encode_update(cfg, np.array([0.1, 0.2, 0.3]), np.random.default_rng(0)).dtype == np.uint64
