@@ -20,12 +20,12 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import numpy as np
 
 from secagg_dp import zq
-from secagg_dp.errors import ConfigError, ParameterError, ProtocolError
+from secagg_dp.errors import AbortError, ConfigError, ParameterError, ProtocolError
 from secagg_dp.noise import SIGMA_MAX
 from simulations import aggregators
 from simulations.clients import (
@@ -74,19 +74,6 @@ SEED_DERIVATION = (
     "logreg client-level local minibatches of client i in round r (2, r, i)"
 )
 _DRAW_CHUNK = 1 << 20  # check-in coins drawn per call: bounded memory at n = 10^7 (same stream as one call)
-
-
-class _CryptoArgs(TypedDict):
-    """Keyword arguments of :func:`aggregators.crypto_aggregate` (and ``crypto_aggregate_on``) for one round."""
-
-    bits: int
-    threshold: int
-    dropouts: dict[str, set[int]]
-    neighbours: int | None
-    seed: int
-    security: str
-    noise: Any  # a secagg_dp.noise.add_then_remove.NoiseSpec, or None
-    min_roster: int | None
 
 
 @dataclass(frozen=True)
@@ -596,17 +583,26 @@ def aggregate_round(
         secs["clients"] = time.perf_counter() - t1
     else:
         survivors = None
-        crypto = _CryptoArgs(
-            bits=cfg.secagg.bits,
-            threshold=t,
-            dropouts=aggregators.dropout_sets(ids, stages),
-            neighbours=cfg.secagg.neighbours,
-            seed=_round_int(root, r, PURPOSE_CRYPTO),
-            security=cfg.secagg.security,
-            noise=_noise_spec(cfg, p),
-            min_roster=roster_floor(cfg, p),
-        )
-        if hasattr(executor, "client_pool") and len(ids) >= max(t, 2):
+        dropouts = aggregators.dropout_sets(ids, stages)
+        # the round's one configuration (protocols.RoundPlan), handed to the clients' pool and the server
+        plan_ = None
+        if len(ids) >= max(t, 2):
+            try:
+                plan_ = aggregators.round_plan(
+                    ids.tolist(),
+                    p.padded_dim,
+                    dropouts,
+                    bits=cfg.secagg.bits,
+                    threshold=t,
+                    neighbours=cfg.secagg.neighbours,
+                    seed=_round_int(root, r, PURPOSE_CRYPTO),
+                    security=cfg.secagg.security,
+                    noise=_noise_spec(cfg, p),
+                    min_roster=roster_floor(cfg, p),
+                )
+            except AbortError:  # fewer check-ins than the clients' minimum roster: every client refuses it
+                plan_ = None
+        if hasattr(executor, "client_pool") and plan_ is not None:
             # clients live on the workers for the round: each shard encodes its own blocks there, one block at
             # a time as its clients are built
             from simulations.executors import chunked
@@ -616,20 +612,22 @@ def aggregate_round(
                 secs["clients"] = time.perf_counter() - t1
                 t2 = time.perf_counter()
                 try:
-                    res = aggregators.crypto_round_on(pool, pool.ids, p.padded_dim, **crypto)
+                    res = aggregators.crypto_round(pool, plan_, dropouts)
                     aggregate, survivors, comm = res.aggregate, frozenset(res.survivors), res.communication
                 except ProtocolError:
                     aggregate = None
         else:
             # each client's row is encoded when its client is built (in this process or in the forked worker
-            # holding its shard), its block whole with the block's generator, as run_blocks does for all
-            # participants: the same rows, and never a participants x d array
+            # holding its shard), a few rows of its block at a time with the block's generator, as run_blocks
+            # does for the whole block: the same rows, and never a participants x d array
+            from protocols import LazyInputs
+
             secs["clients"] = time.perf_counter() - t1
             t2 = time.perf_counter()
             inputs = BlockInputs(spec, ids)
-            if len(ids) >= max(t, 2):
+            if plan_ is not None:
                 try:
-                    res = aggregators.crypto_round_lazy(inputs.ids, inputs, p.padded_dim, **crypto)
+                    res = aggregators.crypto_round(LazyInputs(tuple(inputs.ids), inputs, p.padded_dim), plan_, dropouts)
                     aggregate, survivors, comm = res.aggregate, frozenset(res.survivors), res.communication
                 except ProtocolError:
                     aggregate = None
