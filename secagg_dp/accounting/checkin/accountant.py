@@ -43,7 +43,15 @@ from secagg_dp.errors import ParameterError
 if TYPE_CHECKING:
     from secagg_dp.accounting.checkin.coalition import Coalition
 
-__all__ = ["CHECKIN_METHODS", "CheckinAccountant", "pld_supports", "tightest_method"]
+__all__ = [
+    "CHECKIN_METHODS",
+    "CheckinAccountant",
+    "CheckinPldAccountant",
+    "CheckinRdpAccountant",
+    "CheckinWindowAccountant",
+    "pld_supports",
+    "tightest_method",
+]
 
 #: The check-in accountant's methods.
 CHECKIN_METHODS: tuple[str, str, str] = ("rdp", "window", "pld")
@@ -223,7 +231,12 @@ class CheckinAccountant(PrivacyAccountant):
 
             o = self._rdp.orders.astype(np.int64)
             eps_i, order_i = rdp_to_epsilon(orders=o, rdp=self._moment / (o - 1.0), delta=delta)
-            return eps_i, float(order_i), 0.0, {"ex_post": True}
+            return (
+                eps_i,
+                float(order_i),
+                0.0,
+                {"ex_post": True, "window": None, "delta_rdp": delta, "delta_window": 0.0},
+            )
         if self.method == "rdp":
             eps, order = self._rdp.get_epsilon_and_order(delta)
             return eps, order, 0.0, {}

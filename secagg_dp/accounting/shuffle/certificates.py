@@ -189,6 +189,11 @@ class ShuffleAccountant(PrivacyAccountant):
             total = self._total + (reps * count) * curve([int(x) for x in self.orders], ev.n, ev.sigma, ev.gamma)
         self._total, self._round, self._count = total, ev, self._count + reps * count
 
+    @property
+    def rdp(self) -> npt.NDArray[np.float64]:
+        """The composed RDP curve at :attr:`orders` (a copy): the bound's curve times the rounds."""
+        return self._total.copy()
+
     def get_epsilon(self, delta: float) -> float:
         return self.certificate(delta).epsilon
 

@@ -4,7 +4,9 @@
 class; :func:`make_accountant` builds one with keyword options (an unknown option is a ``TypeError`` from the
 class, never swallowed). Observers are options of the check-in accountants (``observer="server"``,
 ``ex_post=True``, ``observer="coalition", coalition=Coalition(c, m)``), not separate functions; each class's
-docstring cites its bound. Classes load on first use, so importing the registry imports no accountant.
+docstring cites its bound. Classes load on first use by their dotted path, so importing the registry imports
+no accountant, and the core keeps no import of the check-in and shuffle rooms (the same lazy loading as
+:mod:`secagg_dp.accounting`'s public names).
 """
 
 from __future__ import annotations
