@@ -42,7 +42,7 @@ OBSERVERS: tuple[str, str, str] = ("analyst", "server", "coalition")
 BOUNDS: tuple[str, str, str] = ("upper", "lower", "estimate")
 
 #: The layouts of :meth:`Certificate.as_dict`.
-SCHEMAS: tuple[str, str, str] = ("certificate", "checkin", "pld")
+SCHEMAS: tuple[str, str, str, str] = ("certificate", "checkin", "pld", "results")
 
 
 def check_observer(value: Any) -> str:
@@ -114,7 +114,19 @@ class Certificate:
         ``"pld"``: the flat layouts the check-in mixture (``CheckinCertificate``) and check-in PLD
         (``PLDCertificate``) records have always had in ``secagg-dp account checkin --json`` (fields and the
         method's ``detail`` keys side by side, the order as an integer), kept so that no output changes.
+        ``"results"``: the simulator's results.json form, the fields without ``detail``, the order as an integer
+        (None if absent or infinite), ``rounds`` and ``ex_post``, then the other ``detail`` keys.
         """
+        if schema == "results":
+            out = {k: v for k, v in self.as_dict().items() if k != "detail"}
+            order = self.order
+            out.update(
+                order=int(order) if order is not None and math.isfinite(order) else None,
+                rounds=self.detail.get("rounds"),
+                ex_post=bool(self.detail.get("ex_post", False)),
+            )
+            out.update({k: v for k, v in self.detail.items() if k not in out})
+            return out
         if schema == "checkin":
             return self._checkin_dict()
         if schema == "pld":
