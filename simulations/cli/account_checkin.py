@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from secagg_dp.accounting.checkin.coalition import Coalition
-    from secagg_dp.accounting.checkin.mixture import BaseMechanism, CheckinCertificate, PerKProvider
+    from secagg_dp.accounting.checkin.mixture import BaseMechanism, CheckinCertificate, SubsampledCheckin
     from secagg_dp.accounting.checkin.pld import PLDCertificate
     from secagg_dp.accounting.core.accountant import Certificate
 
@@ -231,7 +231,7 @@ class _Query:
     coalition: Coalition | None
     orders: np.ndarray
     local: bool
-    provider: PerKProvider
+    provider: SubsampledCheckin
     method: str
     rdp: CheckinCertificate | None = None  # the full mixture (analyst view)
     window: CheckinCertificate | None = None
