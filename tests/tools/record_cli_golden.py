@@ -71,6 +71,10 @@ GRID: tuple[str, ...] = (
     "account checkin --n 100 --gamma 0.1 --sigma 0.3 --rounds 2 --delta 1e-6 --max-order 16",
     "account checkin --n 100 --gamma 0.1 --sigma 0.3 --rounds 2 --delta 1e-6 --max-order 16 --json",
     "account checkin --n 100 --gamma 0.1 --sigma 2 --rounds 2 --delta 1e-6 --colluders 3 --min-sum 2",
+    "account checkin --n 1 --gamma 0.5 --sigma 1 --rounds 1 --delta 1e-5 --method rdp",
+    "account checkin --n 1 --gamma 0.5 --sigma 1 --rounds 2 --delta 1e-5 --json",
+    "account checkin --n 10 --gamma 1 --sigma 1 --local-steps 2 --sample-rate 1 --rounds 1 --delta 1e-5 --json",
+    "account checkin --n 10 --gamma 1 --sigma 1 --rounds 1 --delta 1e-5",
     "calibrate checkin --n 1000 --gamma 0.1 --rounds 5 --delta 1e-6 --epsilon 2",
     "calibrate checkin --n 1000 --gamma 0.1 --rounds 5 --delta 1e-6 --epsilon 2 --observer server --json",
     "calibrate checkin --n 1000 --gamma 0.1 --rounds 5 --delta 1e-6 --epsilon 4 --observer coalition "

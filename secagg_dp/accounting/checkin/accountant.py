@@ -64,6 +64,11 @@ _CITATIONS = {
     "pld": "Zhu, Dong & Wang 2022, Thm 10 (dominating pair of the subsampled Gaussian); Connect-the-Dots, "
     "Doroshenko, Ghazi, Kamath, Kumar & Manurangsi 2022, Alg. 1; proofs in docs/accounting/pld.md",
 }
+_EX_POST_CITATION = (
+    "server ex-post view (participation revealed, the target in every round: K = 1 + K', K' ~ Bin(n - 1, gamma)), "
+    "docs/accounting/observers.md; composition: Mironov 2017, Prop. 1; RDP -> (epsilon, delta): Canonne, Kamath & "
+    "Steinke 2020, Prop. 12"
+)
 _COALITION_CITATION = (
     "; coalition view (server + colluders, sums of at least min_sum clients): Bonawitz et al. 2017, Sec. 6; "
     "Bell et al. 2020; docs/accounting/observers.md"
@@ -290,7 +295,9 @@ class CheckinAccountant(PrivacyAccountant):
             neighbouring=self.neighbouring,
             method=self.method,
             certificate=True,
-            citation=_CITATIONS[self.method] + ("" if self.coalition is None else _COALITION_CITATION),
+            citation=_EX_POST_CITATION
+            if self.ex_post
+            else _CITATIONS[self.method] + ("" if self.coalition is None else _COALITION_CITATION),
             slack=slack,
             order=order,
             detail={
