@@ -233,17 +233,23 @@ class _Query:
     local: bool
     provider: SubsampledCheckin
     method: str
-    rdp: CheckinCertificate | None = None  # the full mixture (analyst view)
-    window: CheckinCertificate | None = None
-    server: CheckinCertificate | None = None
-    ex_post: Certificate | None = None
     pld: PLDCertificate | None = None
     pld_server: PLDCertificate | None = None
     pld_note: str | None = None
     coal: CheckinCertificate | PLDCertificate | None = None
     comparison: dict[str, Any] | None = None
     baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
-    largest_order: bool = False
+
+
+@dataclass(frozen=True)
+class _Lines:
+    """The RDP-path certificates: the analyst's full mixture and window, the server's, its ex-post bound."""
+
+    rdp: CheckinCertificate
+    window: CheckinCertificate | None
+    server: CheckinCertificate
+    ex_post: Certificate
+    largest_order: bool  # some optimum is the largest order offered (a note)
 
 
 def _gamma_of(args: argparse.Namespace) -> float:
@@ -320,7 +326,7 @@ def _take_pld(q: _Query, get: Callable[[], tuple[PLDCertificate, PLDCertificate]
         q.method, q.pld, q.pld_server, q.pld_note = "rdp", None, None, f"pld unavailable, rdp used: {exc}"
 
 
-def _rdp_lines(q: _Query) -> None:
+def _rdp_lines(q: _Query) -> _Lines:
     """The RDP certificates: the full mixture, the window, the server and the server's ex-post bound."""
     import math
     import warnings
@@ -339,36 +345,35 @@ def _rdp_lines(q: _Query) -> None:
     # bounds (log 0 = -inf is their intended value) are not printed, as before; any other warning is
     with warnings.catch_warnings(record=True) as caught, np.errstate(all="ignore"):
         warnings.simplefilter("always", LargestOrderWarning)
-        q.rdp = checkin_epsilon(prov, a.n, q.gamma, a.rounds, a.delta, q.orders, method="rdp")
+        rdp = checkin_epsilon(prov, a.n, q.gamma, a.rounds, a.delta, q.orders, method="rdp")
+        window: CheckinCertificate | None
         try:
-            q.window = checkin_epsilon(
+            window = checkin_epsilon(
                 prov, a.n, q.gamma, a.rounds, a.delta, q.orders, method="window", delta_split=a.window_delta
             )
         except ParameterError:
-            q.window = None
-        q.server = server_certificate(prov.mechanism, a.n, q.gamma, a.rounds, a.delta, q.orders, neighbouring=nb)
+            window = None
+        server = server_certificate(prov.mechanism, a.n, q.gamma, a.rounds, a.delta, q.orders, neighbouring=nb)
         ex_post = CheckinAccountant(neighbouring=nb, orders=q.orders, observer="server", ex_post=True)
-        q.ex_post = ex_post.compose(CheckinRound(prov, a.n, q.gamma, None, nb), a.rounds).certificate(a.delta)
+        post = ex_post.compose(CheckinRound(prov, a.n, q.gamma, None, nb), a.rounds).certificate(a.delta)
     # the ex-post accountant reports through its certificate what rdp_to_dp warns of (a finite, positive optimum
     # at the largest of several orders)
-    e = q.ex_post.epsilon
-    at_largest = bool(q.ex_post.detail["optimal_order_is_largest"]) and q.orders.size > 1 and 0.0 < e < math.inf
-    q.largest_order = bool(caught) or at_largest
+    e = post.epsilon
+    at_largest = bool(post.detail["optimal_order_is_largest"]) and q.orders.size > 1 and 0.0 < e < math.inf
+    return _Lines(rdp, window, server, post, bool(caught) or at_largest)
 
 
-def _certify(q: _Query) -> None:
+def _certify(q: _Query) -> _Lines:
     """Ask each accountant: the PLD pair (on a worker thread when a CPU is idle) beside the RDP lines."""
     from secagg_dp.errors import ParameterError
 
     if q.method != "pld":
-        _rdp_lines(q)
-        return
+        return _rdp_lines(q)
     from secagg_dp._parallel import idle_cpus
 
     if idle_cpus(2) < 2:
         _take_pld(q, lambda: _pld_pair(q))
-        _rdp_lines(q)
-        return
+        return _rdp_lines(q)
     # the PLD certificates and the RDP lines share no state: with an idle CPU the PLD pair runs on a worker
     # thread while this thread computes the RDP lines (numpy's kernels release the GIL); same numbers
     from concurrent.futures import ThreadPoolExecutor
@@ -376,13 +381,14 @@ def _certify(q: _Query) -> None:
     with ThreadPoolExecutor(max_workers=1) as pool:  # an exception below still waits for the worker
         job = pool.submit(_pld_pair, q)
         try:
-            _rdp_lines(q)
+            lines = _rdp_lines(q)
         except BaseException:
             pld_error = job.exception()  # an explicit --method pld reports its own error first
             if q.args.method == "pld" and isinstance(pld_error, ParameterError):
                 raise pld_error from None
             raise
     _take_pld(q, job.result)
+    return lines
 
 
 def _comparison(q: _Query) -> dict[str, Any] | None:
@@ -434,41 +440,38 @@ def _handle(args: argparse.Namespace) -> int:
     from secagg_dp.errors import ParameterError
 
     q = _query(args)
-    _certify(q)
+    lines = _certify(q)
     if q.coalition is not None:
         nb = q.provider.neighbouring
         q.coal = _coalition_certificate(args, q.coalition, q.provider.mechanism, q.gamma, q.orders, nb, bool(q.pld))
     q.comparison = _comparison(q)
-    if q.method == "window" and q.window is None:
+    if q.method == "window" and lines.window is None:
         raise ParameterError("No window certificate exists for these parameters (T * P(K outside) >= delta).")
     q.baselines = _baselines(q)
     if args.json:
-        print(_json_text(q))
+        print(_json_text(q, lines))
     else:
-        _print_text(q)
+        _print_text(q, lines)
     return 0
 
 
-def _chosen(q: _Query) -> CheckinCertificate:
+def _chosen(q: _Query, lines: _Lines) -> CheckinCertificate:
     """The RDP-path certificate the command reports: the window one for --method window, else the mixture."""
-    chosen = q.rdp if q.method == "rdp" or q.window is None else q.window
-    assert chosen is not None  # noqa: S101 - _rdp_lines set q.rdp
-    return chosen
+    return lines.rdp if q.method == "rdp" or lines.window is None else lines.window
 
 
-def _json_text(q: _Query) -> str:
+def _json_text(q: _Query, lines: _Lines) -> str:
     """The one JSON object of ``--json`` (docs/cli-output.md)."""
     import math
 
     from simulations.cli._output import dumps, rdp_curve
 
-    a, local, window, chosen = q.args, q.local, q.window, _chosen(q)
-    assert q.server is not None and q.ex_post is not None and q.rdp is not None  # noqa: S101 - set by _certify
-    analyst_cert, server_cert = q.pld or chosen, q.pld_server or q.server
+    a, local, window, chosen = q.args, q.local, lines.window, _chosen(q, lines)
+    analyst_cert, server_cert = q.pld or chosen, q.pld_server or lines.server
     out = (analyst_cert if a.observer == "analyst" else server_cert).as_dict()
     out["bound"] = "own noise per local step" if local and a.local_steps >= 2 else "joint noise"
     out["server"] = server_cert.as_dict()
-    out["server_ex_post"] = q.ex_post.as_dict(schema="checkin")
+    out["server_ex_post"] = lines.ex_post.as_dict(schema="checkin")
     if q.coal is not None:
         out["coalition"] = q.coal.as_dict()
     out["dropout_stages"] = a.dropout_stages if a.gamma is None else None
@@ -485,7 +488,7 @@ def _json_text(q: _Query) -> str:
         }
     )
     analyst = a.observer == "analyst"  # the rdp/window paths here certify the analyst view only
-    out["epsilon_rdp"] = q.rdp.epsilon if analyst else None
+    out["epsilon_rdp"] = lines.rdp.epsilon if analyst else None
     out["epsilon_window"] = window.epsilon if window and analyst else None
     if analyst and window is None:
         out["epsilon_window_reason"] = "no check-in window has T * P(K outside window) < delta"
@@ -505,7 +508,7 @@ def _json_text(q: _Query) -> str:
 _AMPLIFICATION = {"pair": "ZDW22 dominating pair", "thm27": "WBK19 Thm 27", "thm9": "WBK19 Thm 9"}
 
 
-def _print_text(q: _Query) -> None:
+def _print_text(q: _Query, lines: _Lines) -> None:
     """The text table: the analyst's rdp, pld and window lines, baselines, then one line per observer."""
     a = q.args
     unit = "sample-level add-remove" if q.local else "client-level replace-one"
@@ -517,8 +520,7 @@ def _print_text(q: _Query) -> None:
     print("  (the rdp, pld and window lines certify the analyst view; the observer lines below say who)")
     auto = "ZDW22 dominating pair" if a.mechanism == "gaussian" else "WBK19 Thm 9"
     amp = "joint convexity" if q.local else _AMPLIFICATION.get(a.amplification, auto)
-    rdp = q.rdp
-    assert rdp is not None  # noqa: S101 - set by _certify
+    rdp = lines.rdp
     print(f"  {'full mixture (rdp)':<34}{rdp.epsilon:>12.6g}{rdp.order:>7}  rate k/n ({amp}), k=0 term kept")
     if q.pld_note:
         print(f"  note: {q.pld_note}")
@@ -527,7 +529,7 @@ def _print_text(q: _Query) -> None:
             f"  {'privacy loss distribution (pld)':<34}{q.pld.epsilon:>12.6g}{'':>7}  analyst view, "
             f"optimistic {q.pld.epsilon_optimistic:.6g}, delta_tail={q.pld.delta_tail:.3g}"
         )
-    w = q.window
+    w = lines.window
     if w:
         print(
             f"  {'window certificate (window)':<34}{w.epsilon:>12.6g}{w.order:>7}  "
@@ -538,16 +540,15 @@ def _print_text(q: _Query) -> None:
         print(f"  {'window certificate (window)':<34}{'n/a':>12}")
     for name, v in q.baselines.items():
         print(f"  {'baseline: ' + name:<34}{v['epsilon']:>12.6g}{'':>7}  {v['method']}")
-    _print_observers(q)
+    _print_observers(q, lines)
 
 
-def _print_observers(q: _Query) -> None:
+def _print_observers(q: _Query, lines: _Lines) -> None:
     """One line per observer (analyst, server, coalition, the server's ex-post bound), the comparison, notes."""
     from secagg_dp.accounting.checkin.local_steps import SEED004_LABEL
 
-    chosen, ex_post = _chosen(q), q.ex_post
-    assert q.server is not None and ex_post is not None and ex_post.order is not None  # noqa: S101
-    a_cert, s_cert = q.pld or chosen, q.pld_server or q.server
+    chosen, ex_post = _chosen(q, lines), lines.ex_post
+    a_cert, s_cert = q.pld or chosen, q.pld_server or lines.server
     a_order = "" if q.pld else a_cert.order  # type: ignore[union-attr]  # a PLD certificate (no order) only when pld
     s_order = "" if q.pld_server else s_cert.order  # type: ignore[union-attr]  # likewise for pld_server
     print(
@@ -561,7 +562,7 @@ def _print_observers(q: _Query) -> None:
     if q.coal is not None:
         _print_coalition(q.coal)
     print(
-        f"  {'server, ex-post (took part in all)':<34}{ex_post.epsilon:>12.6g}{int(ex_post.order):>7}  "
+        f"  {'server, ex-post (took part in all)':<34}{ex_post.epsilon:>12.6g}{_int_or_blank(ex_post.order):>7}  "
         "ex-post: for a client seen in every round"
     )
     if q.comparison:
@@ -569,8 +570,13 @@ def _print_observers(q: _Query) -> None:
             f"  {'comparison: ' + SEED004_LABEL:<34}{q.comparison['epsilon']:>12.6g}{'':>7}  "
             "certificate: false (adaptive local steps beat it)"
         )
-    if q.largest_order:
+    if lines.largest_order:
         print("  note: optimal order is the largest offered; raise --max-order for a smaller epsilon")
+
+
+def _int_or_blank(order: float | None) -> int | str:
+    """A Rényi order as the integer it is (the check-in grid is integral), blank when there is none."""
+    return "" if order is None else int(order)
 
 
 class _JointConvexityTable:
