@@ -23,23 +23,27 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
 from protocols import messages as m
 from protocols import wire
+from protocols.enforcement import ClientEnforcement, box_tail, read_tails, requested_group
 from protocols.graph import RosterGraph, holder_points, index_graph, roster_graph_seed, two_hop_positions
-from protocols.pki import (
-    KeyRegistry,
-    advertise_statement,
+from protocols.pki import KeyRegistry
+from protocols.security import ClientPolicy, min_threshold
+from protocols.stages import CLIENT_TRANSITIONS, ClientStage
+from protocols.statements import (
     consistency_statement,
     holders_statement,
     holders_statements,
+    sign_keys,
+    sign_survivor_set,
+    verify_keys,
+    verify_survivor_set,
 )
-from protocols.security import ClientPolicy, min_threshold
-from protocols.stages import CLIENT_TRANSITIONS, ClientStage
 from secagg_dp._validate import check_int
 from secagg_dp.crypto import aead, masking, merkle, shamir, signing
 from secagg_dp.crypto.keys import KeyPair, generate_keypair, load_public
 from secagg_dp.crypto.randomness import RandomSource, resolve_source
 from secagg_dp.errors import AuthenticationError, ParameterError, ProtocolError
 from secagg_dp.noise import add_then_remove as atr
-from secagg_dp.zq import add_mod, check_bits, check_residues, wrap_int64
+from secagg_dp.zq import check_bits, check_residues
 
 __all__ = ["SecAggClient"]
 
@@ -248,15 +252,9 @@ class SecAggClient:
         noise_master: bytes | None = None,
     ) -> None:
         self.id = check_int("client_id", client_id, lo=0, hi=m.MAX_CLIENT_ID)
-        if noise is not None and not isinstance(noise, atr.NoiseSpec):
-            raise TypeError(f"Argument 'noise' must be a NoiseSpec or None, not {type(noise).__name__}.")
-        if noise_master is not None and (not isinstance(noise_master, bytes) or len(noise_master) != 32):
-            raise ParameterError("Argument 'noise_master' must be 32 bytes (or None: drawn from 'source').")
-        # add-then-remove noise (docs/noise-enforcement.md): this client adds level 0 and every removable group
-        # to its masked input; ``noise_master`` (simulation only) fixes the seeds, else they come from ``source``
-        self._noise, self._noise_master = noise, noise_master
-        self._noise_sched: atr.NoiseSchedule | None = None
-        self._noise_tail = 0  # bytes of noise-seed shares after the share plaintext in each box
+        # add-then-remove noise (docs/noise-enforcement.md), None without: ``noise_master`` (simulation only)
+        # fixes the seeds, else they come from ``source``
+        self._enforce = ClientEnforcement.of(noise, noise_master)
         self.bits = check_bits(bits)
         arr = check_residues("x", x, self.bits)
         if arr.ndim != 1:
@@ -280,6 +278,11 @@ class SecAggClient:
         self._src = resolve_source(source)
         self.stage = ClientStage.IDLE
         self.round_id = b""  # the round we checked in to (empty before; never equal to a 16-byte round id)
+
+    @property
+    def _noise_sched(self) -> atr.NoiseSchedule | None:
+        """The add-then-remove schedule (None without enforcement or before the roster)."""
+        return None if self._enforce is None else self._enforce.schedule
 
     def __repr__(self) -> str:
         return f"SecAggClient(id={self.id}, stage={self.stage.name}, security={self.policy.security}, dim={self._dim})"
@@ -315,17 +318,17 @@ class SecAggClient:
             case _:  # unreachable: CLIENT_TRANSITIONS admits only the kinds above here
                 raise ProtocolError(f"client {self.id} cannot handle a {kind.name} message")
 
-    def _sign(self, label: bytes, body: bytes) -> bytes:
-        """Our Ed25519 signature (active mode, where the constructor requires an identity)."""
+    def _signer(self) -> signing.SigningKey:
+        """Our Ed25519 identity key (active mode, where the constructor requires one)."""
         if self._identity is None:
             raise ProtocolError(f"client {self.id}: no identity key to sign with")
-        return self._identity.sign(label, body)
+        return self._identity
 
-    def _verify(self, signer: int, label: bytes, body: bytes, signature: bytes) -> None:
-        """Check ``signer``'s signature against the registry (active mode); AuthenticationError if it fails."""
+    def _key_registry(self) -> KeyRegistry:
+        """The identity registry signatures are checked against (active mode, where the constructor requires it)."""
         if self._registry is None:
             raise ProtocolError(f"client {self.id}: no identity registry to verify with")
-        self._registry.verify(signer, label, body, signature)
+        return self._registry
 
     def _check_size(self, kind: m.Kind, data: bytes) -> None:
         """Refuse a message longer than the largest well-formed one of its kind (:meth:`_size_cap`), before
@@ -347,7 +350,7 @@ class SecAggClient:
             rows = self._k + 3  # the chord of an odd degree adds one holder
             return _HEAD + 44 + rows * (4 + _ROSTER_ROW) + rows * 32 * m.HASH_LEN
         if kind is m.Kind.SHARE_BUNDLE:
-            return _HEAD + 4 + len(self._peers) * (8 + _BOX_LEN + self._noise_tail)
+            return _HEAD + 4 + len(self._peers) * (8 + _BOX_LEN + box_tail(self._enforce))
         n = self._n
         if kind is m.Kind.SURVIVOR_LIST:
             chunks = -(-n // 256)
@@ -454,8 +457,7 @@ class SecAggClient:
         self.round_id, self._t, self._k = msg.round_id, msg.threshold, msg.neighbours or None
         sig = bytes(m.SIG_LEN)
         if self.active:
-            body = advertise_statement(self.round_id, self.id, self._enc.public, self._mask.public)
-            sig = self._sign(signing.LABEL_ADVERTISE_KEYS, body)
+            sig = sign_keys(self._signer(), self.round_id, self.id, self._enc.public, self._mask.public)
         self.stage = ClientStage.KEYS_ADVERTISED
         return m.AdvertiseKeys(self.round_id, self.id, m.SERVER, self._enc.public, self._mask.public, sig).to_bytes()
 
@@ -464,11 +466,11 @@ class SecAggClient:
         """Active mode: threshold safe for this roster, and every entry we use (``nbrs``, at message ``rows``)
         signed by its owner's registered identity key over this round."""
         enc, mask, sigs = msg.enc_pks[rows].tobytes(), msg.mask_pks[rows].tobytes(), msg.signatures[rows].tobytes()
-        label, kl, sl = signing.LABEL_ADVERTISE_KEYS, m.KEY_LEN, m.SIG_LEN
+        kl, sl, keys = m.KEY_LEN, m.SIG_LEN, self._key_registry()
         for j, v in enumerate(nbrs):
-            body = advertise_statement(msg.round_id, v, enc[j * kl : (j + 1) * kl], mask[j * kl : (j + 1) * kl])
+            key, mkey = enc[j * kl : (j + 1) * kl], mask[j * kl : (j + 1) * kl]
             try:
-                self._verify(v, label, body, sigs[j * sl : (j + 1) * sl])
+                verify_keys(keys, msg.round_id, v, key, mkey, sigs[j * sl : (j + 1) * sl])
             except AuthenticationError:
                 raise ProtocolError(
                     f"client {self.id}: roster entry of client {v} fails signature verification"
@@ -509,20 +511,18 @@ class SecAggClient:
         )
         digest = bytes(32) if graph.full else holders_statement(self.round_id, self.id, holders)
         plaintexts = m.SharePlaintext.pack_rows(self.id, holders, shares, digest)
-        noise_commit, own_noise = b"", None
-        if self._noise is not None:  # the removable groups' seeds, shared like b_u with the same holders
-            sched = self._noise_sched = self._noise.schedule(n)
-            master = self._noise_master if self._noise_master is not None else self._src.bytes(atr.MASTER_SEED_LEN)
-            self._noise_master = master
-            if sched.groups:
-                seeds = atr.level_seeds(master, sched.groups)
-                nsh = shamir.share(seeds[1:], threshold=self._t, points=[points[v] for v in holders], source=self._src)
-                tails = nsh.astype(">u4").tobytes()
-                w = nsh.shape[1] * 4
-                self._noise_tail = w
-                plaintexts = [pt + tails[j * w : (j + 1) * w] for j, pt in enumerate(plaintexts)]
-                own_noise = nsh[holders.index(self.id)].copy()
-                noise_commit = atr.noise_commitment(seeds[-1], round_id=self.round_id, owner=self.id)
+        noise_commit, enf = b"", self._enforce
+        if enf is not None:  # the removable groups' seeds, shared like b_u with the same holders
+            enf.on_roster(n)
+            plaintexts, noise_commit = enf.share_boxes(
+                plaintexts,
+                [points[v] for v in holders],
+                holders.index(self.id),
+                threshold=self._t,
+                round_id=self.round_id,
+                owner=self.id,
+                source=self._src,
+            )
         me, rid, src = self.id, self.round_id, self._src
         peer_rows = [(j, v, row) for j, (v, row) in enumerate(zip(holders, rows.tolist(), strict=True)) if v != me]
         own = shares[holders.index(me)].copy()  # not a view: it would keep all k + 1 shares alive until unmasking
@@ -545,7 +545,6 @@ class SecAggClient:
             self.round_id, self.id, m.SERVER, commitment, tuple(recipients), tuple(boxes), noise_commit
         ).to_bytes()
         self._self_seed, self._own_share, self._peers = self_seed, own, _PeerTable(recipients, secrets)
-        self._own_noise_share = own_noise
         kept = _Kept(graph, view.ids if graph.full else _NO_IDS)  # SecAgg+: our holders' ids are in _index_of
         self._n, self._view, self._index, self._roster_statement = n, kept, index, msg.statement
         self._index_of = (  # SecAgg+: our holders' leaf indices and ring positions (full graph: empty)
@@ -596,10 +595,11 @@ class SecAggClient:
         """y = x + masks (:func:`~secagg_dp.crypto.masking.mask_input`), computed and packed block by block
         from our packed x: no unpacked vector of length d and no mask vector of length d exists at once."""
         d, bits, blk = self._dim, self.bits, wire.PACK_BLOCK
-        x_blocks = (wire.unpack_residues(self._x, d, bits, start=i, stop=min(i + blk, d)) for i in range(0, d, blk))
-        if self._noise_sched is not None and self._noise_master is not None:  # x + level 0 + every group
-            z = wrap_int64(atr.client_noise(self._noise_sched, self._noise_master, d), bits)
-            x_blocks = (add_mod(xb, z[i : i + xb.size], bits) for i, xb in zip(range(0, d, blk), x_blocks, strict=True))
+        x_blocks: Iterator[np.ndarray] = (
+            wire.unpack_residues(self._x, d, bits, start=i, stop=min(i + blk, d)) for i in range(0, d, blk)
+        )
+        if self._enforce is not None:  # x + level 0 + every group
+            x_blocks = self._enforce.add_noise(x_blocks, d, bits)
         out = bytearray(wire.packed_len(d, bits))
         blocks = masking.mask_input_blocks(x_blocks, bits=bits, self_seed=self._self_seed, pairwise=pairwise)
         for i, yb in zip(range(0, d, blk), blocks, strict=True):
@@ -611,7 +611,7 @@ class SecAggClient:
         """Check the survivor commitment's part we need against its root, derive |U3| from the root's count
         (the Merkle sum tree: our leaves' popcounts and the siblings' counts, each at most the ring positions
         under it; never a separate field), find ourselves in it, and sign the roster and the survivor set
-        together (:func:`protocols.pki.consistency_statement`)."""
+        together (:func:`protocols.statements.consistency_statement`)."""
         graph, n = self._view.graph, self._n
         chunks = -(-n // 256)
         me = int(graph.position_of([self._index])[0]) if graph.full else self._index_of.position(self.id)
@@ -657,7 +657,7 @@ class SecAggClient:
         self._signed_count = count  # |U3| from the committed tree: bounds the noise groups we will reveal
         self._survivors = np.sort(self._near_ids[alive_at])  # survivors among the holders of what we hold
         statement = consistency_statement(self.round_id, self._roster_statement, msg.root, count)
-        sig = self._sign(signing.LABEL_SURVIVOR_SET, statement)
+        sig = sign_survivor_set(self._signer(), statement)
         self._statement = statement
         self.stage = ClientStage.SURVIVORS_SIGNED
         return m.SurvivorSignature(self.round_id, self.id, m.SERVER, sig).to_bytes()
@@ -676,7 +676,7 @@ class SecAggClient:
         share we would reveal (``owners``) has at least t signers among its own share holders. SecAgg+: the
         holders' ids come from the survivor list, checked against what each owner stated in its share box
         (``digests``)."""
-        label, statement = signing.LABEL_SURVIVOR_SET, self._statement
+        statement, keys = self._statement, self._key_registry()
         rows = msg.signatures.tobytes()
         sl = m.SIG_LEN
         signers = np.asarray(msg.signers, dtype=np.int64)
@@ -689,7 +689,7 @@ class SecAggClient:
             )
         for j, v in enumerate(msg.signers):
             try:
-                self._verify(v, label, statement, rows[j * sl : (j + 1) * sl])
+                verify_survivor_set(keys, v, statement, rows[j * sl : (j + 1) * sl])
             except AuthenticationError:
                 raise ProtocolError(f"client {self.id}: survivor-set signature of client {v} is invalid") from None
         if self._view.graph.full:  # every signer (all in the roster) is a holder of every secret
@@ -726,7 +726,17 @@ class SecAggClient:
         if self.active and alive != known & set(self._survivors.tolist()):
             raise ProtocolError(f"client {self.id}: unmask request contradicts the survivor set we signed")
         half = shamir.PIECES_PER_32_BYTES
-        group = self._check_noise_group(msg, alive, known)
+        group = requested_group(
+            self._enforce,
+            self.id,
+            msg.noise_group,
+            active=self.active,
+            full=self._view.graph.full,
+            roster=self._n,
+            signed=self._signed_count if self.active else 0,
+            listed=len(alive),
+            phantoms=lambda: self._phantoms(known),
+        )
         owners, plaintexts, failed, tails = [], [], [], []
         plen = m.SharePlaintext.LEN
         for v in sorted(known - {self.id}):
@@ -739,7 +749,7 @@ class SecAggClient:
             except AuthenticationError:
                 failed.append(v)  # reported to the server; never fatal on its own
         ok, rows = m.SharePlaintext.unpack_rows(plaintexts, owners, self.id)
-        noise_rows = self._noise_rows(tails, ok)
+        noise_rows = read_tails(self._enforce, tails, ok)
         failed = sorted(
             failed + [v for v, good in zip(owners, ok.tolist(), strict=True) if not good]
         )  # malformed or misnamed
@@ -750,23 +760,16 @@ class SecAggClient:
                 digests[self.id] = holders_statement(self.round_id, self.id, self._index_of)
             self._check_signatures(msg, [self.id, *good_owners], digests)
         self_owners, self_rows, key_owners, key_rows = [self.id], [self._own_share[half:]], [], []
-        noise_owners, noise_out = [], []
-        if group:
-            own = self._own_noise_share
-            if own is None:  # unreachable: _check_noise_group refuses a group when we shared no noise seeds
-                raise ProtocolError(f"client {self.id}: no noise-seed shares to reveal")
-            noise_owners.append(self.id)
-            noise_out.append(own.reshape(-1, m.NOISE_PIECES)[group - 1])
+        alive_noise = []  # (owner, its noise-seed share rows) of each survivor whose b-share we reveal
         for v, good, row, nrow in zip(owners, ok.tolist(), rows, noise_rows, strict=True):
             if good and v in alive:
                 self_owners.append(v)
                 self_rows.append(row[half:])
-                if group:
-                    noise_owners.append(v)
-                    noise_out.append(nrow[group - 1])
+                alive_noise.append((v, nrow))
             elif good:
                 key_owners.append(v)
                 key_rows.append(row[:half])
+        noise_owners, noise_out = self._enforce.reveal(self.id, group, alive_noise) if self._enforce else ([], [])
         out = m.UnmaskResponse(
             self.round_id,
             self.id,
@@ -782,60 +785,14 @@ class SecAggClient:
         self.stage = ClientStage.DONE
         # The round is over for us (DONE accepts no message): let go of the boxes, channel keys and survivor
         # views, about 10 kB per SecAgg+ client, before the server reconstructs (one process may play n clients).
-        del self._box_blob, self._box_ids, self._box_ends, self._peers, self._own_share, self._own_noise_share
+        del self._box_blob, self._box_ids, self._box_ends, self._peers, self._own_share
         if self.active:
             del self._near_ids, self._near, self._survivors
         return out
 
-    def _check_noise_group(self, msg: m.UnmaskRequest, alive: set[int], known: set[int]) -> int:
-        """The noise group g the request asks to remove (0: none), refused unless every group g..G lies above
-        the dropout count d: d = N - |U3| with |U3| the survivor count we signed in the consistency round
-        (active mode); on the full graph in semi-honest mode d = N - |survivors listed|; semi-honest SecAgg+
-        sees only its neighbourhood and trusts the server's d (a trusted server). d above the tolerance D
-        allows no removal at all. Active mode also refuses a signed survivor set that counts one of our share
-        holders that never sent us a share box (``known``: it dropped before sharing keys, so its input cannot
-        be in the sum; counting it would shrink d)."""
-        g = msg.noise_group
-        if not g:
-            return 0
-        sched = self._noise_sched
-        if sched is None or not sched.groups or g > sched.groups:
-            raise ProtocolError(f"client {self.id}: request names noise group {g}, which we did not add")
-        if self.active:
-            holders = set(self._view.ids.tolist()) if self._view.graph.full else set(self._index_of) | {self.id}
-            phantom = (set(self._survivors.tolist()) & holders) - known
-            if phantom:
-                raise ProtocolError(
-                    f"client {self.id}: refusing to reveal noise seeds: the signed survivor set counts client "
-                    f"{min(phantom)}, which never shared keys with us"
-                )
-            d: int | None = self._n - self._signed_count
-        elif self._view.graph.full:
-            d = self._n - len(alive)
-        else:
-            d = None
-        if d is not None:
-            allowed = sched.removable(min(max(d, 0), self._n))
-            if not allowed or g < min(allowed):
-                raise ProtocolError(
-                    f"client {self.id}: refusing to reveal noise group {g}: with d = {d} dropouts (roster {self._n}, "
-                    f"tolerance D = {sched.max_dropouts}) only groups "
-                    f"{'>= ' + str(min(allowed)) if allowed else '(none)'} may be removed"
-                )
-        return g
-
-    def _noise_rows(self, tails: list[bytes], ok: np.ndarray) -> list[np.ndarray]:
-        """Each opened box's noise-seed shares as (G, NOISE_PIECES) rows; a box whose tail is malformed is
-        marked not ok (reported as failed, like a malformed share plaintext)."""
-        groups = self._noise_sched.groups if self._noise_sched is not None else 0
-        out = []
-        for i, tail in enumerate(tails):
-            if len(tail) != self._noise_tail:
-                ok[i] = False
-                out.append(np.zeros((groups, m.NOISE_PIECES), dtype=np.uint32))
-                continue
-            arr = np.frombuffer(tail, dtype=">u4").astype(np.uint32).reshape(groups, m.NOISE_PIECES)
-            if arr.size and int(arr.max()) >= shamir.PRIME:
-                ok[i] = False
-            out.append(arr)
-        return out
+    def _phantoms(self, known: set[int]) -> set[int]:
+        """Active mode: the clients the signed survivor set counts among our share holders that never sent us a
+        share box (``known``: those that did, and us); :func:`protocols.enforcement.requested_group` refuses to
+        reveal noise seeds if there are any."""
+        holders = set(self._view.ids.tolist()) if self._view.graph.full else set(self._index_of) | {self.id}
+        return (set(self._survivors.tolist()) & holders) - known

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import math
-import struct
 import threading
 from collections.abc import Sequence
 
 import numpy as np
 
 from protocols.security import check_security
+from protocols.statements import roster_statement  # defined with the other signed statements; importable here too
 from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.crypto.prp import FeistelPermutation
 from secagg_dp.errors import ParameterError
@@ -260,14 +260,6 @@ def neighbourhoods_for(
         everyone = frozenset(ids)
         return {int(u): everyone - {int(u)} for u in clients}
     return roster_graph(ids, k, graph_seed).neighbour_sets(list(clients))
-
-
-def roster_statement(round_id: bytes, n: int, root: bytes) -> bytes:
-    """The 32-byte digest naming one roster: SHA-256 over the round id, the number n of entries and the
-    Merkle root (:mod:`secagg_dp.crypto.merkle`) of the entries sorted by client id. Clients sign it in the
-    consistency round, so two different rosters cannot both gather the signatures a client requires."""
-    h = hashlib.sha256(b"secagg-dp/v3/roster\x00" + bytes(round_id) + struct.pack(">I", n) + bytes(root))
-    return h.digest()
 
 
 def roster_graph_seed(round_id: bytes, n: int, root: bytes) -> bytes:

@@ -19,7 +19,8 @@ from typing import ClassVar
 import numpy as np
 
 from protocols import wire
-from protocols.graph import roster_graph_seed, roster_statement
+from protocols.graph import roster_graph_seed
+from protocols.statements import roster_statement
 from protocols.wire import (
     BROADCAST,
     HEADER_LEN,
@@ -129,7 +130,7 @@ class RoundOpen(Header):
 @dataclass(frozen=True)
 class AdvertiseKeys(Header):
     """Client -> server: check-in with two X25519 public keys (AEAD channel, mask agreement) and the
-    sender's Ed25519 signature on them (:func:`protocols.pki.advertise_statement`; zeros in semi-honest mode)."""
+    sender's Ed25519 signature on them (:func:`protocols.statements.advertise_statement`; zeros in semi-honest mode)."""
 
     KIND = Kind.ADVERTISE_KEYS
     enc_pk: bytes
@@ -192,7 +193,7 @@ class KeyRoster(Header):
     """Server -> a client: entries of the committed roster with a proof that they belong to it.
 
     The roster is the list of the round's admitted check-ins sorted by id, committed by its Merkle root
-    ``root`` and its length ``size`` (:func:`protocols.graph.roster_statement`). A message carries the rows
+    ``root`` and its length ``size`` (:func:`protocols.statements.roster_statement`). A message carries the rows
     at leaf ``indices`` (ascending; ``ids`` ascending with them) and the multiproof ``proof`` of those rows
     (:func:`secagg_dp.crypto.merkle.verify_multiproof`). SecAgg+: one message per client with its share
     holders' rows; full graph: one broadcast with every row and an empty proof.
@@ -238,7 +239,7 @@ class KeyRoster(Header):
 
     @property
     def statement(self) -> bytes:
-        """The digest naming this roster (:func:`protocols.graph.roster_statement`)."""
+        """The digest naming this roster (:func:`protocols.statements.roster_statement`)."""
         return roster_statement(self.round_id, self.size, self.root)
 
     @property
@@ -475,8 +476,8 @@ class SurvivorList(Header):
 
 @dataclass(frozen=True)
 class SurvivorSignature(Header):
-    """Client -> server (active mode): its signature on the survivor set it was sent
-    (:func:`protocols.pki.survivor_statement`)."""
+    """Client -> server (active mode): its signature on the survivor set it was sent, over
+    :func:`protocols.statements.consistency_statement` (round, roster statement, survivor root, count)."""
 
     KIND = Kind.SURVIVOR_SIGNATURE
     signature: bytes
@@ -586,7 +587,7 @@ class UnmaskResponse(Header):
 @dataclass(frozen=True)
 class SharePlaintext:
     """Inside an AEAD box from ``owner`` to ``holder``: its shares of sk_u (mask key) and of b_u, and the
-    digest of the owner's share holders (:func:`protocols.pki.holders_statement`; zeros on the full graph)."""
+    digest of the owner's share holders (:func:`protocols.statements.holders_statement`; zeros on the full graph)."""
 
     owner: int
     holder: int

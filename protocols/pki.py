@@ -9,14 +9,18 @@ verifies a signature against the registry, never against a key the server relays
 
 from __future__ import annotations
 
-import hashlib
-import struct
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 
-import numpy as np
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from protocols.statements import (  # the signed statements live in protocols.statements; importable here too
+    advertise_statement,
+    consistency_statement,
+    holders_statement,
+    holders_statements,
+    survivor_statement,
+)
 from secagg_dp._validate import check_int
 from secagg_dp.crypto import signing
 from secagg_dp.crypto.randomness import RandomSource
@@ -105,56 +109,3 @@ def create_identities(
     """One Ed25519 identity per client (from ``source_for(id)``; None: os.urandom) and the registry of them."""
     keys = {int(c): signing.generate_signing_key(source=source_for(int(c))) for c in ids}
     return KeyRegistry({c: k.public for c, k in keys.items()}), keys
-
-
-def advertise_statement(round_id: bytes, client: int, enc_pk: bytes, mask_pk: bytes) -> bytes:
-    """The body a client signs at check-in: round id, its own id and both per-round X25519 keys."""
-    return bytes(round_id) + struct.pack(">I", client) + bytes(enc_pk) + bytes(mask_pk)
-
-
-def survivor_statement(round_id: bytes, survivors: Iterable[int]) -> bytes:
-    """The body signed in the consistency round: round id and SHA-256 of the sorted survivor ids (uint32)."""
-    if not isinstance(survivors, np.ndarray):
-        survivors = np.fromiter(survivors, dtype=np.int64)
-    ids = np.sort(survivors.astype(np.int64, copy=False).reshape(-1))  # no Python loop: n = 10^4 ids per client
-    if ids.size and (ids[0] < 0 or ids[-1] > 0xFFFFFFFF):
-        raise ParameterError("Argument 'survivors' must hold client ids in [0, 2^32 - 1].")
-    digest = hashlib.sha256(ids.astype(">u4").tobytes()).digest()
-    return bytes(round_id) + struct.pack(">I", ids.size) + digest
-
-
-def consistency_statement(round_id: bytes, roster: bytes, survivors_root: bytes, count: int) -> bytes:
-    """The body signed in the consistency round: round id, the roster statement
-    (:func:`protocols.graph.roster_statement`), the root of the Merkle sum tree over the survivor bitmap and
-    its count |U3| (which each client recomputes from the tree, :class:`protocols.messages.SurvivorList`). A
-    signature thus vouches for one roster, one survivor set and its size at once."""
-    if len(roster) != 32 or len(survivors_root) != 32:
-        raise ParameterError("Arguments 'roster' and 'survivors_root' must be 32-byte digests.")
-    return bytes(round_id) + bytes(roster) + bytes(survivors_root) + struct.pack(">I", count)
-
-
-def holders_statement(round_id: bytes, owner: int, holders: Iterable[int] | np.ndarray) -> bytes:
-    """SHA-256 over the round id, an owner's id and its share holders' ids (ascending): what the owner puts in
-    every share box, so a holder can check ids of the owner's other holders that the server relays."""
-    if isinstance(holders, np.ndarray):
-        ids = np.sort(holders.astype(np.int64, copy=False).reshape(-1))
-    else:
-        ids = np.sort(np.fromiter(holders, dtype=np.int64))
-    h = hashlib.sha256(b"secagg-dp/v3/holders\x00" + bytes(round_id) + struct.pack(">I", owner))
-    h.update(ids.astype(">u4").tobytes())
-    return h.digest()
-
-
-def holders_statements(round_id: bytes, owners: Iterable[int], rows: np.ndarray) -> list[bytes]:
-    """:func:`holders_statement` of each owner with its row of ``rows`` (one row of holder ids per owner, any
-    order within a row), with one conversion of the whole (owners, holders) matrix and the common prefix
-    hashed once: a SecAgg+ client checks k + 1 of them before it unmasks."""
-    ids = np.sort(np.asarray(rows, dtype=np.int64).reshape(len(rows), -1), axis=1).astype(">u4")
-    head = hashlib.sha256(b"secagg-dp/v3/holders\x00" + bytes(round_id))
-    out = []
-    for owner, row in zip(owners, ids, strict=True):
-        h = head.copy()
-        h.update(struct.pack(">I", owner))
-        h.update(row.tobytes())
-        out.append(h.digest())
-    return out

@@ -22,31 +22,27 @@ import os
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
+from functools import partial
 from typing import overload
 
 import numpy as np
 
 from protocols import messages as m
 from protocols import wire
-from protocols.graph import (
-    RosterGraph,
-    holder_points,
-    roster_graph,
-    roster_graph_seed,
-    roster_statement,
-    two_hop_positions,
-)
-from protocols.pki import KeyRegistry, advertise_statement, consistency_statement
+from protocols.enforcement import ServerEnforcement, asked_group, box_tail, check_commitment, check_noise_owners
+from protocols.graph import RosterGraph, holder_points, roster_graph, roster_graph_seed, two_hop_positions
+from protocols.pki import KeyRegistry
 from protocols.security import check_security, min_threshold
 from protocols.stages import SERVER_ACCEPTS, SERVER_ADVANCE, ServerStage
+from protocols.statements import consistency_statement, roster_statement, verify_keys, verify_survivor_set
 from secagg_dp._validate import check_int, check_probability
-from secagg_dp.crypto import aead, masking, merkle, shamir, signing
+from secagg_dp.crypto import aead, masking, merkle, shamir
 from secagg_dp.crypto.keys import is_low_order, keypair_from_private
 from secagg_dp.crypto.prg import accumulate_mask
 from secagg_dp.crypto.randomness import RandomSource, resolve_source
 from secagg_dp.errors import AbortError, AuthenticationError, ParameterError, ProtocolError
 from secagg_dp.noise import add_then_remove as atr
-from secagg_dp.zq import check_bits, sub_mod, wrap_int64
+from secagg_dp.zq import check_bits
 
 __all__ = ["SecAggServer", "RoundOutcome", "survivor_lists", "SurvivorLists", "DeferredOutgoing"]
 
@@ -302,13 +298,10 @@ class SecAggServer:
         noise: atr.NoiseSpec | None = None,
     ) -> None:
         self.bits = check_bits(bits)
-        if noise is not None and not isinstance(noise, atr.NoiseSpec):
-            raise TypeError(f"Argument 'noise' must be a NoiseSpec or None, not {type(noise).__name__}.")
-        self.noise = noise  # add-then-remove noise: remove the survivors' groups above the dropout count
-        self._noise_sched: atr.NoiseSchedule | None = None
-        self._noise_tail = 0
-        self._noise_commitments: dict[int, bytes] = {}
-        self._noise_group = 0
+        # add-then-remove noise (docs/noise-enforcement.md), None without: remove the survivors' groups above
+        # the dropout count
+        self._enforce = ServerEnforcement.of(noise)
+        self.noise = noise
         self.dim = check_int("dim", dim, lo=1, hi=(1 << 32) - 1)
         self.threshold = check_int("threshold", threshold, lo=2, hi=shamir.MAX_HOLDERS)
         self.k = None if neighbours is None else check_int("neighbours", neighbours, lo=2, hi=shamir.MAX_HOLDERS - 1)
@@ -356,6 +349,11 @@ class SecAggServer:
         self._statement = b""
         self._signed_count = 0  # |U3| as committed in the consistency round (active mode)
         self._responders: frozenset[int] = frozenset()  # the clients sent an UnmaskRequest (see _request)
+
+    @property
+    def _noise_sched(self) -> atr.NoiseSchedule | None:
+        """The add-then-remove schedule (None without enforcement or before the roster)."""
+        return None if self._enforce is None else self._enforce.schedule
 
     def __repr__(self) -> str:
         return f"SecAggServer(stage={self.stage.name}, round_id={self.round_id.hex()})"
@@ -410,18 +408,17 @@ class SecAggServer:
             case m.ShareKeys():
                 if set(msg.recipients) != self._holders[u] - {u}:
                     raise ProtocolError(f"client {u} addressed shares to the wrong set of holders")
-                if bool(msg.noise_commitment) != bool(self._noise_tail):
-                    raise ProtocolError(f"client {u} sent a noise commitment where none is expected, or none")
+                check_commitment(self._enforce, u, msg.noise_commitment)
                 self._shares[u] = _Shared.of(msg, data)
-                if msg.noise_commitment:
-                    self._noise_commitments[u] = msg.noise_commitment
+                if self._enforce is not None:
+                    self._enforce.record_commitment(u, msg.noise_commitment)
             case m.MaskedInput():
                 if msg.bits != self.bits or msg.y.size != self.dim:
                     raise ProtocolError(f"client {u} sent a masked input of the wrong shape or modulus")
                 self._accumulate(u, msg.y)
             case m.SurvivorSignature():
                 try:
-                    self._registry().verify(u, signing.LABEL_SURVIVOR_SET, self._statement, msg.signature)
+                    verify_survivor_set(self._registry(), u, self._statement, msg.signature)
                 except AuthenticationError:
                     raise ProtocolError(f"survivor-set signature of client {u} is invalid") from None
                 self._sigs[u] = msg.signature
@@ -430,8 +427,7 @@ class SecAggServer:
                 owners_ok = set(msg.self_owners) <= alive and set(msg.key_owners) <= gone
                 if not (owners_ok and set(msg.failed) <= alive | gone):
                     raise ProtocolError(f"client {u} sent shares for clients it was not asked about")
-                if msg.noise_owners and not self._noise_group:
-                    raise ProtocolError(f"client {u} sent noise-seed shares that were not asked for")
+                check_noise_owners(self._enforce, u, msg.noise_owners)
                 self._responses[u] = msg.failed
                 b_rows, key_rows, noise_rows = self._share_rows
                 b_rows.add(msg.self_owners, u, msg.self_shares)
@@ -457,8 +453,7 @@ class SecAggServer:
             raise ProtocolError(f"client {u} advertised a low-order X25519 key; it is left out of the round")
         if self.security == "active":
             try:
-                body = advertise_statement(self.round_id, u, msg.enc_pk, msg.mask_pk)
-                self._registry().verify(u, signing.LABEL_ADVERTISE_KEYS, body, msg.signature)
+                verify_keys(self._registry(), self.round_id, u, msg.enc_pk, msg.mask_pk, msg.signature)
             except AuthenticationError:
                 raise ProtocolError(f"AdvertiseKeys of client {u} fails signature verification") from None
         self._keys[u] = (msg.enc_pk, msg.mask_pk, msg.signature)
@@ -499,14 +494,15 @@ class SecAggServer:
         if kind is m.Kind.ADVERTISE_KEYS:
             return _HEAD + 64 + m.SIG_LEN
         if kind is m.Kind.SHARE_KEYS:
-            boxes = (len(self._holders[u]) - 1) * (8 + _BOX_LEN + self._noise_tail)
-            return _HEAD + 32 + 4 + boxes + (32 if self._noise_tail else 0)
+            tail = box_tail(self._enforce)
+            boxes = (len(self._holders[u]) - 1) * (8 + _BOX_LEN + tail)
+            return _HEAD + 32 + 4 + boxes + (32 if tail else 0)
         if kind is m.Kind.MASKED_INPUT:
             return _HEAD + 5 + wire.packed_len(self.dim, self.bits)
         if kind is m.Kind.SURVIVOR_SIGNATURE:
             return _HEAD + m.SIG_LEN
         h = len(self._holders[u])
-        noise = 4 + h * (4 + 4 * m.NOISE_PIECES) if self._noise_group else 0
+        noise = 4 + h * (4 + 4 * m.NOISE_PIECES) if asked_group(self._enforce) else 0
         return _HEAD + 12 + h * (4 + _SHARE_ROW + 4) + noise
 
     # -- deadlines -----------------------------------------------------------------------------------------
@@ -553,9 +549,8 @@ class SecAggServer:
         self._need("checked in", self._keys)
         self._u1 = frozenset(self._keys)
         ids = tuple(sorted(self._u1))
-        if self.noise is not None:  # N = the roster size, known to every client from its roster message
-            self._noise_sched = self.noise.schedule(len(ids))
-            self._noise_tail = 4 * m.NOISE_PIECES * self._noise_sched.groups
+        if self._enforce is not None:  # N = the roster size, known to every client from its roster message
+            self._enforce.on_roster(len(ids))
         full = self.k is None or self.k >= len(ids) - 1
         if full and self.k is not None and self.security == "active":
             raise self._abort(
@@ -680,13 +675,12 @@ class SecAggServer:
         to see t signers among the holders of every secret it holds a share of (:meth:`_signer_cover`). The
         requests (what each responder must answer) are fixed here; each message is serialised when read."""
         pick = self._signer_cover(sigs) if sigs else None
-        if self._noise_sched is not None:  # d = N - |U3|: remove the groups whose every level lies above d
+        if self._enforce is not None:  # d = N - |U3|: remove the groups whose every level lies above d
             count = self._signed_count if self.security == "active" else len(self._u3)  # as the clients count it
-            removable = self._noise_sched.removable(len(self._u1) - count)
-            self._noise_group = min(removable) if removable else 0
+            self._enforce.choose_group(len(self._u1) - count)
         self._responders = frozenset(responders)
         to = sorted(responders)
-        round_id, group = self.round_id, self._noise_group
+        round_id, group = self.round_id, asked_group(self._enforce)
         alive_n, gone_n = self._request_sizes(to)  # the share tables' sizes (unfilled pages cost no memory)
         self._share_rows = (
             _ShareRows(alive_n, _SHARE_ROW // 4),
@@ -799,9 +793,8 @@ class SecAggServer:
         need_keys = sorted(v for v in dropped if self._holders[v] & self._u3)  # v itself is not in U3
         short = [u for u in sorted(self._u3) if self_sh.count(u) < self.threshold]
         short += [v for v in need_keys if key_sh.count(v) < self.threshold]
-        group, sched = self._noise_group, self._noise_sched
-        if group:
-            short += [u for u in sorted(self._u3) if noise_sh.count(u) < self.threshold]
+        if self._enforce is not None:
+            short += self._enforce.short(noise_sh.count, sorted(self._u3), self.threshold)
         if short:  # decide before reconstructing anything
             raise self._abort(f"fewer than threshold shares for clients {short[:5]}")
 
@@ -815,18 +808,12 @@ class SecAggServer:
             need_keys,
             lambda v, s: keypair_from_private(s).public == self._keys[v][1],
         )
-        noise_seeds: dict[int, bytes] = {}
-        if group and sched is not None:
-            top = sched.groups
-            noise_seeds = self._reconstruct_all(
-                noise_sh,
-                list(self._u3),
-                lambda u, s: (
-                    atr.noise_commitment(atr.chain_from(s, group, top)[top], round_id=self.round_id, owner=u)
-                    == self._noise_commitments.get(u)
-                ),
+        noise_seeds = 0
+        if self._enforce is not None:
+            noise_seeds = self._enforce.reconstruct(
+                list(self._u3), self.round_id, partial(self._reconstruct_all, noise_sh)
             )
-        self.reconstructions = len(b_seeds) + len(sk) + len(noise_seeds)
+        self.reconstructions = len(b_seeds) + len(sk) + noise_seeds
         del self_sh, key_sh, noise_sh
 
         total, self._acc = self._acc, None  # sum of y_u over U3, accumulated on arrival (_accumulate)
@@ -843,12 +830,8 @@ class SecAggServer:
                 accumulate_mask(total, seed, self.bits, sign=-masking.mask_sign(w, v))
         total = masking.finish_accumulator(total, self.bits)
         removed: tuple[int, ...] = ()
-        if noise_seeds and sched is not None:  # regenerate the survivors' groups g..G and subtract them in Z_q
-            removed = tuple(range(group, sched.groups + 1))
-            excess = np.zeros(self.dim, dtype=np.int64)
-            for u in sorted(noise_seeds):
-                excess += atr.removed_noise(sched, atr.chain_from(noise_seeds[u], group, sched.groups), self.dim)
-            total = sub_mod(total, wrap_int64(excess, self.bits), self.bits)
+        if self._enforce is not None:  # regenerate the survivors' groups g..G and subtract them in Z_q
+            total, removed = self._enforce.remove(total, self.dim, self.bits)
         return RoundOutcome(total, frozenset(self._u3), frozenset(dropped), removed)
 
     def _holder_points(self, owners: np.ndarray, holders: np.ndarray) -> np.ndarray:

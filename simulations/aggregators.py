@@ -17,7 +17,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from secagg_dp import zq
-from secagg_dp.errors import ParameterError
+from secagg_dp.errors import AbortError, ParameterError
 from secagg_dp.stages import NOISE_LOST_STAGES, stages_for
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "ideal_aborts",
     "aborts_from_counts",
     "abort_reason",
+    "ROSTER_STAGE",
     "crypto_aggregate",
     "crypto_aggregate_on",
     "crypto_round",
@@ -77,23 +78,38 @@ def included_clients(ids: list[int], dropouts: Mapping[str, set[int]]) -> frozen
     return frozenset(int(c) for c in ids if c not in gone)
 
 
-def ideal_aborts(ids: list[int], dropouts: Mapping[str, set[int]], threshold: int) -> bool:
-    """Whether the real protocol would abort: fewer than t clients left at some stage (or t > checked-in).
+def ideal_aborts(
+    ids: list[int], dropouts: Mapping[str, set[int]], threshold: int, min_roster: int | None = None
+) -> bool:
+    """Whether the real protocol would abort: fewer than t clients left at some stage (or t > checked-in), or
+    a roster below ``min_roster`` (the clients' own minimum roster; ``None``: no such floor).
 
     Exact for the full graph; for SecAgg+ the protocol checks t per neighbourhood, which this global count
     does not see (the crypto mode reports the protocol's own decision).
     """
-    return aborts_from_counts(len(ids), [len(dropouts.get(s, ())) for s in STAGES], threshold)
+    return aborts_from_counts(len(ids), [len(dropouts.get(s, ())) for s in STAGES], threshold, min_roster)
 
 
-def aborts_from_counts(checked_in: int, dropped_per_stage: list[int], threshold: int) -> bool:
+def aborts_from_counts(
+    checked_in: int, dropped_per_stage: list[int], threshold: int, min_roster: int | None = None
+) -> bool:
     """:func:`ideal_aborts` from the number checked in and the number dropped at each stage (in order)."""
-    return abort_reason(checked_in, dict(zip(STAGES, dropped_per_stage, strict=False)), threshold) is not None
+    dropped = dict(zip(STAGES, dropped_per_stage, strict=False))
+    return abort_reason(checked_in, dropped, threshold, min_roster) is not None
 
 
-def abort_reason(checked_in: int, dropped: Mapping[str, int], threshold: int) -> str | None:
+#: The stage after which the roster is fixed: the clients that advertised keys (the server's key roster).
+ROSTER_STAGE = STAGES[0]
+
+
+def abort_reason(
+    checked_in: int, dropped: Mapping[str, int], threshold: int, min_roster: int | None = None
+) -> str | None:
     """Why a round with these counts aborts (``None`` if it does not): fewer than the threshold t clients
-    checked in, or left after a stage (clients dropped at each stage of :data:`STAGES`, in order)."""
+    checked in, or left after a stage (clients dropped at each stage of :data:`STAGES`, in order), or a roster
+    (the clients left after :data:`ROSTER_STAGE`) below ``min_roster``, which every active client refuses
+    (``protocols.ClientPolicy.min_roster``; it checks the threshold first, so a roster below both gives the
+    threshold's reason). ``None``: no roster floor (semi-honest clients check none)."""
     threshold = max(threshold, 2)
     alive = checked_in
     if alive < threshold:
@@ -102,6 +118,8 @@ def abort_reason(checked_in: int, dropped: Mapping[str, int], threshold: int) ->
         alive -= dropped.get(stage, 0)
         if alive < threshold:
             return f"fewer than the threshold t clients left after stage {stage}"
+        if stage == ROSTER_STAGE and min_roster is not None and alive < min_roster:
+            return f"a roster of fewer than secagg.min_roster = {min_roster} clients after stage {stage}"
     return None
 
 
@@ -116,6 +134,7 @@ def crypto_aggregate(
     seed: int,
     security: str = "active",
     noise=None,  # noqa: ANN001  (a secagg_dp.noise.add_then_remove.NoiseSpec: add-then-remove noise)
+    min_roster: int | None = None,
 ) -> tuple[np.ndarray, frozenset[int]]:
     """Run the full protocol on the clients' vectors (one row per id), the server here and the clients in the
     pool ``protocols.procpool.client_pool`` picks (forked workers over the usable cores for a large round, else
@@ -131,6 +150,7 @@ def crypto_aggregate(
         seed=seed,
         security=security,
         noise=noise,
+        min_roster=min_roster,
     )
     return res.aggregate, frozenset(res.survivors)
 
@@ -146,6 +166,7 @@ def crypto_round(
     seed: int,
     security: str = "active",
     noise=None,  # noqa: ANN001  (a secagg_dp.noise.add_then_remove.NoiseSpec: add-then-remove noise)
+    min_roster: int | None = None,
 ):  # noqa: ANN201  (a protocols.SecAggResult)
     """:func:`crypto_aggregate`, returning the ``protocols.SecAggResult`` (survivors, reports, timings and
     the bytes each client sent and received, ``communication``)."""
@@ -168,6 +189,7 @@ def crypto_round(
         seed=seed,
         security=security,
         noise=noise,
+        min_roster=min_roster,
     )
 
 
@@ -183,6 +205,7 @@ def crypto_round_lazy(
     seed: int,
     security: str = "active",
     noise=None,  # noqa: ANN001  (a secagg_dp.noise.add_then_remove.NoiseSpec: add-then-remove noise)
+    min_roster: int | None = None,
 ):  # noqa: ANN201  (a protocols.SecAggResult)
     """:func:`crypto_round` with each client's input made by ``make(cid)`` where its client is built
     (``protocols.LazyInputs``): in this process, or in the forked worker holding the client's shard, which
@@ -205,6 +228,7 @@ def crypto_round_lazy(
             seed=seed,
             security=security,
             noise=noise,
+            min_roster=min_roster,
         )
 
 
@@ -220,6 +244,7 @@ def crypto_aggregate_on(
     seed: int,
     security: str = "active",
     noise=None,  # noqa: ANN001  (a secagg_dp.noise.add_then_remove.NoiseSpec: add-then-remove noise)
+    min_roster: int | None = None,
 ) -> tuple[np.ndarray, frozenset[int]]:
     """:func:`crypto_aggregate` with the clients (and their inputs, vectors of length ``dim``) in ``pool``;
     the server runs here (``protocols.run_pooled_round``). Same seed, same result as in-process."""
@@ -234,6 +259,7 @@ def crypto_aggregate_on(
         seed=seed,
         security=security,
         noise=noise,
+        min_roster=min_roster,
     )
     return res.aggregate, frozenset(res.survivors)
 
@@ -250,6 +276,7 @@ def crypto_round_on(
     seed: int,
     security: str = "active",
     noise=None,  # noqa: ANN001  (a secagg_dp.noise.add_then_remove.NoiseSpec: add-then-remove noise)
+    min_roster: int | None = None,
 ):  # noqa: ANN201  (a protocols.SecAggResult)
     """:func:`crypto_aggregate_on`, returning the ``protocols.SecAggResult`` (aggregate checked as residues).
 
@@ -262,9 +289,17 @@ def crypto_round_on(
 
     drops = {s: set(v) for s, v in dropouts.items() if v}
     # Every client's own minimum roster (protocols.ClientPolicy.min_roster; an active SecAgg+ client needs one):
-    # the round's participants (from the config's population and sampling) less the dropouts the config's model
-    # draws at check-in, i.e. the roster an honest server admits; a smaller roster is refused.
-    min_roster = max(2, len(ids) - len(drops.get("advertise_keys", ())))
+    # the simulator passes its configuration's secagg.min_roster (SimConfig.min_roster), a function of the
+    # population model (n, p, p') only, never of the round's outcome; None: 2, no floor beyond the policy's own
+    # (the threshold, or neighbours + 2 under SecAgg+). A roster below it is refused by every active client.
+    min_roster = 2 if min_roster is None else min_roster
+    if min_roster > len(ids):  # the roster can only be smaller: every active client refuses it
+        if security == "active":
+            raise AbortError(
+                f"{len(ids)} clients checked in, fewer than the clients' minimum roster {min_roster}: every client "
+                "refuses the roster"
+            )
+        min_roster = max(2, len(ids))  # semi-honest clients check no roster floor (ClientPolicy)
     result = run_pooled_round(
         pool,
         ids,

@@ -327,9 +327,13 @@ def coalition_min_sum(cfg) -> tuple[int, str]:  # noqa: ANN001
     ``min_threshold``; its ``min_roster``, the roster an honest server admits, bounds the roster, not the sum).
     A finished sum holds at least t(N) clients: a client refuses to unmask with fewer survivors (full graph,
     Bonawitz et al. 2017 Sec. 6), and under SecAgg+ a self-mask is removed only after t of its k + 1 holders,
-    all survivors in the sum, revealed it (Bell et al. 2020). t depends on N, which is random, so the one m of
-    the certificate is the minimum over every N a round can have (N = 2..n with check-in, N = round(p n) for
-    fixed-size sampling) whose round can finish (t(N) <= N): conservative, and data independent.
+    all survivors in the sum, revealed it (Bell et al. 2020). t depends on N, which the active server picks
+    (it admits whom it likes to the roster), so the one m of the certificate is the minimum over every N a
+    round can have whose round can finish (t(N) <= N): N = max(2, min_roster)..n with check-in, N = round(p n)
+    for fixed-size sampling, where min_roster = ``cfg.min_roster`` (``secagg.min_roster`` resolved): every
+    honest active client refuses a smaller roster (``ClientPolicy.min_roster``), and the check-in count is at
+    least the roster. Conservative (N is taken as both the check-in count that sets t and the roster), and
+    data independent.
 
     m = 1 (the target's own noise only: the coalition can unmask one client's masked input) when the threshold
     does not stop an active server: ``security = "semi-honest"`` (no signed keys, no consistency round), or
@@ -345,7 +349,11 @@ def coalition_min_sum(cfg) -> tuple[int, str]:  # noqa: ANN001
             "1: semi-honest clients do not stop an active server (no signed keys, no consistency round), which can "
             "unmask one client's masked input"
         )
-    sizes = [pop.fixed_size] if pop.sampling == "fixed" else range(max(2, sec.threshold or 2), n + 1)
+    floor = max(2, cfg.min_roster)  # the smallest roster an honest active client accepts
+    if pop.sampling == "fixed":
+        sizes: range | list[int] = [pop.fixed_size] if pop.fixed_size >= floor else []
+    else:
+        sizes = range(max(floor, sec.threshold or 2), n + 1)
     # beyond N = 3c + 3 no split is possible (2t - N > N/3 >= c + 1 for t > 2N/3), beyond k + 2 the SecAgg+
     # threshold and holder count are constant, and t(N) is non-decreasing on the full graph: stop there
     stop = max(3 * c + 3, (k or 0) + 2)
@@ -366,11 +374,14 @@ def coalition_min_sum(cfg) -> tuple[int, str]:  # noqa: ANN001
         if size >= stop:
             break
     if best is None:  # no round can finish: nothing is released beyond K and the flags, any m is valid
-        return n, f"{n}: no round can finish (the threshold exceeds every possible check-in count)"
+        return n, (
+            f"{n}: no round can finish (the threshold or the minimum roster {floor} exceeds every possible "
+            "check-in count)"
+        )
     t, size = best
     return t, (
         f"{t}: the smallest Shamir threshold t(N) the honest clients enforce in a round that can finish "
-        f"(secagg.threshold_for(N), least at N = {size} check-ins)"
+        f"(secagg.threshold_for(N) over rosters N >= secagg.min_roster = {floor}, least at N = {size})"
     )
 
 

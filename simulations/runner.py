@@ -85,6 +85,7 @@ class _CryptoArgs(TypedDict):
     seed: int
     security: str
     noise: Any  # a secagg_dp.noise.add_then_remove.NoiseSpec, or None
+    min_roster: int | None
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,8 @@ class Plan:
     l1_sensitivity: float
     shard_size: int | None
     wrap_probability_bound: float | None
+    # secagg.min_roster resolved (SimConfig.min_roster): the smallest roster every active client accepts
+    min_roster: int = 2
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -200,6 +203,7 @@ def plan(cfg: SimConfig, root_seed: int = 0, task: Any = None) -> Plan:
         l1_sensitivity=float(codec.l1_sensitivity),
         shard_size=shard,
         wrap_probability_bound=wrap,
+        min_roster=cfg.min_roster,
     )
 
 
@@ -399,7 +403,7 @@ def _summary(doc: dict[str, Any], seconds: float) -> dict[str, Any]:
         "epsilon": last["epsilon"] if last else 0.0,
         "delta": doc["privacy"].get("delta"),
         "method": doc["privacy"].get("method"),
-        **_aborts(rounds),
+        **_aborts(rounds, _doc_roster_floor(doc)),
         "mean_included": float(np.mean([r["included"] for r in rounds])) if rounds else 0.0,
         "final_metrics": scored[-1]["metrics"] if scored else {},
         "communication": summarise_communication([r.get("communication") for r in rounds]),
@@ -407,7 +411,21 @@ def _summary(doc: dict[str, Any], seconds: float) -> dict[str, Any]:
     }
 
 
-def _aborts(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+def roster_floor(cfg: SimConfig, p: Plan) -> int | None:
+    """The roster floor the round's clients enforce: ``p.min_roster`` (``secagg.min_roster`` resolved) for
+    active clients; ``None`` for semi-honest ones, which check no roster (``protocols.ClientPolicy``)."""
+    return p.min_roster if cfg.secagg.security == "active" else None
+
+
+def _doc_roster_floor(doc: dict[str, Any]) -> int | None:
+    """:func:`roster_floor` from a results document (its config and derived sections)."""
+    if doc["config"]["secagg"].get("security") != "active":
+        return None
+    floor = doc.get("derived", {}).get("min_roster")
+    return None if floor is None else int(floor)
+
+
+def _aborts(rounds: list[dict[str, Any]], min_roster: int | None = None) -> dict[str, Any]:
     """Summary of the aborted rounds: how many, why (reason -> rounds), and what they were charged.
 
     Every round is charged, aborted ones too (conservative), and every round is the same privacy event, so the
@@ -416,7 +434,7 @@ def _aborts(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     aborted = [r for r in rounds if r["aborted"]]
     reasons: dict[str, int] = {}
     for r in aborted:
-        why = aggregators.abort_reason(r["checked_in"], r.get("dropped", {}), r["threshold"])
+        why = aggregators.abort_reason(r["checked_in"], r.get("dropped", {}), r["threshold"], min_roster)
         why = why or "the protocol aborted (a neighbourhood below the threshold, or a refused message)"
         reasons[why] = reasons.get(why, 0) + 1
     done = len(rounds) - len(aborted)
@@ -517,7 +535,7 @@ def aggregate_round(
     aggregate = truth = comm = None
     t1 = time.perf_counter()
     if mode == "ideal":
-        if not aggregators.aborts_from_counts(len(ids), [int(c) for c in counts], t):
+        if not aggregators.aborts_from_counts(len(ids), [int(c) for c in counts], t, roster_floor(cfg, p)):
             # every participant encodes (as in a real round); only the included rows enter the sum
             parts = executor.map_chunks(run_blocks, spec, chunks_of(blocks_of(ids, keep)))
             aggregate = np.zeros(p.padded_dim, dtype=np.uint64)
@@ -542,6 +560,7 @@ def aggregate_round(
             seed=_round_int(root, r, PURPOSE_CRYPTO),
             security=cfg.secagg.security,
             noise=_noise_spec(cfg, p),
+            min_roster=roster_floor(cfg, p),
         )
         if hasattr(executor, "client_pool") and len(ids) >= max(t, 2):
             # clients live on the workers for the round: each shard encodes its own blocks there, one block at

@@ -1,11 +1,17 @@
 """``secagg-dp account shuffle-gaussian`` and ``secagg-dp account shuffled-checkin``.
 
-JSON keys: ``epsilon``, ``delta``, ``order``, ``method``, ``neighbouring``, ``bound`` ("lower", "upper" or
-"estimate"), ``certificate`` (true only for proven upper bounds), ``caveats``; ``rdp`` (orders and values) with
-``--rdp``. A "lower" or "estimate" result is never a privacy certificate. The ``--eps0`` methods are all
-estimates or lower bounds: ``seed000-upper`` (the self check-in draft's Thm 2, Liew, Hasegawa & Takahashi,
-workshop draft; the value's name is kept for compatibility) is below the exact privacy loss of binary
-randomized response at small n*gamma, so it is reported as ``bound: "estimate"``, ``certificate: false``.
+JSON keys: ``epsilon``, ``delta``, ``order``, ``method``, ``neighbouring``, ``bound`` (what the epsilon is:
+"upper", "rdp-lower" or "estimate"), ``certificate`` (true only for proven upper bounds), ``caveats``;
+``shuffle-gaussian`` also ``epsilon_lower`` (an object labelled ``bound: "lower"``: a proven lower bound on the
+epsilon itself, from the sum of one pair's shuffled reports); with ``--rdp`` also ``rdp`` (orders and values of
+the per-round RDP curve) and ``rdp_bound`` (what that CURVE is:
+"upper", "lower" or "estimate"). "rdp-lower" marks an epsilon obtained by passing an RDP LOWER bound (one
+neighbouring pair, or one randomizer) through the upper-bound RDP->DP conversion (Canonne, Kamath & Steinke
+2020, Prop. 12): it is neither an upper nor a lower bound on the mechanism's epsilon. An "rdp-lower" or
+"estimate" result is never a privacy certificate. The ``--eps0`` methods are all estimates or converted RDP
+lower bounds: ``seed000-upper`` (the self check-in draft's Thm 2, Liew, Hasegawa & Takahashi, workshop draft;
+the value's name is kept for compatibility) is below the exact privacy loss of binary randomized response at
+small n*gamma, so it is reported as ``bound: "estimate"``, ``certificate: false``.
 """
 
 from __future__ import annotations
@@ -26,7 +32,21 @@ _CAVEAT_LDP_DELTA = (
     "mixture) is carried beside the RDP of the epsilon part, a step no cited result proves for this chain "
     "(LHT22 Lemma 1, which it replaces, is false for delta > 0)"
 )
-_CAVEAT_LOWER = "LOWER bound (LHT22 Thm 3: one neighbouring pair); not a privacy certificate"
+#: The ``bound`` of an epsilon converted from an RDP lower bound: neither an upper nor a lower bound on epsilon.
+RDP_LOWER = "rdp-lower"
+_NOT_EPS_BOUND = (
+    "the epsilon shown is its conversion (Canonne, Kamath & Steinke 2020, Prop. 12), neither an upper nor a "
+    "lower bound on the mechanism's epsilon; not a certificate"
+)
+_CAVEAT_LOWER = f"the RDP curve is a lower bound for one neighbouring pair (LHT22 Thm 3); {_NOT_EPS_BOUND}"
+_CAVEAT_PAIR_CHECKIN = (
+    f"the RDP curve is a lower bound for one neighbouring pair (exact moment of that pair under check-in); "
+    f"{_NOT_EPS_BOUND}"
+)
+_CAVEAT_SEED000_LOWER = (
+    "the RDP curve is a lower bound for one eps0-LDP randomizer (binary randomized response, the draft's Thm 3); "
+    f"{_NOT_EPS_BOUND}"
+)
 _CAVEAT_WBK_ON_LOWER = (
     "estimate: WBK subsampling upper bound fed with the shuffle Gaussian LOWER bound "
     "(LHT22 Thm 2, LT22 Eq. 16-17); neither a certificate nor a proven lower bound"
@@ -61,11 +81,18 @@ def register_account(subparsers) -> None:
     """Register ``secagg-dp account shuffle-gaussian`` and ``account shuffled-checkin``."""
     p = subparsers.add_parser(
         "shuffle-gaussian",
-        help="shuffle Gaussian RDP (Liew-Takahashi 2022 Thm 1): a LOWER bound; --bound upper gives Corollary 1",
+        help="shuffle Gaussian RDP (Liew-Takahashi 2022 Thm 1): an RDP LOWER bound, its epsilon not a certificate; "
+        "--bound upper gives Corollary 1",
     )
     _common(p, 256)
     p.add_argument("--sigma", type=POSITIVE, required=True, help="per-report Gaussian noise (sensitivity 1)")
-    p.add_argument("--bound", choices=("lower", "upper"), default="lower")
+    p.add_argument(
+        "--bound",
+        choices=("lower", "upper"),
+        default="lower",
+        help='lower: the RDP lower bound of one pair, its epsilon reported as bound "rdp-lower" (neither an upper '
+        "nor a lower bound on epsilon); upper: the Gaussian without shuffling, a certificate (default lower)",
+    )
     p.add_argument(
         "--conversion",
         choices=("cks", "mironov"),
@@ -114,10 +141,17 @@ def _server_view(args, orders) -> dict:
     }
 
 
-def _emit(args, out: dict, orders, rdp) -> int:
+#: What the per-round RDP curve is (JSON ``rdp_bound``), given what the epsilon converted from it is (``bound``).
+_RDP_BOUND_OF = {"upper": "upper", RDP_LOWER: "lower", "estimate": "estimate"}
+
+
+def _emit(args, out: dict, orders, rdp, rdp_bound: str | None = None) -> int:
+    """Print ``out``; with ``--rdp`` add the curve and ``rdp_bound``, the label of the RDP curve itself (an RDP
+    lower bound is "lower" there, while the epsilon converted from it is "rdp-lower")."""
     out = {"observer": "analyst", **out, "server": _server_view(args, orders)}
     if args.rdp:
         out["rdp"] = rdp_curve(orders, rdp)
+        out["rdp_bound"] = rdp_bound
     if out["epsilon"] is not None and not math.isfinite(out["epsilon"]):
         out["order"] = None
     elif out["order"] is not None and float(out["order"]).is_integer():
@@ -134,6 +168,9 @@ def _emit(args, out: dict, orders, rdp) -> int:
         )
         for c in out["caveats"]:
             print(f"  note: {c}")
+        if "epsilon_lower" in out:
+            low = out["epsilon_lower"]
+            print(f"  epsilon_lower={low['epsilon']} (a proven LOWER bound on epsilon at this delta; {low['method']})")
         srv = out["server"]
         print(
             f"  observer analyst (sees the shuffled reports): epsilon={out['epsilon']}\n"
@@ -165,10 +202,18 @@ def _round_rdp(bound: str, orders, n: int, sigma: float, gamma: float | None = N
     return ShuffleAccountant(bound, orders=orders).compose(ShuffleRound(n, sigma, gamma)).rdp
 
 
-#: --bound of shuffle-gaussian -> (key of SHUFFLE_BOUNDS, method label, caveats, certificate?)
+#: --bound of shuffle-gaussian -> (key of SHUFFLE_BOUNDS, method label, caveats, certificate?, bound of the
+#: epsilon, bound of the RDP curve)
 _SHUFFLE_GAUSSIAN = {
-    "lower": ("gaussian-pair", "shuffle-gaussian (LT22 Thm 1 / LHT22 Thm 3)", [_CAVEAT_LOWER], False),
-    "upper": ("gaussian-upper", "gaussian-no-shuffle (LT22 Corollary 1)", [], True),
+    "lower": (
+        "gaussian-pair",
+        "shuffle-gaussian (LT22 Thm 1 / LHT22 Thm 3)",
+        [_CAVEAT_LOWER],
+        False,
+        RDP_LOWER,
+        "lower",
+    ),
+    "upper": ("gaussian-upper", "gaussian-no-shuffle (LT22 Corollary 1)", [], True, "upper", "upper"),
 }
 
 #: --method of shuffled-checkin --sigma -> (key of SHUFFLE_BOUNDS, bound, certificate?, caveats, method label)
@@ -189,9 +234,9 @@ _CHECKIN_GAUSSIAN = {
     ),
     "pair-lower": (
         "checkin-pair",
-        "lower",
+        RDP_LOWER,
         False,
-        ["rigorous LOWER bound for one neighbouring pair; not a certificate"],
+        [_CAVEAT_PAIR_CHECKIN],
         "shuffled-checkin-gaussian exact pair moment",
     ),
     "gaussian-upper": (
@@ -208,7 +253,7 @@ def _handle_gaussian(args) -> int:
     import numpy as np
 
     orders = np.arange(2, args.max_order + 1)
-    key, method, caveats, cert = _SHUFFLE_GAUSSIAN[args.bound]
+    key, method, caveats, cert, bound, rdp_bound = _SHUFFLE_GAUSSIAN[args.bound]
     rdp = _round_rdp(key, orders, args.n, args.sigma)
     eps, order, notes = _convert(orders, rdp, args.rounds, args.delta, args.conversion)
     out = {
@@ -217,11 +262,29 @@ def _handle_gaussian(args) -> int:
         "order": order,
         "method": method + f"; conversion={args.conversion}",
         "neighbouring": "replace-one",
-        "bound": args.bound,
+        "bound": bound,
         "certificate": cert,
         "caveats": caveats + notes,
+        "epsilon_lower": _epsilon_lower(args),
     }
-    return _emit(args, out, orders, rdp)
+    return _emit(args, out, orders, rdp, rdp_bound)
+
+
+def _epsilon_lower(args) -> dict:
+    """A proven LOWER bound on the mechanism's epsilon at ``--delta`` (the sum of one pair's shuffled reports,
+    :mod:`secagg_dp.accounting.shuffle.lower`), whichever ``--bound`` is printed; never a certificate."""
+    from secagg_dp.accounting.shuffle.lower import shuffle_gaussian_epsilon_lower
+
+    eps = shuffle_gaussian_epsilon_lower(n=args.n, sigma=args.sigma, rounds=args.rounds, delta=args.delta)
+    return {
+        "epsilon": eps if math.isfinite(eps) else None,
+        "delta": args.delta,
+        "bound": "lower",
+        "certificate": False,
+        "method": "sum of the shuffled reports of the pair (0,...,0)/(1,0,...,0): Gaussian shift "
+        "mu = sqrt(T)/(sigma sqrt(n)) (Balle & Wang 2018, Thm 8), lower bound by post-processing "
+        "(Dwork & Roth 2014, Prop. 2.1)",
+    }
 
 
 def _handle_checkin(args) -> int:
@@ -249,7 +312,7 @@ def _handle_checkin(args) -> int:
             "certificate": cert,
             "caveats": caveats + notes,
         }
-        return _emit(args, out, orders, rdp)
+        return _emit(args, out, orders, rdp, _RDP_BOUND_OF[bound])
     return _handle_ldp(args, orders)
 
 
@@ -275,14 +338,13 @@ def _handle_ldp(args, orders) -> int:
             eps,
             args.delta,
             order,
-            f"{_DRAFT}, Thm {'2 (read as an estimate)' if upper else '3 (lower bound, binary randomized response)'}",
-            bound="estimate" if upper else "lower",
+            f"{_DRAFT}, Thm "
+            + ("2 (read as an estimate)" if upper else "3 (RDP lower bound, binary randomized response)"),
+            bound="estimate" if upper else RDP_LOWER,
             certificate=False,
         )
-        caveats = [
-            _CAVEAT_DRAFT_UPPER if upper else "LOWER bound on the RDP (binary randomized response); not a certificate"
-        ]
-        return _emit(args, _ldp_out(res, caveats + notes), orders, rdp)
+        caveats = [_CAVEAT_DRAFT_UPPER if upper else _CAVEAT_SEED000_LOWER]
+        return _emit(args, _ldp_out(res, caveats + notes), orders, rdp, "estimate" if upper else "lower")
     kw = dict(n=args.n, gamma=args.gamma, rounds=args.rounds, delta=args.delta, max_order=args.max_order)
     if method == "first-cut":
         res = ls.first_cut_epsilon(args.eps0, args.delta0, **kw)

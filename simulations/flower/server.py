@@ -26,6 +26,7 @@ import numpy as np
 from protocols import Envelope, KeyRegistry, RoundPlan, run_pooled_round
 from protocols.pool import Reply, merge, seeded_sources
 from secagg_dp.errors import ParameterError, ProtocolError
+from simulations.flower.accountant import admit_round, load_state, save_state, workflow_accountant
 from simulations.flower.client import RECORD
 from simulations.flower.core import FlowerDPConfig, pack_registry, plan_to_record, round_event
 
@@ -141,7 +142,11 @@ class SecAggDPWorkflow:
     ``cfg``: the public parameters (:class:`~simulations.flower.core.FlowerDPConfig`); ``ledger_path``: an
     SQLite file for the :class:`~secagg_dp.accounting.PrivacyLedger` (None: in memory); ``epsilon_budget``:
     refuse (``PrivacyBudgetExceeded``) a round whose spend would exceed it at ``cfg.delta``; ``timeout``:
-    seconds per stage. The ledger composes the analyst's view (RDP of the round's
+    seconds per stage; ``accountant_path``: a JSON file for ``accountant``, a
+    :class:`~simulations.flower.accountant.SecAggDPAccountant` (Flower's ``PrivacyAccountant`` protocol), loaded
+    on start if it exists and saved after every round; before a round starts, ``accountant.would_exceed`` is asked
+    for its worst case against ``epsilon_budget`` and the round is refused (``PrivacyBudgetExceeded``, nothing
+    sent). The ledger composes the analyst's view (RDP of the round's
     :class:`~secagg_dp.accounting.checkin.CheckinRound`); ``server_accountant`` the server's (it chose the
     sample, so its view is the revealed-participation mixture, see docs/flower.md)."""
 
@@ -152,6 +157,7 @@ class SecAggDPWorkflow:
         ledger_path: str | Path | None = None,
         epsilon_budget: float | None = None,
         timeout: float | None = None,
+        accountant_path: str | Path | None = None,
     ) -> None:
         from secagg_dp.accounting import PrivacyLedger
         from secagg_dp.accounting.checkin import CheckinAccountant
@@ -168,6 +174,10 @@ class SecAggDPWorkflow:
             delta=None if epsilon_budget is None else cfg.delta,
         )
         self.server_accountant = CheckinAccountant("rdp", "replace-one", orders=ORDERS, observer="server")
+        self.epsilon_budget, self.accountant_path = epsilon_budget, accountant_path
+        self.accountant = workflow_accountant(cfg)  # the budget is policy, not state: a run may change it
+        if accountant_path is not None:
+            load_state(self.accountant, accountant_path)
 
     def sample(self, grid: Any, round_: int) -> list[int]:
         """m of the connected nodes, uniformly without replacement (``secrets.SystemRandom``; seeded: numpy),
@@ -188,6 +198,8 @@ class SecAggDPWorkflow:
     def run_round(self, grid: Any, arrays: Any, round_: int) -> FlowerRound:
         """Sample, train, encode, noise, mask, unmask, decode and spend one round (module docstring)."""
         cfg = self.cfg
+        # refuses (nothing sent) a round whose worst case the protocol lets finish would exceed the budget
+        admit_round(self.accountant, cfg, round_, self.epsilon_budget)
         nodes = self.sample(grid, round_)
         pool = FlowerClientPool(grid, nodes, cfg, round_, arrays, timeout=self.timeout)
         seed = round_id = None
@@ -210,6 +222,9 @@ class SecAggDPWorkflow:
         event = round_event(cfg, included)
         self.ledger.spend(event)  # before anything is released; raises PrivacyBudgetExceeded over budget
         self.server_accountant.compose(event)
+        self.accountant.compose(event)
+        if self.accountant_path is not None:
+            save_state(self.accountant, self.accountant_path)
         decoded = cfg.codec.decode(res.aggregate)
         return FlowerRound(
             mean=decoded / included,

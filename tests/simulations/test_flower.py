@@ -235,3 +235,110 @@ def test_flower_dropout_is_left_out_and_costs_privacy(tmp_path):
         CheckinAccountant("rdp", orders=ORDERS).compose(round_event(cfg, k)).get_epsilon(cfg.delta) for k in (5, 4)
     )
     assert rec["epsilon"] == pytest.approx(short, rel=1e-9) and short > full
+
+
+# ---- SecAggDPAccountant against Flower's own protocol and RdpAccountant (needs flwr; dp-accounting is ours) ----
+
+
+def _flower_accounting():  # noqa: ANN202
+    pytest.importorskip("flwr", reason="the flower extra is not installed")
+    import flwr.serverapp as fs
+
+    if not hasattr(fs, "PrivacyAccountant"):
+        pytest.skip("this flwr has no privacy accounting (added in Flower 1.35)")
+    return fs
+
+
+def test_secaggdp_accountant_satisfies_flowers_privacy_accountant_protocol():
+    """Flower's PrivacyAccountant is a typing Protocol that is not runtime-checkable: a runtime-checkable
+    sub-protocol checks that every member is there, and each method's parameters (names, kinds, defaults) are
+    compared with the Protocol's. (mypy in the flwr environment checks the assignment statically: docs/flower.md.)"""
+    import inspect
+    from typing import Protocol, runtime_checkable
+
+    fs = _flower_accounting()
+    from simulations.flower.accountant import SecAggDPAccountant
+
+    @runtime_checkable
+    class Checkable(fs.PrivacyAccountant, Protocol):  # type: ignore[misc,name-defined]
+        pass
+
+    cfg = fs.PrivacyConfig(1e-5, 100, fs.NeighboringRelation.REPLACE_ONE, fs.SamplingMethod.WITHOUT_REPLACEMENT, 4.0)
+    acc = SecAggDPAccountant(cfg)
+    assert isinstance(acc, Checkable)
+    assert not isinstance(object(), Checkable)  # the check can fail
+    members = [m for m in vars(fs.PrivacyAccountant) if not m.startswith("_")]
+    assert set(members) >= {"config", "num_releases", "compose", "would_exceed", "state_dict", "load_state_dict"}
+    for name in members:
+        theirs = inspect.getattr_static(fs.PrivacyAccountant, name)
+        ours = inspect.getattr_static(SecAggDPAccountant, name)
+        if isinstance(theirs, property):
+            assert isinstance(ours, property), name
+            continue
+        want = [(p.name, p.kind, p.default) for p in inspect.signature(theirs).parameters.values()]
+        got = [(p.name, p.kind, p.default) for p in inspect.signature(ours).parameters.values()]
+        assert got == want, name
+    # flwr present: the config and the spend are flwr's own dataclasses
+    assert acc.config == cfg and type(acc.config) is fs.PrivacyConfig
+    acc.compose(fs.GaussianPrivacyEvent(1.0, 10, 100))
+    spent = acc.get_privacy_spent()
+    assert type(spent) is fs.PrivacySpent and spent.num_releases == 1 and spent.delta == 1e-5
+
+
+@pytest.mark.slow  # ~6-9 s each, nearly all in Flower's RdpAccountant (dp-accounting's bounds up to order 1024)
+@pytest.mark.parametrize("model", ["poisson", "without-replacement"])
+def test_secaggdp_accountant_never_above_flowers_rdp_accountant(model):  # noqa: ANN001
+    """The same GaussianPrivacyEvents through Flower's RdpAccountant and ours. Relation as Flower defines it:
+    Poisson sampling with add-or-remove-one, sampling without replacement with replace-one, noise_multiplier the
+    noise std over the sensitivity under that relation (both hand dp-accounting / our core GaussianDpEvent(z)).
+    Our orders contain Flower's, so our epsilon is at most theirs (1e-12 relative: float rounding of the same
+    formulas) and close to it."""
+    fs = _flower_accounting()
+    pytest.importorskip("dp_accounting")
+    from simulations.flower.accountant import SecAggDPAccountant
+
+    rel = fs.NeighboringRelation.ADD_OR_REMOVE_ONE if model == "poisson" else fs.NeighboringRelation.REPLACE_ONE
+    cfg = fs.PrivacyConfig(1e-5, 200, rel, fs.SamplingMethod(model), max_epsilon=8.0)
+    theirs, ours = fs.RdpAccountant(cfg), SecAggDPAccountant(cfg)
+    sequence = [(fs.GaussianPrivacyEvent(1.1, 20, 200), 30), (fs.GaussianPrivacyEvent(0.9, 5, 200), 10)]
+    sequence.append((fs.GaussianPrivacyEvent(2.5, 60, 200), 5))
+    for ev, count in sequence:
+        theirs.compose(ev, count)
+        ours.compose(ev, count)
+    for delta in (1e-3, 1e-5, 1e-8):
+        mine, flower = ours.get_epsilon(delta), theirs.get_epsilon(delta)
+        assert mine <= flower * (1 + 1e-12), (delta, mine, flower)
+        assert mine == pytest.approx(flower, rel=0.02)
+    assert ours.num_releases == theirs.num_releases == 45
+    nxt = fs.GaussianPrivacyEvent(1.1, 20, 200)
+    for limit in (theirs.get_epsilon(1e-5) * 1.5, theirs.get_epsilon(1e-5) * 0.9):
+        assert ours.would_exceed(nxt, limit) == theirs.would_exceed(nxt, limit)
+
+
+@pytest.mark.slow  # ~50 s: mypy follows flwr, numpy and our package
+def test_mypy_accepts_secaggdp_accountant_as_flowers_privacy_accountant(tmp_path):
+    """The static form of the protocol check (PrivacyAccountant is not runtime-checkable): mypy accepts our
+    accountant where Flower's Protocol is expected and rejects a class without its members (the check bites)."""
+    _flower_accounting()
+    pytest.importorskip("mypy", reason="mypy is in the test extra")
+    src = tmp_path / "check_protocol.py"
+    src.write_text(
+        "from flwr.serverapp import NeighboringRelation, PrivacyAccountant, PrivacyConfig, SamplingMethod\n"
+        "from simulations.flower.accountant import SecAggDPAccountant\n"
+        "cfg = PrivacyConfig(1e-5, 100, NeighboringRelation.REPLACE_ONE, SamplingMethod.WITHOUT_REPLACEMENT)\n"
+        "ours: PrivacyAccountant = SecAggDPAccountant(cfg)\n"
+        "class Broken:\n"
+        "    pass\n"
+        "bad: PrivacyAccountant = Broken()\n"
+    )
+    args = ["--follow-imports=silent", "--ignore-missing-imports", "--no-incremental", str(src)]
+    out = subprocess.run(
+        [sys.executable, "-m", "mypy", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "MYPYPATH": str(ROOT)},
+        timeout=600,
+    )
+    errors = [line for line in out.stdout.splitlines() if ": error:" in line]
+    assert len(errors) == 1 and "check_protocol.py:7:" in errors[0] and '"Broken"' in errors[0], out.stdout

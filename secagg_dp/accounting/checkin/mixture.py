@@ -165,19 +165,25 @@ class SubsampledCheckin:
         k_lo = np.asarray(k_lo, dtype=np.float64)
         k_hi = np.asarray(k_hi, dtype=np.float64)
         orders = np.asarray(orders, dtype=np.int64)
-        jmax = int(orders.max())
-        js = np.arange(jmax + 1)
-        base_all = np.zeros((k_lo.size, jmax + 1))
-        base_all[:, 2:] = self.mechanism.rdp_upper(k_lo, k_hi, js[2:])
-        base = base_all[:, orders]
+        method = self.amplification
+        if method == "auto":
+            method = "pair" if hasattr(self.mechanism, "noise_multiplier") else "thm9"
+        base_all = None
+        if method == "thm9":  # WBK19 Thm 9 at order lam needs the base at every integer 2..lam
+            jmax = int(orders.max())
+            js = np.arange(jmax + 1)
+            base_all = np.zeros((k_lo.size, jmax + 1))
+            base_all[:, 2:] = self.mechanism.rdp_upper(k_lo, k_hi, js[2:])
+            base = base_all[:, orders]
+        else:  # every other bound needs the base at the requested orders only
+            base = np.asarray(self.mechanism.rdp_upper(k_lo, k_hi, orders), dtype=np.float64).reshape(
+                k_lo.size, orders.size
+            )
         with np.errstate(over="ignore"):  # (λ − 1)·ε beyond 1.8e308 is +inf
             cap = log_expm1((orders[None, :] - 1.0) * base)
         if self.amplification == "none":
             return cap
         q = k_hi / self.n if self.rate == "k/n" else np.full(k_lo.shape, float(self.gamma))  # type: ignore[arg-type]  # rate='gamma' requires gamma (__post_init__)
-        method = self.amplification
-        if method == "auto":
-            method = "pair" if hasattr(self.mechanism, "noise_multiplier") else "thm9"
         with np.errstate(divide="ignore"):
             joint = np.log(q)[:, None] + cap
         if method == "pair":
@@ -186,6 +192,7 @@ class SubsampledCheckin:
             # __post_init__ admits 'thm27' only for a mechanism with noise_multiplier (a Gaussian sum)
             sub = wor_subsampled_gaussian_log_am1(self.mechanism.noise_multiplier(k_lo), q, orders)  # type: ignore[attr-defined]
         elif method == "thm9":
+            assert base_all is not None  # computed above for thm9
             sub = wor_subsampled_log_am1(base_all, q, orders)
         else:
             sub = joint

@@ -69,8 +69,10 @@ def _binom() -> Any:
 NEIGHBOURING = "replace-one"
 
 
-#: What an :class:`LDPResult` may be: "upper" (a proven upper bound), "lower" or "estimate" (neither).
-LDP_BOUND_KINDS = ("upper", "lower", "estimate")
+#: What an :class:`LDPResult` may be: "upper" (a proven upper bound on ε), "lower" (a proven lower bound on ε),
+#: "rdp-lower" (an RDP lower bound passed through the upper-bound RDP→DP conversion of Canonne, Kamath & Steinke
+#: 2020, Prop. 12: neither an upper nor a lower bound on ε) or "estimate" (neither, unproven).
+LDP_BOUND_KINDS = ("upper", "lower", "rdp-lower", "estimate")
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,7 @@ class LDPResult:
 
     ``observer`` is "analyst": the figure covers whoever sees only the shuffled reports; a party that sees
     each report before shuffling is protected by the local randomizer alone. ``bound`` says what the figure
-    is ("upper", "lower" or "estimate") and ``certificate`` whether it is a privacy certificate (only a proven
+    is (:data:`LDP_BOUND_KINDS`) and ``certificate`` whether it is a privacy certificate (only a proven
     upper bound may be); every result this module computes is an estimate (module docstring)."""
 
     epsilon: float

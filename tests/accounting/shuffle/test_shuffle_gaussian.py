@@ -146,11 +146,15 @@ def test_cli_labels(capsys):
         "--rdp",
     ]
     out = _run(base, capsys)
-    assert out["bound"] == "lower" and out["certificate"] is False and out["neighbouring"] == "replace-one"
+    # the epsilon converts an RDP lower bound: "rdp-lower"; the RDP curve itself is a lower bound: rdp_bound "lower"
+    assert out["bound"] == "rdp-lower" and out["certificate"] is False and out["neighbouring"] == "replace-one"
+    assert out["rdp_bound"] == "lower"
+    assert any("neither an upper nor a lower bound on the mechanism's epsilon" in c for c in out["caveats"])
     assert {"epsilon", "delta", "order", "method", "rdp"} <= set(out)
     assert round(out["epsilon"], 5) == 0.22822 and len(out["rdp"]["orders"]) == 29
     up = _run(base + ["--bound", "upper"], capsys)
     assert up["bound"] == "upper" and up["certificate"] is True and up["epsilon"] > out["epsilon"]
+    assert up["rdp_bound"] == "upper"
     ci = _run(
         [
             "shuffled-checkin",

@@ -164,7 +164,7 @@ def test_no_eps0_method_is_reported_as_a_certificate():
         with contextlib.redirect_stdout(buf):
             assert main(argv + ["--rounds", "2", "--delta", "1e-5", "--method", method, "--json"]) == 0
         doc = json.loads(buf.getvalue())
-        assert doc["certificate"] is False and doc["bound"] in ("estimate", "lower"), method
+        assert doc["certificate"] is False and doc["bound"] in ("estimate", "rdp-lower"), method
 
 
 def test_ldp_result_cannot_call_an_estimate_a_certificate():
