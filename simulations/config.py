@@ -32,6 +32,8 @@ client runs.
     security = "active"         # "active" (malicious server; t raised to > 2n/3, or > (k+1)/2 with SecAgg+)
                                 # | "semi-honest" (trusted server); see docs/secure-aggregation.md
     corrupt_clients = 0         # c: clients colluding with an active server (privacy.coalition in results.json)
+    min_roster = "auto"         # the smallest roster an active client accepts (an int >= 2), or "auto": the
+                                # largest N with P(roster < N) <= 1e-3 per round (derived.min_roster)
 
     [privacy]
     mechanism = "ddg"           # "ddg" (distributed discrete Gaussian) | "skellam"
@@ -92,6 +94,8 @@ __all__ = [
     "expand_study",
     "CONFIG_DIR",
     "list_bundled",
+    "min_roster_auto",
+    "MIN_ROSTER_REFUSAL",
 ]
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
@@ -205,11 +209,16 @@ class SecAggParams:
     neighbours: int | None
     security: str = "active"
     corrupt_clients: int = 0  # c: clients colluding with an active server (the coalition certificate)
+    min_roster: int | str = "auto"  # the smallest roster an active client accepts; "auto": min_roster_auto
 
     def __post_init__(self) -> None:
         _int("secagg.bits", self.bits, 1, 62)
         _choice("secagg.security", self.security, ("active", "semi-honest"))
         _int("secagg.corrupt_clients", self.corrupt_clients, 0)
+        if self.min_roster != "auto" or isinstance(self.min_roster, bool):
+            if isinstance(self.min_roster, str):
+                raise _err("secagg.min_roster", 'an integer >= 2 or "auto"', self.min_roster)
+            _int("secagg.min_roster", self.min_roster, 2)
         if self.threshold is not None and self.threshold_fraction is not None:
             raise ConfigError(
                 "Config keys 'secagg.threshold' and 'secagg.threshold_fraction' are exclusive; set one, not both."
@@ -360,6 +369,11 @@ class SimConfig:
                 f"Config key 'secagg.corrupt_clients' must be < population.clients = {n} (at least one client is "
                 f"honest: the one the certificate protects), not {c}."
             )
+        r = self.secagg.min_roster
+        if r != "auto" and isinstance(r, int) and r > n:
+            raise ConfigError(
+                f"Config key 'secagg.min_roster' must be <= population.clients = {n} (no roster is larger), not {r}."
+            )
         k = self.secagg.neighbours
         if k is not None and k >= n:
             raise ConfigError(f"Config key 'secagg.neighbours' must be < population.clients = {n}, not {k}.")
@@ -398,6 +412,61 @@ class SimConfig:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def min_roster(self) -> int:
+        """``secagg.min_roster`` resolved: the integer given, or with ``"auto"`` :func:`min_roster_auto` of the
+        population (the smallest roster every simulated client accepts; active clients enforce it)."""
+        r = self.secagg.min_roster
+        return min_roster_auto(self.population) if r == "auto" else int(r)
+
+
+#: The per-round probability with which ``secagg.min_roster = "auto"`` lets an honest round be refused.
+MIN_ROSTER_REFUSAL = 1e-3
+
+
+def min_roster_auto(pop: Population, refusal: float = MIN_ROSTER_REFUSAL) -> int:
+    """The largest N >= 2 with P(R < N) <= ``refusal``, R the roster of an honest round.
+
+    The roster is the clients that checked in and did not drop at ``advertise_keys``: every client
+    independently checks in (probability p) and then drops at that stage with probability p', so
+    R ~ Bin(n, p (1 - p')) with ``sampling = "checkin"``, and R ~ Bin(round(p n), 1 - p') with
+    ``sampling = "fixed"`` (whose dropout is 0: R = round(p n)). A client that insists on R >= N refuses an
+    honest round with probability P(R < N) <= ``refusal`` (the per-round abort rate this rule adds; the largest
+    such N is the strongest floor at that rate). The client needs only the deployment's own parameters
+    (n, p, p'), never the round's outcome. At least 2 (Shamir needs two holders; when even P(R < 2) exceeds
+    ``refusal`` the floor is 2 and adds no abort beyond the threshold's).
+
+    P(R < N) = sum_{r < N} P(R = r) in log space (Loader 2000's saddle-point pmf,
+    :func:`secagg_dp.accounting.checkin.tails.log_binom_pmf`) on a window of r below the mean, plus a rigorous
+    upper bound on the mass below the window (:func:`~secagg_dp.accounting.checkin.tails.log_binom_tail_ub`):
+    an upper bound up to rounding, so the rate holds.
+    """
+    import numpy as np
+
+    check_real("refusal", refusal, lo=0.0, hi=0.5, lo_open=True, hi_open=True)
+    from secagg_dp.accounting.checkin.tails import log_binom_pmf, log_binom_tail_ub
+
+    if pop.sampling == "fixed":
+        trials, q = pop.fixed_size, 1.0 - pop.dropout
+    else:
+        trials, q = pop.clients, pop.checkin * (1.0 - pop.dropout)
+    if q >= 1.0:
+        return max(2, trials)
+    mean = trials * q
+    # the window [lo, hi): every N the answer can be is <= hi (P(R < N) > 1/2 > refusal beyond the median)
+    hi = min(trials, math.floor(mean) + 2)
+    lo = max(0, math.floor(mean - 60.0 * math.sqrt(mean * (1.0 - q)) - 60.0))
+    below = -np.inf
+    if lo > 0:
+        below = float(log_binom_tail_ub(trials, np.zeros(1), np.array([lo - 1.0]), q)[0])
+    r = np.arange(lo, hi, dtype=np.float64)
+    pmf = np.exp(log_binom_pmf(trials, r, q))
+    cdf = math.exp(below) + np.cumsum(pmf)  # cdf[i] = P(R <= lo + i) (an upper bound)
+    ok = np.flatnonzero(cdf <= refusal)  # P(R < N) <= refusal for N = lo + i + 1
+    if ok.size == 0:  # not even P(R < lo + 1) is within the rate: no floor above Shamir's 2
+        return 2
+    return max(2, lo + int(ok[-1]) + 1)
 
 
 def _flat_keys(doc: dict[str, Any], prefix: str = "") -> set[str]:

@@ -36,7 +36,8 @@ the same event through ``CheckinAccountant(observer="coalition", coalition=Coali
 
 Ledger: every round is spent as one :class:`secagg_dp.accounting.checkin.CheckinRound` event in the core
 :class:`secagg_dp.accounting.core.ledger.PrivacyLedger` (SQLite, one transaction per event, committed before the
-round's aggregate is decoded, optional (epsilon_budget, delta) refusal). The event is the same every round
+round's aggregate is decoded, optional (epsilon_budget, delta) refusal; the run's delta, method and certified
+epsilon per observer are stored with it, each round's outcome after it). The event is the same every round
 (the mixture is a function of the run's fixed parameters), so the ledger's composed RDP is exactly
 T x the per-round mixture RDP.
 
@@ -122,6 +123,7 @@ class SimAccountant:
                 "To fix, add noise (privacy.noise_multiplier), use fewer rounds, or method = 'rdp'."
             ) from exc
         self.rounds = 0
+        self.outcome_pending = False  # the last charged round has no outcome recorded yet
         self.epsilon = 0.0
         self.order: int | None = None
         self.certificate: dict[str, Any] | None = None
@@ -175,7 +177,8 @@ class SimAccountant:
 
     def _open_ledger(self, path: Path | None) -> PrivacyLedger:
         budget = {} if self.budget is None else {"epsilon_budget": self.budget, "delta": self.delta}
-        return PrivacyLedger(self.neighbouring, self.orders, path=path, **budget)
+        led = PrivacyLedger(self.neighbouring, self.orders, path=path, **budget)
+        return led.set_run(delta=self.delta, method=self.method, observer="analyst")
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -213,23 +216,22 @@ class SimAccountant:
     def epsilon_after(self, rounds: int) -> tuple[float, int | None, dict[str, Any]]:
         """Certified (epsilon, order, certificate dict) after ``rounds`` rounds, the run's method (no state change)."""
         cert = self.accountant.fresh().compose(self.event, rounds).certificate(self.delta)
-        return cert.epsilon, _int_order(cert.order), _cert_dict(cert, rounds)
+        return cert.epsilon, _int_order(cert.order), cert.as_dict(schema="results")
 
     def _ex_post_round_rdp(self) -> np.ndarray:
         """Per-round RDP against the server for a client seen in the round (ex-post): the base mechanism
         with K = 1 + K' revealed (fixed-size sampling: K = m)."""
-        from secagg_dp.accounting.checkin.observers import server_ex_post_certificate
+        from secagg_dp.accounting.checkin.observers import server_ex_post_log_moment
 
         mech = self.provider.mechanism
         if self.fixed:
             m = np.array([float(self.cfg.population.fixed_size)])
             return np.asarray(mech.rdp_upper(m, m, self.orders), dtype=np.float64)[0]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            cert = server_ex_post_certificate(
-                mech, self.n, self.gamma, 1, self.delta, self.orders, neighbouring=self.neighbouring
-            )
-        return np.array([cert.rdp[int(o)] for o in self.orders])
+        orders = np.asarray(self.orders, dtype=np.int64)
+        with warnings.catch_warnings():  # n = 1: the binomial pmf takes log(0) (numpy's RuntimeWarning), nothing else
+            warnings.simplefilter("ignore", RuntimeWarning)
+            moment = server_ex_post_log_moment(mech, self.n, self.gamma, orders, neighbouring=self.neighbouring)
+        return np.asarray(moment / (orders - 1.0), dtype=np.float64)
 
     def server_view(self, rounds: int) -> dict[str, Any]:
         """Certificate against the secure-aggregation server after ``rounds`` rounds (it sees participation)."""
@@ -292,10 +294,24 @@ class SimAccountant:
         """
         t = self.rounds + 1
         eps, order, cert = self.epsilon_after(t)  # compute first: a failure changes nothing
-        self.ledger.spend(self.event)
+        certified = {"analyst": {"epsilon": eps, "delta": self.delta, "method": self.method, "rounds": t}}
+        for obs, method, view in (
+            ("server", self.server_method, self._server_cert(t)),
+            ("coalition", self.coalition_method, self._coalition_cert(t)),
+        ):
+            certified[obs] = {"epsilon": view.epsilon, "delta": self.delta, "method": method, "rounds": t}
+        self.ledger.spend(self.event, certified=certified)  # the run's certificates, in the charge's transaction
         self.rounds = t
         self.epsilon, self.order, self.certificate = eps, order, cert
+        self.outcome_pending = True
         return eps, order
+
+    def record_outcome(self, outcome: str, reason: str = "") -> None:
+        """Record on the last charged round what it turned out to be (released / aborted / failed + reason);
+        the charge stays (docs/ledger.md, "Outcomes")."""
+        if self.rounds and self.outcome_pending:
+            self.ledger.record_outcome(outcome, reason)
+            self.outcome_pending = False
 
     def attach_ledger(self, path: str | Path) -> None:
         """Persist the ledger at ``path`` (folder created). A new run replaces a ledger left there by an
@@ -320,14 +336,6 @@ def _int_order(order: float | None) -> int | None:
     return int(order) if order is not None and math.isfinite(order) else None
 
 
-def _cert_dict(cert: Certificate, rounds: int) -> dict[str, Any]:
-    """results.json form of a :class:`Certificate`: its fields, the integer order, rounds, then its detail."""
-    out = {k: v for k, v in cert.as_dict().items() if k != "detail"}
-    out.update(order=_int_order(cert.order), rounds=rounds, ex_post=False)
-    out.update({k: v for k, v in cert.detail.items() if k not in out})
-    return out
-
-
 def coalition_min_sum(cfg) -> tuple[int, str]:  # noqa: ANN001
     """m, the smallest number of clients in a sum the simulated protocol lets finish, and the rule that gave it.
 
@@ -336,9 +344,13 @@ def coalition_min_sum(cfg) -> tuple[int, str]:  # noqa: ANN001
     ``min_threshold``; its ``min_roster``, the roster an honest server admits, bounds the roster, not the sum).
     A finished sum holds at least t(N) clients: a client refuses to unmask with fewer survivors (full graph,
     Bonawitz et al. 2017 Sec. 6), and under SecAgg+ a self-mask is removed only after t of its k + 1 holders,
-    all survivors in the sum, revealed it (Bell et al. 2020). t depends on N, which is random, so the one m of
-    the certificate is the minimum over every N a round can have (N = 2..n with check-in, N = round(p n) for
-    fixed-size sampling) whose round can finish (t(N) <= N): conservative, and data independent.
+    all survivors in the sum, revealed it (Bell et al. 2020). t depends on N, which the active server picks
+    (it admits whom it likes to the roster), so the one m of the certificate is the minimum over every N a
+    round can have whose round can finish (t(N) <= N): N = max(2, min_roster)..n with check-in, N = round(p n)
+    for fixed-size sampling, where min_roster = ``cfg.min_roster`` (``secagg.min_roster`` resolved): every
+    honest active client refuses a smaller roster (``ClientPolicy.min_roster``), and the check-in count is at
+    least the roster. Conservative (N is taken as both the check-in count that sets t and the roster), and
+    data independent.
 
     m = 1 (the target's own noise only: the coalition can unmask one client's masked input) when the threshold
     does not stop an active server: ``security = "semi-honest"`` (no signed keys, no consistency round), or
@@ -354,7 +366,11 @@ def coalition_min_sum(cfg) -> tuple[int, str]:  # noqa: ANN001
             "1: semi-honest clients do not stop an active server (no signed keys, no consistency round), which can "
             "unmask one client's masked input"
         )
-    sizes = [pop.fixed_size] if pop.sampling == "fixed" else range(max(2, sec.threshold or 2), n + 1)
+    floor = max(2, cfg.min_roster)  # the smallest roster an honest active client accepts
+    if pop.sampling == "fixed":
+        sizes: range | list[int] = [pop.fixed_size] if pop.fixed_size >= floor else []
+    else:
+        sizes = range(max(floor, sec.threshold or 2), n + 1)
     # beyond N = 3c + 3 no split is possible (2t - N > N/3 >= c + 1 for t > 2N/3), beyond k + 2 the SecAgg+
     # threshold and holder count are constant, and t(N) is non-decreasing on the full graph: stop there
     stop = max(3 * c + 3, (k or 0) + 2)
@@ -375,11 +391,14 @@ def coalition_min_sum(cfg) -> tuple[int, str]:  # noqa: ANN001
         if size >= stop:
             break
     if best is None:  # no round can finish: nothing is released beyond K and the flags, any m is valid
-        return n, f"{n}: no round can finish (the threshold exceeds every possible check-in count)"
+        return n, (
+            f"{n}: no round can finish (the threshold or the minimum roster {floor} exceeds every possible "
+            "check-in count)"
+        )
     t, size = best
     return t, (
         f"{t}: the smallest Shamir threshold t(N) the honest clients enforce in a round that can finish "
-        f"(secagg.threshold_for(N), least at N = {size} check-ins)"
+        f"(secagg.threshold_for(N) over rosters N >= secagg.min_roster = {floor}, least at N = {size})"
     )
 
 

@@ -75,6 +75,7 @@ from secagg_dp.accounting.checkin.mixture import (
     SubsampledCheckin,
     checkin_epsilon,
 )
+from secagg_dp.accounting.core.rdp import skellam_rdp
 from secagg_dp.errors import ParameterError
 
 if TYPE_CHECKING:
@@ -155,21 +156,66 @@ class CoalitionEnforcedSkellamSum:
 
     @functools.lru_cache(maxsize=4096)  # noqa: B019  (frozen, hashable instance; a handful per run)
     def _rdp_block(self, k_lo: int, k_hi: int, orders: tuple[float, ...]) -> npt.NDArray[np.float64]:
-        from secagg_dp.accounting.checkin.enforced import revealed_dropout_rdp
+        """:func:`~secagg_dp.accounting.checkin.enforced.revealed_dropout_rdp` at V = k_eff(k_lo) mu / (k_hi + d + c),
+        d ~ Bin(n - k_hi, rho). The cumulants (a - 1) eps_Sk(a; numerator / N) depend on the roster N = k_hi + d + c
+        only, so one table over N serves every block with the same numerator (k_eff is constant for k >= m):
+        the same terms, each evaluated once instead of once per block."""
+        from secagg_dp.accounting.checkin.enforced import dropout_weights, revealed_mixture_rdp
 
         mech, c = self.mechanism, self.coalition.colluders
         n = mech.n
         k_hi = min(max(k_hi, k_lo, 0), n)
         numerator = float(self.coalition.k_eff(k_lo)) * mech.target_variance
-        return revealed_dropout_rdp(
-            np.asarray(orders),
-            n - k_hi,
-            mech.dropout_rate,
-            lambda ds: numerator / (k_hi + np.asarray(ds, dtype=np.float64) + c),
-            numerator / (n + c),
-            mech.l2_sensitivity,
-            mech.l1_sensitivity,
-        )
+        a = np.asarray(orders, dtype=np.float64)
+        trials, rho = n - k_hi, mech.dropout_rate
+        if trials == 0 or rho == 0.0:  # d = 0: the roster is k_hi + c
+            eps = skellam_rdp(a, numerator / (k_hi + c), mech.l2_sensitivity, mech.l1_sensitivity)
+            return np.asarray(eps, dtype=np.float64)
+        ds, logw = dropout_weights(trials, rho)
+        lo = k_hi + c + int(ds[0])  # rosters N = lo .. n + c, one per d = ds
+        l2, l1 = mech.l2_sensitivity, mech.l1_sensitivity
+        if (n + c) * a.size <= _TABLE_ELEMENTS:
+            table = _roster_cumulants(numerator, n + c, orders, l2, l1)
+
+            def cumulants(rows: npt.NDArray[np.int64], cols: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+                r0 = int(rows[0])
+                if rows.size == int(rows[-1]) - r0 + 1:  # a contiguous range (ascending): a view
+                    block = table[lo + r0 : lo + r0 + rows.size]
+                else:
+                    block = table[lo + rows]
+                return block if cols.size == a.size else block[:, cols]
+
+        else:  # too large to keep: the rows each block needs only
+
+            def cumulants(rows: npt.NDArray[np.int64], cols: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+                sub = a[cols]
+                rosters = (lo + rows).astype(np.float64)
+                eps = np.asarray(skellam_rdp(sub, numerator / rosters, l2, l1)).reshape(rows.size, sub.size)
+                out: npt.NDArray[np.float64] = (sub - 1.0)[None, :] * eps
+                return out
+
+        # N grows with d and eps_Sk(a; numerator / N) with N: every column is non-decreasing down the rows
+        return revealed_mixture_rdp(a, logw, cumulants)
+
+
+#: Largest cumulant table kept (rosters x orders, float64): 32 MiB.
+_TABLE_ELEMENTS = 1 << 22
+
+
+@functools.lru_cache(maxsize=4)
+def _roster_cumulants(
+    numerator: float, top: int, orders: tuple[float, ...], l2_sensitivity: float, l1_sensitivity: float
+) -> npt.NDArray[np.float64]:
+    """(a - 1) eps_Sk(a; numerator / N) (Agarwal, Kairouz & Liu 2021, Thm 3.5, through
+    :func:`~secagg_dp.accounting.core.rdp.skellam_rdp`) for every roster N = 0..``top`` (row N; row 0, no
+    roster, is +inf) and order a (columns), read only."""
+    a = np.asarray(orders, dtype=np.float64)
+    table = np.full((top + 1, a.size), np.inf)
+    rosters = np.arange(1, top + 1, dtype=np.float64)
+    eps = np.asarray(skellam_rdp(a, numerator / rosters, l2_sensitivity, l1_sensitivity))
+    table[1:] = (a - 1.0)[None, :] * eps.reshape(top, a.size)
+    table.flags.writeable = False
+    return table
 
 
 def coalition_view_provider(

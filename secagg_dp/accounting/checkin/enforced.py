@@ -18,10 +18,9 @@ is that of the pair (d, sum) with d revealed: since d has the same law under bot
     eps_k(a) = 1/(a - 1) log sum_d P(d) exp((a - 1) eps_Sk(a; V(k, d)))
 
 exactly (the Renyi divergence of a mixture whose component label is revealed), with eps_Sk the Skellam bound of
-Agarwal, Kairouz & Liu (2021, Thm 3.5; :func:`secagg_dp.accounting.core.rdp.skellam_rdp`). The sum over d is
-truncated where the Binomial tails are below 1e-40: the upper tail is charged with the smallest possible
-variance k mu / (n - D(n)), the lower one with the variance at the truncation point (V is non-increasing in
-N = k + d, and N <= n).
+Agarwal, Kairouz & Liu (2021, Thm 3.5; :func:`secagg_dp.accounting.core.rdp.skellam_rdp`). The sum over d runs
+up to d = n - k (no upper truncation); the lower Binomial tail below 1e-40 is merged into its truncation point,
+whose variance is smaller (V is non-increasing in N = k + d).
 
 Block bound (the mixture's contract, :class:`~secagg_dp.accounting.checkin.mixture.BaseMechanism`): V(k, d) is
 non-increasing in d and non-decreasing in k (D grows by at most 1 per client), and Binomial(n - k, rho) is
@@ -41,14 +40,20 @@ from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
 
 from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.accounting.checkin.mixture import SubsampledCheckin
 from secagg_dp.accounting.core.rdp import skellam_rdp
 from secagg_dp.errors import ParameterError
 
-__all__ = ["EnforcedSkellamSum", "enforced_checkin_provider", "enforced_variance", "revealed_dropout_rdp"]
+__all__ = [
+    "EnforcedSkellamSum",
+    "enforced_checkin_provider",
+    "enforced_variance",
+    "revealed_dropout_rdp",
+    "revealed_mixture_rdp",
+    "dropout_weights",
+]
 
 _TAIL = 1e-40
 
@@ -141,38 +146,147 @@ def revealed_dropout_rdp(
 
     The Rényi divergence of a mixture whose data-independent label d is revealed is this sum exactly
     (module docstring); eps_Sk is Agarwal, Kairouz & Liu (2021, Thm 3.5). ``variance`` must be non-increasing
-    in d: the sum is truncated where the Binomial tails are below 1e-40, the lower tail merged into its
-    truncation point (a smaller variance there) and the upper tail charged with ``tail_variance``, which must
-    be <= variance(d) for every d <= ``trials``. Shared by :class:`EnforcedSkellamSum` and the coalition view
-    (:mod:`secagg_dp.accounting.checkin.coalition`)."""
+    in d. The sum runs over every d above the lower truncation point of :func:`dropout_weights` (Binomial
+    lower tail below 1e-40, merged into that point, whose variance is smaller), up to d = ``trials``: nothing
+    above is truncated. ``tail_variance`` (<= variance(d) for every d <= ``trials``) is only checked (it charged
+    an upper tail that the sum no longer cuts). Evaluated by :func:`revealed_mixture_rdp` with its pruning
+    (an upper bound on the exact sum, larger by less than 1e-25 relative). Shared by :class:`EnforcedSkellamSum`
+    and the coalition view (:mod:`secagg_dp.accounting.checkin.coalition`)."""
     a = np.asarray(orders, dtype=np.float64)
     l2, l1 = l2_sensitivity, l1_sensitivity
+    check_real("tail_variance", tail_variance, lo=0.0, lo_open=True)
     if trials == 0 or rho == 0.0:
         v0 = float(variance(np.zeros(1, dtype=np.int64))[0])
         return np.asarray(skellam_rdp(a, v0, l2, l1), dtype=np.float64)
-    m = trials
-    d_lo = int(max(0, stats.binom.ppf(_TAIL, m, rho) - 1))
-    d_hi = int(min(m, stats.binom.isf(_TAIL, m, rho) + 1))
-    ds = np.arange(d_lo, d_hi + 1, dtype=np.int64)
-    logw = stats.binom.logpmf(ds, m, rho)
-    if d_lo > 0:  # the lower tail has at least the variance at d_lo (V is non-increasing in d): merge it there
-        logw[0] = np.logaddexp(logw[0], float(stats.binom.logcdf(d_lo - 1, m, rho)))
-    # one term per distinct variance (every d <= D shares mu): weights summed in log space
+    ds, logw = dropout_weights(trials, rho)
+    # one term per distinct variance (every d <= D shares mu): weights summed in log space (a far-tail weight,
+    # e^-1000, is kept: at high orders its e^{(a-1) eps} can dominate the sum)
     var, inverse = np.unique(variance(ds), return_inverse=True)
-    top = logw.max()
-    mass = np.zeros(var.size)
-    np.add.at(mass, inverse, np.exp(logw - top))
-    with np.errstate(divide="ignore"):
-        log_mass = np.log(mass) + top
-    eps = np.asarray(skellam_rdp(a, var, l2, l1)).reshape(var.size, a.size)
-    terms = log_mass[:, None] + (a - 1.0)[None, :] * eps
-    tail = float(stats.binom.sf(d_hi, m, rho))
-    if tail > 0.0:  # charged with the smallest variance any roster can leave
-        worst = np.asarray(skellam_rdp(a, tail_variance, l2, l1)).reshape(a.size)
-        terms = np.vstack([terms, math.log(tail) + (a - 1.0) * worst])
+    if var.size == ds.size:  # all distinct (np.unique sorted them): no weights to merge
+        log_mass = np.empty_like(logw)
+        log_mass[inverse] = logw
+    else:
+        order = np.argsort(inverse, kind="stable")
+        runs = np.flatnonzero(np.diff(inverse[order])) + 1
+        log_mass = np.logaddexp.reduceat(logw[order], np.concatenate(([0], runs)))
+    # rows by decreasing variance: eps_Sk is non-increasing in the variance, so every column is non-decreasing
+    var, log_mass = var[::-1], log_mass[::-1]
+
+    def cumulants(rows: npt.NDArray[np.int64], cols: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        sub = a[cols]
+        eps = np.asarray(skellam_rdp(sub, var[rows], l2, l1)).reshape(rows.size, sub.size)
+        out: npt.NDArray[np.float64] = (sub - 1.0)[None, :] * eps
+        return out
+
+    return revealed_mixture_rdp(a, log_mass, cumulants)
+
+
+#: K(rows, cols): the cumulants (a - 1) eps_j(a) of components j = ``rows`` at the orders ``orders[cols]``.
+Cumulants = Callable[[npt.NDArray[np.int64], npt.NDArray[np.int64]], npt.NDArray[np.float64]]
+
+
+def revealed_mixture_rdp(
+    orders: npt.NDArray[np.float64], log_weights: npt.NDArray[np.float64], cumulants: Cumulants
+) -> npt.NDArray[np.float64]:
+    """max(0, 1/(a-1) log sum_j w_j exp(K_j(a))), K_j(a) = (a-1) eps_j(a): the RDP of a mixture whose component
+    label j, of law w, is revealed (its moment is the w-average of the components' moments; van Erven &
+    Harremoës 2014, Sec. 2). ``cumulants(rows, cols)`` gives K_j(a) for the components j = ``rows`` (ascending
+    indices) and the orders ``orders[cols]``, and every column must be non-decreasing in j (K at a larger
+    roster, a smaller variance).
+
+    Pruning (ours): the rows are cut in blocks of :data:`_BLOCK`; a block's mass is at most its size x its
+    largest weight x e^{K at its last row}. A block whose bound is e^-64 below the largest exact term at a block
+    end is charged with that bound instead of being summed, so the result stays an upper bound on the exact
+    sum and exceeds it by less than 1e-25 relative (nothing in float64). The orders fall in two groups (those
+    that need the last blocks only, the high orders whose moment sits at the largest K, and the rest); each
+    group sums its contiguous range of needed blocks exactly."""
+    a = np.asarray(orders, dtype=np.float64)
+    w = np.asarray(log_weights, dtype=np.float64)
+    every = np.arange(a.size)
+    rows = w.size
+    if rows <= 4 * _BLOCK:
+        return _finish(a, _lse_columns(w, cumulants(np.arange(rows), every)))
+    nb = -(-rows // _BLOCK)
+    ends = np.minimum(np.arange(1, nb + 1) * _BLOCK, rows) - 1  # each block's last row: its largest K per column
+    g_end = cumulants(ends, every)
+    if not np.isfinite(g_end).all():  # an infinite moment: no pruning (the exact sum handles it)
+        return _finish(a, _lse_columns(w, cumulants(np.arange(rows), every)))
+    padded = np.full(nb * _BLOCK, -np.inf)
+    padded[:rows] = w
+    sizes = np.full(nb, float(_BLOCK))
+    sizes[-1] = rows - (nb - 1) * _BLOCK
+    bound = (padded.reshape(nb, _BLOCK).max(axis=1) + np.log(sizes))[:, None] + g_end
+    floor = (w[ends][:, None] + g_end).max(axis=0) - _PRUNE  # the largest exact term at a block end, less 64
+    need = bound > floor[None, :]  # (blocks, orders); the block holding the largest end term is always needed
+    first = np.argmax(need, axis=0)
+    last = nb - 1 - np.argmax(need[::-1], axis=0)
+    total = np.empty(a.size)
+    top = first >= nb - _TOP_BLOCKS
+    for cols in (np.flatnonzero(top), np.flatnonzero(~top)):
+        if cols.size == 0:
+            continue
+        b0, b1 = int(first[cols].min()), int(last[cols].max())
+        lo, hi = b0 * _BLOCK, int(ends[b1]) + 1
+        exact = _lse_columns(w[lo:hi], cumulants(np.arange(lo, hi), cols))
+        skipped = [x for x in (bound[:b0, cols], bound[b1 + 1 :, cols]) if x.shape[0]]
+        if skipped:
+            exact = np.logaddexp(exact, _lse_rows(np.concatenate(skipped)))
+        total[cols] = exact
+    return _finish(a, total)
+
+
+#: Rows per block of :func:`revealed_mixture_rdp`'s pruning, the margin (natural log) below which a block is
+#: charged with its bound, and the last blocks that make an order a high one.
+_BLOCK = 32
+_PRUNE = 64.0
+_TOP_BLOCKS = 2
+
+
+def _lse_columns(w: npt.NDArray[np.float64], g: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """log sum_j exp(w_j + g[j, :]) per column."""
+    terms = w[:, None] + g
     peak = terms.max(axis=0)
-    out: npt.NDArray[np.float64] = (peak + np.log(np.exp(terms - peak).sum(axis=0))) / (a - 1.0)
-    return np.maximum(out, 0.0)
+    with np.errstate(invalid="ignore"):  # inf - inf only for an infinite moment: nan, made +inf below
+        terms -= peak
+    np.exp(terms, out=terms)
+    out: npt.NDArray[np.float64] = peak + np.log(terms.sum(axis=0))
+    return np.where(np.isnan(out), np.inf, out)
+
+
+def _lse_rows(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """log sum_i exp(x[i, :]) per column (-inf for an all -inf column)."""
+    peak = x.max(axis=0)
+    safe = np.where(np.isfinite(peak), peak, 0.0)
+    with np.errstate(divide="ignore"):  # log 0 only in an all -inf column, which keeps its peak
+        out: npt.NDArray[np.float64] = np.where(np.isfinite(peak), safe + np.log(np.exp(x - safe).sum(axis=0)), peak)
+    return out
+
+
+def _finish(a: npt.NDArray[np.float64], log_moment: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    out: npt.NDArray[np.float64] = np.maximum(log_moment / (a - 1.0), 0.0)
+    return out
+
+
+@functools.lru_cache(maxsize=8192)
+def dropout_weights(trials: int, rho: float) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """(ds, log w): the dropout counts d = d_lo..``trials`` of d ~ Binomial(trials, rho) and log P(d = d) by
+    Loader's saddle-point form (Loader 2000, :func:`~secagg_dp.accounting.checkin.tails.log_binom_pmf`), with
+    d_lo the largest d whose lower tail P(d' < d) is at most 1e-40 and that tail added to d_lo's weight: the
+    variance is non-increasing in d, so charging the tail at d_lo is an upper bound, and it moves the moment by
+    at most 1e-40 / P(mode) relative. Cached: the arrays are shared (read only)."""
+    from secagg_dp.accounting.checkin.tails import log_binom_pmf
+
+    every = log_binom_pmf(trials, np.arange(trials + 1, dtype=np.float64), rho)
+    log_cdf = np.logaddexp.accumulate(every)  # log P(d' <= d)
+    d_lo = int(np.searchsorted(log_cdf, math.log(_TAIL), side="right"))  # P(d' < d_lo) <= 1e-40 < P(d' <= d_lo)
+    d_lo = min(d_lo, trials)
+    ds = np.arange(d_lo, trials + 1, dtype=np.int64)
+    logw = every[d_lo:].copy()
+    if d_lo > 0:
+        logw[0] = log_cdf[d_lo]  # log P(d' <= d_lo): the lower tail merged into d_lo
+    ds.flags.writeable = False
+    logw.flags.writeable = False
+    return ds, logw
 
 
 def enforced_checkin_provider(

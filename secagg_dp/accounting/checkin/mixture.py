@@ -40,6 +40,7 @@ import numpy.typing as npt
 from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.accounting.checkin.tails import binom_window_edge, log_binom_pmf, log_binom_tail_ub
 from secagg_dp.accounting.core.accountant import OBSERVERS as _CORE_OBSERVERS
+from secagg_dp.accounting.core.accountant import Certificate
 from secagg_dp.accounting.core.conversion import LargestOrderWarning, rdp_to_dp
 from secagg_dp.accounting.core.logspace import log_expm1
 from secagg_dp.accounting.core.pairs import wor_gaussian_pair_log_am1
@@ -164,19 +165,25 @@ class SubsampledCheckin:
         k_lo = np.asarray(k_lo, dtype=np.float64)
         k_hi = np.asarray(k_hi, dtype=np.float64)
         orders = np.asarray(orders, dtype=np.int64)
-        jmax = int(orders.max())
-        js = np.arange(jmax + 1)
-        base_all = np.zeros((k_lo.size, jmax + 1))
-        base_all[:, 2:] = self.mechanism.rdp_upper(k_lo, k_hi, js[2:])
-        base = base_all[:, orders]
+        method = self.amplification
+        if method == "auto":
+            method = "pair" if hasattr(self.mechanism, "noise_multiplier") else "thm9"
+        base_all = None
+        if method == "thm9":  # WBK19 Thm 9 at order lam needs the base at every integer 2..lam
+            jmax = int(orders.max())
+            js = np.arange(jmax + 1)
+            base_all = np.zeros((k_lo.size, jmax + 1))
+            base_all[:, 2:] = self.mechanism.rdp_upper(k_lo, k_hi, js[2:])
+            base = base_all[:, orders]
+        else:  # every other bound needs the base at the requested orders only
+            base = np.asarray(self.mechanism.rdp_upper(k_lo, k_hi, orders), dtype=np.float64).reshape(
+                k_lo.size, orders.size
+            )
         with np.errstate(over="ignore"):  # (λ − 1)·ε beyond 1.8e308 is +inf
             cap = log_expm1((orders[None, :] - 1.0) * base)
         if self.amplification == "none":
             return cap
         q = k_hi / self.n if self.rate == "k/n" else np.full(k_lo.shape, float(self.gamma))  # type: ignore[arg-type]  # rate='gamma' requires gamma (__post_init__)
-        method = self.amplification
-        if method == "auto":
-            method = "pair" if hasattr(self.mechanism, "noise_multiplier") else "thm9"
         with np.errstate(divide="ignore"):
             joint = np.log(q)[:, None] + cap
         if method == "pair":
@@ -185,6 +192,7 @@ class SubsampledCheckin:
             # __post_init__ admits 'thm27' only for a mechanism with noise_multiplier (a Gaussian sum)
             sub = wor_subsampled_gaussian_log_am1(self.mechanism.noise_multiplier(k_lo), q, orders)  # type: ignore[attr-defined]
         elif method == "thm9":
+            assert base_all is not None  # computed above for thm9
             sub = wor_subsampled_log_am1(base_all, q, orders)
         else:
             sub = joint
@@ -466,23 +474,40 @@ class CheckinCertificate:
                 f"not colluders={self.colluders!r}, min_sum={self.min_sum!r} for observer {self.observer!r}."
             )
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_certificate(self) -> Certificate:
+        """The same numbers as the contract's one record, :class:`~secagg_dp.accounting.core.accountant.Certificate`
+        (the per-order RDP, window and delta split, ex-post flag and coalition in its ``detail``)."""
         coalition = {"colluders": self.colluders, "min_sum": self.min_sum} if self.observer == "coalition" else {}
-        return {
-            "observer": self.observer,
-            "certificate": self.certificate,
-            "ex_post": self.ex_post,
-            "epsilon": self.epsilon,
-            "delta": self.delta,
-            "order": self.order,
-            "method": self.method,
-            "neighbouring": self.neighbouring,
-            "rounds": self.rounds,
-            "window": list(self.window) if self.window else None,
-            "delta_rdp": self.delta_rdp,
-            "delta_window": self.delta_window,
-            **coalition,
-        }
+        return Certificate(
+            epsilon=self.epsilon,
+            delta=self.delta,
+            observer=self.observer,
+            neighbouring=self.neighbouring,
+            method=self.method,
+            certificate=self.certificate,
+            bound="upper" if self.certificate else "estimate",
+            citation=_CITATION,
+            order=float(self.order),
+            detail={
+                "ex_post": self.ex_post,
+                "rounds": self.rounds,
+                "window": self.window,
+                "delta_rdp": self.delta_rdp,
+                "delta_window": self.delta_window,
+                "rdp": self.rdp,
+                **coalition,
+            },
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready record: ``Certificate.as_dict(schema="checkin")`` of :meth:`as_certificate`."""
+        return self.as_certificate().as_dict(schema="checkin")
+
+
+_CITATION = (
+    "check-in mixture RDP: SCI22 Thm 1 / Eq. 5, Liew, Hasegawa & Takahashi 2022, Thm 2 and 4; composition: "
+    "Mironov 2017, Prop. 1; RDP -> (epsilon, delta): Canonne, Kamath & Steinke 2020, Prop. 12"
+)
 
 
 def checkin_epsilon(

@@ -59,32 +59,40 @@ def test_check_results_refuses_an_incomplete_coalition_record(tmp_path, counting
 
 
 def _smallest_finishing_sum(cfg) -> int:
-    """Brute force with the real protocol (independent of :func:`coalition_min_sum`): for every check-in count N
-    a round can have, the clients configured as the crypto mode configures them (t = threshold_for(N), the
-    config's degree and mode); the smallest number s of masked inputs with which a round finishes, N - s
+    """Brute force with the real protocol (independent of :func:`coalition_min_sum`): for every roster size N a
+    round can have, the clients configured as the crypto mode configures them (t = threshold_for(N), the
+    config's degree and mode, ClientPolicy.min_roster = the config's resolved secagg.min_roster); a roster
+    below min_roster is built by max(N, min_roster) check-ins of which the extra ones drop at advertise_keys
+    (the clients must refuse it). The smallest number s of masked inputs with which a round finishes, N - s
     clients dropping after the roster (before their masked input). The minimum over N."""
     import numpy as np
 
     from protocols import run_secagg_round
     from secagg_dp.errors import ProtocolError
 
+    floor = cfg.min_roster
     best = None
     for size in range(2, cfg.population.clients + 1):
-        t = cfg.secagg.threshold_for(size)
+        checked_in = max(size, floor)
+        t = cfg.secagg.threshold_for(checked_in)
         if t > size:
-            continue  # the simulator aborts such a round before the protocol (fewer than t checked in)
-        inputs = {i: np.full(4, i, dtype=np.uint64) for i in range(size)}
+            continue  # fewer than t in the roster: the round aborts before anything is unmasked
+        inputs = {i: np.full(4, i, dtype=np.uint64) for i in range(checked_in)}
+        unrostered = set(range(size, checked_in))
         for s in range(1, size + 1):
-            drops = {"masked_input": set(range(size - s))} if s < size else None
+            drops = {"advertise_keys": unrostered} if unrostered else {}
+            if s < size:
+                drops["masked_input"] = set(range(size - s))
             try:
                 run_secagg_round(
                     inputs,
-                    modulus_bits=16,
+                    bits=16,
                     threshold=t,
-                    dropouts=drops,
+                    dropouts=drops or None,
                     neighbours=cfg.secagg.neighbours,
                     security=cfg.secagg.security,
                     seed=5,
+                    min_roster=floor,
                     workers=1,
                 )
             except ProtocolError:
@@ -98,11 +106,12 @@ def _smallest_finishing_sum(cfg) -> int:
 @pytest.mark.parametrize(
     "secagg",
     [
-        {"threshold_fraction": 0.2},  # the default rule: a round of 2 check-ins finishes with 2
+        {"threshold_fraction": 0.2},  # the default rule: a round of 2 check-ins finishes with 2 (min_roster 2)
+        {"threshold_fraction": 0.2, "min_roster": 6},  # rosters of 6 or more: t(6) = 5
         {"threshold": 4},  # an absolute threshold: t = 4 whatever N
         {"threshold": 4, "neighbours": 5},  # SecAgg+ from N = 7 on (t = 4 with 6 holders), full graph below
     ],
-    ids=["fraction", "absolute", "secagg+"],
+    ids=["fraction", "fraction-min-roster", "absolute", "secagg+"],
 )
 def test_min_sum_is_the_smallest_sum_the_real_protocol_finishes(secagg):
     from simulations.privacy import coalition_min_sum
@@ -112,17 +121,38 @@ def test_min_sum_is_the_smallest_sum_the_real_protocol_finishes(secagg):
     assert m == _smallest_finishing_sum(cfg) and rule.startswith(f"{m}: ")
 
 
+def test_min_sum_under_secaggplus_with_a_roster_floor_is_a_lower_bound_on_the_real_protocol():
+    """SecAgg+ rosters of 8 or 9 only (min_roster = 8, k = 5, t = 4): m = t = 4 counts the holders that must
+    reveal a self-mask; the real protocol needs more survivors here (every dropped client's neighbourhood must
+    keep t of them), so m is conservative, never above the smallest finishing sum."""
+    from simulations.privacy import coalition_min_sum
+
+    cfg = build_config({"population": {"clients": 9}, "secagg": {"threshold": 4, "neighbours": 5, "min_roster": 8}})
+    m, rule = coalition_min_sum(cfg)
+    assert m == 4 and "N >= secagg.min_roster = 8" in rule
+    assert 4 <= _smallest_finishing_sum(cfg)
+
+
 def test_min_sum_known_answers():
     from simulations.privacy import coalition_min_sum
 
     def m(*overrides: str) -> int:
         return coalition_min_sum(load_config(None, list(overrides)))[0]
 
-    # by hand, default n = 60, active full graph, t(N) = max(2, floor(2N/3) + 1, ceil(0.2 N)): t(2) = 2
-    assert m() == 2 and m("secagg.corrupt_clients=1") == 2
-    # c = 2: at N = 4, t = 3 and h = 4 holders: 2 colluders reach 2t - h = 2, so the server can split the honest
-    # holders (protocols.security) and unmask one client's input: only the target's own noise is left
-    assert m("secagg.corrupt_clients=2") == 1
+    def t(size: int) -> int:
+        return max(2, (2 * size) // 3 + 1, -(-size // 5))
+
+    # by hand, default n = 60, active full graph, t(N) = max(2, floor(2N/3) + 1, ceil(0.2 N)); the clients refuse
+    # rosters below min_roster = 17 ("auto" at n = 60, p = 0.5, p' = 0.05), so m = t(17) = 12
+    assert load_config(None).min_roster == 17
+    assert m() == 12 and m("secagg.corrupt_clients=2") == 12 and m("secagg.min_roster=30") == t(30) == 21
+    # without the floor (min_roster = 2) the server may build a roster of 2: t(2) = 2
+    assert m("secagg.min_roster=2") == 2 and m("secagg.min_roster=2", "secagg.corrupt_clients=1") == 2
+    # c = 2 and min_roster = 2: at N = 4, t = 3 and h = 4 holders: 2 colluders reach 2t - h = 2, so the server can
+    # split the honest holders (protocols.security) and unmask one client's input: only the target's noise is left
+    assert m("secagg.min_roster=2", "secagg.corrupt_clients=2") == 1
+    # c = 6 splits at N = 17 (2 t(17) - 17 = 7 > 6 does not; N = 18: t = 13, 2t - N = 8): no split above the floor
+    assert m("secagg.corrupt_clients=6") == 12 and m("secagg.corrupt_clients=7") == 1
     # absolute t = 21: min over N >= 21 of 2t(N) - N is 11, at N = 31 (t = max(21, floor(62/3) + 1) = 21)
     assert m("secagg.threshold=21") == m("secagg.threshold=21", "secagg.corrupt_clients=10") == 21
     assert m("secagg.threshold=21", "secagg.corrupt_clients=11") == 1
@@ -200,7 +230,8 @@ def test_default_small_crypto_run_reports_the_coalition_above_the_server_above_t
     priv = doc["privacy"]
     coal = priv["coalition"]
     assert _COALITION_KEYS <= set(coal) and coal["observer"] == "coalition" and coal["delta"] == priv["delta"]
-    assert coal["colluders"] == 1 and coal["min_sum"] == 2  # t(2) = 2 for the default threshold rule
+    # n = 12: min_roster "auto" is 2 (P(roster < 3) > 1e-3 at Bin(12, 0.475)), so t(2) = 2 for the default rule
+    assert coal["colluders"] == 1 and coal["min_sum"] == 2 and doc["derived"]["min_roster"] == 2
     assert coal["rounds"] == priv["rounds"] == 2 and coal["planned_epsilon"] == coal["epsilon"]
     assert coal["certificate"] is True and coal["method"] in ("rdp", "window")
     assert coal["epsilon"] >= priv["server"]["epsilon"] >= priv["epsilon"] > 0
@@ -222,7 +253,7 @@ def test_a_larger_min_sum_gives_a_smaller_coalition_epsilon():
         finally:
             acct.close()
 
-    loose, tight = coalition(), coalition("secagg.threshold=21")
+    loose, tight = coalition("secagg.min_roster=2"), coalition("secagg.threshold=21")
     assert (loose["coalition"]["min_sum"], tight["coalition"]["min_sum"]) == (2, 21)
     assert tight["server"]["planned_epsilon"] == loose["server"]["planned_epsilon"]  # the server view ignores t
     assert loose["coalition"]["planned_epsilon"] > tight["coalition"]["planned_epsilon"]
@@ -269,5 +300,6 @@ def test_enforcement_and_local_steps_configs_get_a_coalition_figure(tmp_path):
         d = acct.describe()
     finally:
         acct.close()
-    assert d["coalition"]["observer"] == "coalition" and d["coalition"]["min_sum"] == 2
+    # min_roster "auto" at Bin(16, 0.75) is 6 (P(roster < 6) = 2.9e-4, P(roster < 7) = 1.6e-3): m = t(6) = 5
+    assert d["coalition"]["observer"] == "coalition" and d["coalition"]["min_sum"] == 5
     assert d["coalition"]["planned_epsilon"] >= d["server"]["planned_epsilon"] > 0
