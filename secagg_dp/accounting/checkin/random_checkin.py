@@ -687,6 +687,7 @@ class RandomCheckinAccountant(PrivacyAccountant):
                 slack=r.epsilon - r.epsilon_lower,
                 detail=detail,
             )
+        detail["route"] = "revealed"  # the server view's curve (the analyst's by post-processing)
         eps, order = (
             (0.0, None) if not np.any(self._rdp) else rdp_to_epsilon(orders=self._orders, rdp=self._rdp, delta=delta)
         )

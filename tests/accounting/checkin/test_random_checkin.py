@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy import integrate, special, stats
 
-from secagg_dp.accounting.checkin.bases import GaussianSum, SkellamSum
+from secagg_dp.accounting.checkin.bases import DDGSum, GaussianSum, SkellamSum
 from secagg_dp.accounting.checkin.coalition import Coalition
 from secagg_dp.accounting.checkin.random_checkin import (
     CentralGaussian,
@@ -37,7 +37,20 @@ def _skellam(var: float) -> np.ndarray:
     return stats.skellam.pmf(y, var / 2.0, var / 2.0)
 
 
-def _outputs(n: int, gamma: float, m: int, b: int, var: float, values: tuple[int, ...], analyst: bool) -> dict:
+def _ddg_sum(sigma: float, k: int) -> np.ndarray:
+    """pmf on [-Y, Y] of the sum of k discrete Gaussians N_Z(0, sigma^2), by brute-force convolution."""
+    y = np.arange(-Y, Y + 1)
+    one = np.exp(-(y**2) / (2.0 * sigma**2))
+    one /= one.sum()
+    out = one
+    for _ in range(k - 1):
+        out = np.convolve(out, one)[Y : 3 * Y + 1]  # the centre [-Y, Y] of the 4Y + 1 support
+    return out
+
+
+def _outputs(
+    n: int, gamma: float, m: int, b: int, var: float, values: tuple[int, ...], analyst: bool, ddg: bool = False
+) -> dict:
     """Exact law of the literal epoch: keys (allocation) for the server, (k_1..k_m) for the analyst; value the
     joint pmf of (y_1..y_m) on [-Y, Y]^m (shifts beyond the window only lose far-tail mass)."""
     subsets = list(itertools.combinations(range(m), b))
@@ -53,7 +66,10 @@ def _outputs(n: int, gamma: float, m: int, b: int, var: float, values: tuple[int
         shifts = [sum(values[i] for i, c in enumerate(alloc) if c is not None and j in c) for j in range(m)]
         pmf = np.ones(())
         for j in range(m):
-            base = _skellam(counts[j] * var) if counts[j] > 0 else np.eye(1, 2 * Y + 1, Y)[0]
+            if counts[j] == 0:
+                base = np.eye(1, 2 * Y + 1, Y)[0]
+            else:
+                base = _ddg_sum(math.sqrt(var), counts[j]) if ddg else _skellam(counts[j] * var)
             pmf = np.multiply.outer(pmf, np.roll(base, shifts[j]))
         key = tuple(counts) if analyst else alloc
         out[key] = out.get(key, 0.0) + w * pmf
@@ -102,6 +118,58 @@ def test_rdp_certificate_dominates_exact_renyi(n: int, gamma: float, m: int, b: 
     assert np.all(cert >= worst - 1e-12), (cert, worst)
     if b == 1:  # exact identity for the server (revealed flag, K' ~ Bin(n-1, gamma/m)) up to the base's bound
         assert np.all(worst > 0.0)
+
+
+@pytest.mark.parametrize(("n", "gamma", "m", "b", "sigma"), [(3, 0.5, 2, 1, 1.0), (3, 1.0, 3, 2, 0.8)])
+def test_rdp_certificate_dominates_exact_renyi_ddg(n: int, gamma: float, m: int, b: int, sigma: float) -> None:
+    """The same with distributed discrete Gaussian shares (Kairouz, Liu & Steinke 2021 bound, dim 1)."""
+    ev = RandomCheckinEpoch(DDGSum(sigma, 1, 2.0, 2.0), n, gamma, m, b)
+    cert = random_checkin_rdp(ev, ORDERS)
+    worst = np.zeros(ORDERS.size)
+    for others in [(1, -1), (0, 0)]:
+        for analyst in (False, True):
+            p = _outputs(n, gamma, m, b, sigma**2, (1, *others), analyst, ddg=True)
+            q = _outputs(n, gamma, m, b, sigma**2, (-1, *others), analyst, ddg=True)
+            for i, a in enumerate(ORDERS):
+                worst[i] = max(worst[i], _renyi(p, q, int(a)), _renyi(q, p, int(a)))
+    assert np.all(worst > 0.0)
+    assert np.all(cert >= worst - 1e-12), (cert, worst)
+
+
+class _ExactSkellamBase:
+    """Exact Rényi divergence of Skellam(k v) shifted by 2 against unshifted (symmetric), from scipy's pmf on
+    [-60, 60]: a base whose 'bound' is exact, so that the decomposition alone is tested."""
+
+    neighbouring = "replace-one"
+
+    def __init__(self, var: float) -> None:
+        self.var = var
+
+    def rdp_upper(self, k_lo: np.ndarray, k_hi: np.ndarray, orders: np.ndarray) -> np.ndarray:
+        y = np.arange(-60, 61)
+        out = []
+        for k in np.atleast_1d(k_lo):
+            p = stats.skellam.pmf(y - 2, k * self.var / 2.0, k * self.var / 2.0)
+            q = stats.skellam.pmf(y, k * self.var / 2.0, k * self.var / 2.0)
+            m = (p > 1e-250) & (q > 1e-250)
+            lp, lq = np.log(p[m]), np.log(q[m])
+            out.append([special.logsumexp(a * lp + (1 - a) * lq) / (a - 1.0) for a in np.asarray(orders)])
+        return np.asarray(out, dtype=np.float64)
+
+
+@pytest.mark.parametrize(("n", "gamma", "m", "b"), [(3, 0.5, 2, 1), (3, 0.7, 3, 1), (3, 1.0, 3, 2), (3, 0.6, 2, 2)])
+def test_decomposition_alone_with_an_exact_base(n: int, gamma: float, m: int, b: int) -> None:
+    """With the exact per-k divergence as the base, the server certificate equals the exact server divergence
+    for one slot (the revealed-flag identity) and bounds it for two (negative association)."""
+    var = 1.0
+    ev = RandomCheckinEpoch(_ExactSkellamBase(var), n, gamma, m, b)
+    cert = random_checkin_rdp(ev, ORDERS)
+    p = _outputs(n, gamma, m, b, var, (1, 0, 0), False)
+    q = _outputs(n, gamma, m, b, var, (-1, 0, 0), False)
+    exact = np.array([_renyi(p, q, int(a)) for a in ORDERS])
+    assert np.all(cert >= exact - 1e-9), (cert, exact)
+    if b == 1:
+        np.testing.assert_allclose(cert, exact, rtol=1e-6)
 
 
 def test_server_identity_b1_is_tight_for_gaussian_central() -> None:
@@ -204,7 +272,7 @@ def test_validation_and_accountant_contract() -> None:
     acc = RandomCheckinAccountant(method="pld", observer="server")
     with pytest.raises(UnsupportedEventError):
         acc.compose(RandomCheckinEpoch(SkellamSum(10.0, 2.0, 2.0), 10, 0.5, 3, 1))
-    ev = RandomCheckinEpoch(GaussianSum(1.0), 100, 0.5, 5, 1)
+    ev = RandomCheckinEpoch(GaussianSum(3.0), 100, 0.5, 5, 1)
     cert = acc.compose(ev, 4).certificate(1e-5)
     assert cert.certificate and cert.detail["epsilon_lower"] <= cert.epsilon
     rdp = RandomCheckinAccountant(method="rdp", observer="server").compose(ev, 4).get_epsilon(1e-5)
