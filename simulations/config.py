@@ -78,6 +78,7 @@ from typing import Any
 
 from secagg_dp._validate import check_int, check_real
 from secagg_dp.errors import ConfigError
+from secagg_dp.noise.add_then_remove import NOISE_ENFORCEMENTS
 
 __all__ = [
     "SimConfig",
@@ -267,7 +268,7 @@ class PrivacyParams:
 
     def __post_init__(self) -> None:
         _choice("privacy.unit", self.unit, ("client", "sample"))
-        _choice("privacy.noise_enforcement", self.noise_enforcement, ("none", "add-then-remove"))
+        _choice("privacy.noise_enforcement", self.noise_enforcement, NOISE_ENFORCEMENTS)
         _real("privacy.dropout_tolerance", self.dropout_tolerance, 0.0, 1.0, hi_open=True)
         _choice("privacy.mechanism", self.mechanism, ("ddg", "skellam"))
         _real("privacy.clip", self.clip, 0.0, lo_open=True)
