@@ -36,7 +36,8 @@ the same event through ``CheckinAccountant(observer="coalition", coalition=Coali
 
 Ledger: every round is spent as one :class:`secagg_dp.accounting.checkin.CheckinRound` event in the core
 :class:`secagg_dp.accounting.core.ledger.PrivacyLedger` (SQLite, one transaction per event, committed before the
-round's aggregate is decoded, optional (epsilon_budget, delta) refusal). The event is the same every round
+round's aggregate is decoded, optional (epsilon_budget, delta) refusal; the run's delta, method and certified
+epsilon per observer are stored with it, each round's outcome after it). The event is the same every round
 (the mixture is a function of the run's fixed parameters), so the ledger's composed RDP is exactly
 T x the per-round mixture RDP.
 
@@ -124,6 +125,7 @@ class SimAccountant:
                 "To fix, add noise (privacy.noise_multiplier), use fewer rounds, or method = 'rdp'."
             ) from exc
         self.rounds = 0
+        self.outcome_pending = False  # the last charged round has no outcome recorded yet
         self.epsilon = 0.0
         self.order: int | None = None
         self.certificate: dict[str, Any] | None = None
@@ -177,7 +179,8 @@ class SimAccountant:
 
     def _open_ledger(self, path: Path | None) -> PrivacyLedger:
         budget = {} if self.budget is None else {"epsilon_budget": self.budget, "delta": self.delta}
-        return PrivacyLedger(self.neighbouring, self.orders, path=path, **budget)
+        led = PrivacyLedger(self.neighbouring, self.orders, path=path, **budget)
+        return led.set_run(delta=self.delta, method=self.method, observer="analyst")
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -294,10 +297,24 @@ class SimAccountant:
         """
         t = self.rounds + 1
         eps, order, cert = self.epsilon_after(t)  # compute first: a failure changes nothing
-        self.ledger.spend(self.event)
+        certified = {"analyst": {"epsilon": eps, "delta": self.delta, "method": self.method, "rounds": t}}
+        for obs, method, view in (
+            ("server", self.server_method, self._server_cert(t)),
+            ("coalition", self.coalition_method, self._coalition_cert(t)),
+        ):
+            certified[obs] = {"epsilon": view.epsilon, "delta": self.delta, "method": method, "rounds": t}
+        self.ledger.spend(self.event, certified=certified)  # the run's certificates, in the charge's transaction
         self.rounds = t
         self.epsilon, self.order, self.certificate = eps, order, cert
+        self.outcome_pending = True
         return eps, order
+
+    def record_outcome(self, outcome: str, reason: str = "") -> None:
+        """Record on the last charged round what it turned out to be (released / aborted / failed + reason);
+        the charge stays (docs/ledger.md, "Outcomes")."""
+        if self.rounds and self.outcome_pending:
+            self.ledger.record_outcome(outcome, reason)
+            self.outcome_pending = False
 
     def attach_ledger(self, path: str | Path) -> None:
         """Persist the ledger at ``path`` (folder created). A new run replaces a ledger left there by an

@@ -12,6 +12,7 @@ rewritten atomically after every round.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import platform
 import secrets
@@ -384,9 +385,11 @@ def run_scenario(
             doc["status"] = "complete"
     except KeyboardInterrupt:
         doc["status"] = "interrupted"
+        _record_outcome(acct, "failed", "interrupted (KeyboardInterrupt) after the round was charged")
         raise
-    except BaseException:
+    except BaseException as exc:
         doc["status"] = "failed"
+        _record_outcome(acct, "failed", f"the run failed after the round was charged: {type(exc).__name__}: {exc}")
         raise
     finally:
         doc["summary"] = _summary(doc, time.perf_counter() - start)
@@ -399,6 +402,16 @@ def run_scenario(
         if close is not None:
             close()
     return doc
+
+
+def _record_outcome(acct: Any, outcome: str, reason: str) -> None:
+    """Tell the accountant's ledger what its last charged round turned out to be (an accountant without a
+    ledger, e.g. a test double, has no ``record_outcome``). Never masks the run's own exception."""
+    record = getattr(acct, "record_outcome", None)
+    if record is None:
+        return
+    with contextlib.suppress(Exception):
+        record(outcome, reason)
 
 
 def _summary(doc: dict[str, Any], seconds: float) -> dict[str, Any]:
@@ -642,7 +655,7 @@ def _one_round(cfg, p: Plan, task, model, root: int, r: int, executor, acct) -> 
     t4 = time.perf_counter()
     # The ledger commits the round before its aggregate is decoded (released), so a crash can only
     # over-count; a budget refusal raises here and the round is never released. Every round is recorded,
-    # aborted ones too (conservative: an abort at unmasking reveals nothing).
+    # aborted ones too (an abort is no proof that nothing was released); its outcome is recorded after.
     eps, order = acct.record_round()
     secs["account"] = time.perf_counter() - t4
     t3 = time.perf_counter()
@@ -656,6 +669,13 @@ def _one_round(cfg, p: Plan, task, model, root: int, r: int, executor, acct) -> 
         if ra.truth is not None:  # tasks with truth_metrics (mean: MSE against the survivors' true mean)
             metrics.update(finite_metrics(task, task.truth_metrics(decoded, ra.truth, len(ra.included))))
     secs["decode"] = time.perf_counter() - t3
+    if aborted:  # charged all the same (docs/ledger.md, "Outcomes"): the ledger says why nothing was released
+        why = aggregators.abort_reason(len(ra.ids), ra.dropped_counts(), ra.threshold)
+        _record_outcome(
+            acct, "aborted", why or "the protocol aborted (a neighbourhood below the threshold, or a refused message)"
+        )
+    else:
+        _record_outcome(acct, "released", f"{len(ra.included)} client(s) in the sum")
     secs["total"] = time.perf_counter() - t0
     rec = RoundRecord(
         round=r,

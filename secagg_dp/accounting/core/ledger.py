@@ -19,6 +19,7 @@ import sqlite3
 import stat
 import tempfile
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,10 +43,18 @@ __all__ = [
     "LedgerError",
 ]
 
-#: Value of meta 'format' written by this version: rows hold events (format 1 rows held RDP curves only).
-LEDGER_FORMAT = "secagg-dp-ledger/2"
-#: Formats this version reads: format 1 (and its predecessor without a 'format' row) is read as RDP curves.
-READABLE_FORMATS = ("secagg-dp-ledger/1", LEDGER_FORMAT)
+#: Value of meta 'format' written by this version: rows hold events (format 1 rows held RDP curves only);
+#: format 3 adds the ``outcomes`` table and the optional meta rows ``run`` and ``certified``.
+LEDGER_FORMAT = "secagg-dp-ledger/3"
+#: Formats this version reads: format 1 (and its predecessor without a 'format' row) is read as RDP curves;
+#: formats 1 and 2 have no outcomes and no run metadata (read as none); the first write migrates to format 3.
+READABLE_FORMATS = ("secagg-dp-ledger/1", "secagg-dp-ledger/2", LEDGER_FORMAT)
+_FORMAT_PREFIX = "secagg-dp-ledger/"
+#: What a spent event's round turned out to be, recorded after the charge (:meth:`PrivacyLedger.record_outcome`).
+OUTCOMES = ("released", "aborted", "failed")
+_OUTCOMES_TABLE = (
+    "CREATE TABLE IF NOT EXISTS outcomes (seq INTEGER PRIMARY KEY, outcome TEXT NOT NULL, reason TEXT NOT NULL)"
+)
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -55,8 +64,10 @@ CREATE TABLE events (
     count INTEGER NOT NULL,
     rdp TEXT NOT NULL
 );
+CREATE TABLE outcomes (seq INTEGER PRIMARY KEY, outcome TEXT NOT NULL, reason TEXT NOT NULL);
 """
 _COLUMNS = {"meta": ["key", "value"], "events": ["seq", "event", "count", "rdp"]}
+_OUTCOME_COLUMNS = ["seq", "outcome", "reason"]
 _BUSY_TIMEOUT_S = 60.0
 _FILE_MODE = 0o600  # a ledger says who was in which release: readable by its owner only
 #: Relative tolerance of the check that a stored RDP row equals its event's curve times its count (the rows are
@@ -117,6 +128,14 @@ class PrivacyLedger:
     writing, raises :class:`LedgerError` and spends nothing. ``neighbouring``, ``orders`` and the budget
     default to the file's. The file uses a rollback journal, so after every commit the main file alone holds
     every committed event (docs/ledger.md).
+
+    Beside the events the ledger stores what a run says about them, never used in its own composition:
+    :meth:`set_run` (the run's δ, certificate method and observer), ``spend(..., certified=...)`` (the run's
+    own certified ε per observer, in the spend's transaction) and :meth:`record_outcome` (what a charged
+    round turned out to be: released, aborted or failed, and why). Every event stays charged whatever its
+    outcome: the charge precedes the release for crash safety, and an outcome is no proof that nothing was
+    released (docs/ledger.md, "Outcomes"). Files of formats 1 and 2 open as before and are migrated to
+    format 3 by the first write; a file of a newer format is refused with :class:`LedgerError`.
     """
 
     def __init__(
@@ -170,6 +189,10 @@ class PrivacyLedger:
         self._conn: sqlite3.Connection | None = None
         self._seq = 0  # highest event seq read from the file
         self._format = LEDGER_FORMAT
+        self._has_outcomes = False
+        self._outcomes: dict[int, tuple[str, str]] = {}  # seq -> (outcome, reason)
+        self._run: dict[str, Any] | None = None
+        self._certified: dict[str, dict[str, Any]] = {}
         self._path: str | None = None
         if not isinstance(read_only, bool):
             raise ParameterError(f"Argument 'read_only' must be True or False, not {read_only!r}.")
@@ -300,11 +323,20 @@ class PrivacyLedger:
             missing = "format" if "format" not in meta else "events"
             raise LedgerError(f"Ledger file {path!r} has no meta row '{missing}': damaged.")
         if not legacy and meta["format"] not in READABLE_FORMATS:
-            raise LedgerError(
-                f"Ledger file {path!r} has format {meta['format']!r}; this version reads {READABLE_FORMATS}."
-            )
+            raise LedgerError(_format_message(path, meta["format"]))
         self._format = READABLE_FORMATS[0] if legacy else meta["format"]
+        if "outcomes" in tables:
+            have = [r[1] for r in conn.execute("PRAGMA table_info(outcomes)")]
+            if have != _OUTCOME_COLUMNS:
+                raise LedgerError(
+                    f"Ledger file {path!r}: table 'outcomes' has columns {have}, expected {_OUTCOME_COLUMNS}."
+                )
+        elif self._format == LEDGER_FORMAT:
+            raise LedgerError(f"Ledger file {path!r} has no 'outcomes' table: damaged or not a ledger.")
+        self._has_outcomes = "outcomes" in tables
         self._check_meta(path, meta)
+        self._run = _parse_run(path, meta.get("run"))
+        self._certified = _parse_certified(path, meta.get("certified"))
         n_rows, max_seq = conn.execute("SELECT COUNT(*), COALESCE(MAX(seq), 0) FROM events").fetchone()
         row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
         last = 0 if row is None else int(row[0])
@@ -319,6 +351,27 @@ class PrivacyLedger:
                 "INSERT INTO meta VALUES (?, ?)", [("format", READABLE_FORMATS[0]), ("events", str(n_rows))]
             )
         self._read_new_rows(conn)
+        self._read_outcomes(conn)
+
+    def _read_outcomes(self, conn: sqlite3.Connection) -> None:
+        """Re-read every recorded outcome (they may be recorded after their event, by any handle) and the
+        run's certified epsilons (replaced with every spend); call inside a transaction."""
+        if not self._has_outcomes:
+            has = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'outcomes'").fetchone()
+            if has is None:
+                return
+            self._has_outcomes = True
+        outcomes: dict[int, tuple[str, str]] = {}
+        for seq, outcome, reason in conn.execute("SELECT seq, outcome, reason FROM outcomes ORDER BY seq"):
+            if outcome not in OUTCOMES or not isinstance(reason, str) or not isinstance(seq, int):
+                raise LedgerError(
+                    f"Ledger file {self._path!r}: outcome of event {seq!r} is {outcome!r}; expected one of {OUTCOMES}."
+                )
+            if 1 <= seq <= self._seq:  # an outcome recorded after a later read: shown once its event is read
+                outcomes[seq] = (outcome, reason)
+        self._outcomes = outcomes
+        row = conn.execute("SELECT value FROM meta WHERE key = 'certified'").fetchone()
+        self._certified = _parse_certified(self._path or "", None if row is None else row[0])
 
     def _check_meta(self, path: str, meta: dict[str, str]) -> None:
         """Adopt or check the file's neighbouring relation, orders and budget."""
@@ -456,6 +509,7 @@ class PrivacyLedger:
             conn.execute("BEGIN")
             try:
                 self._read_new_rows(conn)
+                self._read_outcomes(conn)
             finally:
                 conn.execute("COMMIT")
 
@@ -516,7 +570,7 @@ class PrivacyLedger:
 
     @property
     def format(self) -> str:
-        """The file's format (``secagg-dp-ledger/1`` until the first event is spent by this version)."""
+        """The file's format (an older file keeps its format until the first write by this version)."""
         return self._format
 
     @property
@@ -534,6 +588,22 @@ class PrivacyLedger:
         if not isinstance(self._acc, RdpAccountant):
             raise ParameterError(f"This ledger composes with {type(self._acc).__name__}, which has no RDP curve.")
         return self._acc.rdp
+
+    @property
+    def run(self) -> dict[str, Any] | None:
+        """The run's ``{"delta", "method", "observer"}`` as stored by :meth:`set_run` (None if never set)."""
+        return None if self._run is None else dict(self._run)
+
+    @property
+    def certified(self) -> dict[str, dict[str, Any]]:
+        """The caller's certificate per observer as last stored by :meth:`spend` (``"events"``: how many events
+        it covers); empty if none was stored. These are the run's numbers, not recomputed by the ledger."""
+        return {obs: dict(c) for obs, c in self._certified.items()}
+
+    @property
+    def outcomes(self) -> list[tuple[str, str] | None]:
+        """(outcome, reason) per spent event, aligned with :attr:`events`; None where none was recorded."""
+        return [self._outcomes.get(i) for i in range(1, len(self._events) + 1)]
 
     @property
     def entries(self) -> list[tuple[dict[str, Any], int]]:
@@ -590,30 +660,114 @@ class PrivacyLedger:
         return candidate, not eps <= self._eps_max, eps
 
     # -- spending ----------------------------------------------------------------------------------
-    def spend(self, event: PrivacyEvent, count: int = 1) -> PrivacyLedger:
-        """Record ``count`` repetitions of ``event`` or raise without writing anything."""
+    def spend(
+        self, event: PrivacyEvent, count: int = 1, *, certified: Mapping[str, Mapping[str, Any]] | None = None
+    ) -> PrivacyLedger:
+        """Record ``count`` repetitions of ``event`` or raise without writing anything.
+
+        ``certified`` (optional): the caller's own certificate of everything spent so far *including* this
+        event, per observer (``{"analyst": {"epsilon": ..., "delta": ..., "method": ...}, ...}``, e.g. a
+        simulator's window or PLD certificate, which can be tighter than the ledger's RDP composition). It is
+        stored in the same transaction as the event (meta row ``certified``, stamped with the event count it
+        covers), so it never describes fewer events than the file holds unless a later spend omitted it."""
         if self._read_only:
             raise LedgerError(f"Ledger file {self._path!r} was opened read-only: nothing can be spent in it.")
+        cert = None if certified is None else _check_certified_arg(certified)
         candidate, bad, eps = self._with(event, count)  # validates count too
         desc = event.describe()
         if self._conn is None:
             self._check_budget(event, count, bad, eps)
             self._commit_memory(candidate, event, desc, count)
+            self._seq += 1
+            if cert is not None:
+                self._certified = {obs: {**c, "events": self._seq} for obs, c in cert.items()}
             return self
         text = event_to_json(event)
         rdp = self._rdp_row(text, event, count)
         try:
-            seq, candidate = self._insert(event, count, text, rdp, (candidate, bad, eps))
+            seq, candidate = self._insert(event, count, text, rdp, (candidate, bad, eps), cert)
         except sqlite3.Error as exc:  # the transaction was rolled back: nothing was spent
-            if getattr(exc, "sqlite_errorcode", 0) & 0xFF == _SQLITE_READONLY:
-                raise LedgerError(
-                    f"Ledger file {self._path!r} is read-only (SQLite: {exc}): nothing was spent. Make the file and "
-                    "its directory writable to spend, or open it with read_only=True to inspect it."
-                ) from None
-            raise LedgerError(f"Ledger file {self._path!r} cannot be written ({exc}): nothing was spent.") from None
+            raise self._write_error(exc, "nothing was spent") from None
         self._commit_memory(candidate, event, desc, count)
         self._format = LEDGER_FORMAT
+        self._has_outcomes = True
         self._seq = seq
+        if cert is not None:
+            self._certified = {obs: {**c, "events": seq} for obs, c in cert.items()}
+        return self
+
+    def _write_error(self, exc: sqlite3.Error, what: str) -> LedgerError:
+        if getattr(exc, "sqlite_errorcode", 0) & 0xFF == _SQLITE_READONLY:
+            return LedgerError(
+                f"Ledger file {self._path!r} is read-only (SQLite: {exc}): {what}. Make the file and "
+                "its directory writable to spend, or open it with read_only=True to inspect it."
+            )
+        return LedgerError(f"Ledger file {self._path!r} cannot be written ({exc}): {what}.")
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        """Inside a write transaction: bring a format-1/2 file to this format (add the outcomes table)."""
+        if self._format != LEDGER_FORMAT:
+            conn.execute(_OUTCOMES_TABLE)
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (LEDGER_FORMAT,))
+
+    def _write(self, what: str, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
+        """Run ``statements`` in one write transaction (migrating the file first); LedgerError on failure."""
+        if self._read_only:
+            raise LedgerError(f"Ledger file {self._path!r} was opened read-only: {what} cannot be recorded in it.")
+        assert self._conn is not None
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._migrate(conn)
+                for sql, params in statements:
+                    conn.execute(sql, params)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise self._write_error(exc, f"{what} was not recorded") from None
+        self._format = LEDGER_FORMAT
+        self._has_outcomes = True
+
+    def set_run(self, *, delta: float, method: str, observer: str) -> PrivacyLedger:
+        """Store the run's δ and the method and observer of its certificate (meta row ``run``), so a reader
+        reports ε at the run's δ without being told it. Replaces an earlier ``run`` row."""
+        run = _check_run(
+            {
+                "delta": check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True),
+                "method": method,
+                "observer": observer,
+            },
+            "Argument",
+        )
+        if self._conn is not None:
+            self._write("the run's delta", [("INSERT OR REPLACE INTO meta VALUES ('run', ?)", (json.dumps(run),))])
+        self._run = run
+        return self
+
+    def record_outcome(self, outcome: str, reason: str = "", *, seq: int | None = None) -> PrivacyLedger:
+        """Record what the round charged as event ``seq`` (default: the last event this handle read or spent)
+        turned out to be: ``"released"``, ``"aborted"`` (nothing released) or ``"failed"`` (the run failed after
+        the charge; ``reason`` says how). The charge itself is never changed: the event stays in every epsilon
+        (docs/ledger.md, "Outcomes"). Replaces an earlier outcome of the same event."""
+        if outcome not in OUTCOMES:
+            raise ParameterError(f"Argument 'outcome' must be one of {OUTCOMES}, not {outcome!r}.")
+        if not isinstance(reason, str):
+            raise ParameterError(f"Argument 'reason' must be a string, not {type(reason).__name__}.")
+        target = self._seq if seq is None else seq
+        if isinstance(target, int) and target > self._seq:  # maybe spent by another handle since the last read
+            self._refresh()
+        if isinstance(target, bool) or not isinstance(target, int) or not 1 <= target <= self._seq:
+            raise ParameterError(f"Argument 'seq' must be the number of a spent event, 1..{self._seq}, not {target!r}.")
+        if self._conn is not None:
+            self._write(
+                "the outcome",
+                [("INSERT OR REPLACE INTO outcomes VALUES (?, ?, ?)", (target, outcome, reason))],
+            )
+        self._outcomes[target] = (outcome, reason)
         return self
 
     def _insert(
@@ -623,6 +777,7 @@ class PrivacyLedger:
         text: str,
         rdp: str,
         checked: tuple[PrivacyAccountant, bool, float],
+        certified: dict[str, dict[str, Any]] | None = None,
     ) -> tuple[int, PrivacyAccountant]:
         """One write transaction: read the rows committed meanwhile, check the budget, insert. Returns the new
         seq and the accountant with the event composed (``checked`` is :meth:`_with` before the transaction);
@@ -640,8 +795,10 @@ class PrivacyLedger:
             cur = conn.execute("INSERT INTO events (event, count, rdp) VALUES (?, ?, ?)", (text, int(count), rdp))
             seq = int(cur.lastrowid or 0)
             conn.execute("UPDATE meta SET value = ? WHERE key = 'events'", (str(seq),))
-            if self._format != LEDGER_FORMAT:
-                conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (LEDGER_FORMAT,))
+            self._migrate(conn)
+            if certified is not None:
+                stamped = {obs: {**c, "events": seq} for obs, c in certified.items()}
+                conn.execute("INSERT OR REPLACE INTO meta VALUES ('certified', ?)", (json.dumps(stamped),))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -668,6 +825,79 @@ class PrivacyLedger:
                 f"Event {type(event).__name__} (count {count}) refused: total epsilon would be {eps:.6g} "
                 f"({self._acc.method}) > budget {self._eps_max:g} at delta={self._delta:g}. Ledger unchanged."
             )
+
+
+def _format_message(path: str, fmt: str) -> str:
+    """Why a file of format ``fmt`` is refused: written by a newer version, or not a ledger format at all."""
+    if fmt.startswith(_FORMAT_PREFIX):
+        try:
+            newer = int(fmt[len(_FORMAT_PREFIX) :]) > int(LEDGER_FORMAT[len(_FORMAT_PREFIX) :])
+        except ValueError:
+            newer = False
+        if newer:
+            return (
+                f"Ledger file {path!r} has format {fmt!r}, written by a newer version of secagg-dp; this version "
+                f"reads formats up to {LEDGER_FORMAT!r}. Upgrade secagg-dp to read it (the file was not changed)."
+            )
+    return f"Ledger file {path!r} has format {fmt!r}; this version reads {READABLE_FORMATS}."
+
+
+def _check_run(run: Any, where: str) -> dict[str, Any]:
+    """A valid ``run`` object (δ in (0, 1), method and observer non-empty strings) or ParameterError."""
+    if not isinstance(run, dict) or set(run) != {"delta", "method", "observer"}:
+        raise ParameterError(f"{where} 'run' must have exactly the keys delta, method, observer, not {run!r}.")
+    d = run["delta"]
+    if isinstance(d, bool) or not isinstance(d, (int, float)) or not 0.0 < d < 1.0:
+        raise ParameterError(f"{where} 'delta' must be a number in (0, 1), not {d!r}.")
+    for key in ("method", "observer"):
+        if not isinstance(run[key], str) or not run[key]:
+            raise ParameterError(f"{where} '{key}' must be a non-empty string, not {run[key]!r}.")
+    return {"delta": float(d), "method": run["method"], "observer": run["observer"]}
+
+
+def _check_certified_arg(certified: Any) -> dict[str, dict[str, Any]]:
+    """``certified`` as plain JSON-able dicts: observer -> {"epsilon" >= 0 (or inf), "delta" in (0, 1), ...}."""
+    if not isinstance(certified, Mapping):
+        raise ParameterError(f"Argument 'certified' must be a mapping observer -> certificate, not {certified!r}.")
+    out: dict[str, dict[str, Any]] = {}
+    for obs, cert in certified.items():
+        if not isinstance(obs, str) or not obs or not isinstance(cert, Mapping):
+            raise ParameterError(f"Argument 'certified' must map observer names to mappings, not {obs!r}: {cert!r}.")
+        eps, d = cert.get("epsilon"), cert.get("delta")
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0.0:
+            raise ParameterError(f"Argument 'certified[{obs!r}][\"epsilon\"]' must be a number >= 0, not {eps!r}.")
+        if isinstance(d, bool) or not isinstance(d, (int, float)) or not 0.0 < d < 1.0:
+            raise ParameterError(f"Argument 'certified[{obs!r}][\"delta\"]' must be in (0, 1), not {d!r}.")
+        item = {str(k): v for k, v in cert.items()}
+        if math.isinf(eps):  # an infinite epsilon is a valid (vacuous) certificate: stored as null
+            item["epsilon"] = None
+        try:
+            json.dumps(item, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ParameterError(f"Argument 'certified[{obs!r}]' must be plain JSON ({exc}).") from None
+        out[obs] = item
+    return out
+
+
+def _parse_run(path: str, text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        return _check_run(json.loads(text), f"Ledger file {path!r}: meta row")
+    except (ValueError, ParameterError) as exc:
+        raise LedgerError(f"Ledger file {path!r} has an unreadable meta row 'run' ({exc}): damaged.") from None
+
+
+def _parse_certified(path: str, text: str | None) -> dict[str, dict[str, Any]]:
+    if text is None:
+        return {}
+    try:
+        obj = json.loads(text)
+        if not isinstance(obj, dict) or not all(isinstance(v, dict) for v in obj.values()):
+            raise ValueError("not an object of objects")
+    except ValueError as exc:
+        raise LedgerError(f"Ledger file {path!r} has an unreadable meta row 'certified' ({exc}): damaged.") from None
+    return obj
 
 
 def _orders_json(orders: npt.NDArray[np.float64]) -> str:
