@@ -447,11 +447,6 @@ def enforced_provider_for(cfg, plan):  # noqa: ANN001, ANN201
     )
 
 
-def enforced_target_variance(plan) -> float:  # noqa: ANN001
-    """mu: the target noise variance of the sum on the grid, K_exp sigma_int^2 (the expected check-ins' noise)."""
-    return float(plan.expected_checkins * plan.sigma_int**2)
-
-
 def effective_roster_rate(checkin: float, dropout: float) -> float:
     """P(a client is in the roster) = p (1 - p'): it checked in and did not drop at advertise_keys
     (:data:`secagg_dp.stages.ROSTER_DROPOUT_STAGES` stage)."""
