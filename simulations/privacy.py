@@ -514,13 +514,17 @@ class RandomCheckinSimAccountant:
     :func:`checkin_provider_for`, ``replace-one``), m = ``epoch_rounds``, b = ``slots`` and
     gamma = p (1 - p')^3 (:func:`effective_gamma`). With b = 1 this gamma is exact: a client is in the sum of
     round j iff its epoch coin came up, it chose j, and it survived the three stages before the masked input.
-    With b > 1 the simulator drops clients per round: a participant is in the sums of a Bin(b, s) subset of its
-    b rounds, s = (1 - p')^3. The event's server bound (1 - gamma) + gamma E[g(N')^b] still holds: per round
-    each other client is in the sum with probability p s b / m, as in the event; the others' thinned slot
-    vectors are negatively associated (a permutation distribution and independent coins, Joag-Dev & Proschan
-    1983, P6, P7), so for the target's surviving set S, E[prod_{j in S} f] <= F^|S| with F = E f(1 + K'_j) >= 1,
-    and (1 - p) + p E[F^Bin(b, s)] = (1 - p) + p (1 - s + s F)^b <= (1 - p s) + p s F^b (Jensen, x^b convex)
-    <= (1 - gamma) + gamma E[g(N')^b] (Jensen again, E g(N') = F). Coalition: the same with k_eff.
+    With b > 1 the simulator drops clients per round: a participant is in the sums of a Bin(b, s) subset S of
+    its b rounds, s = (1 - p')^3; the event's server bound (1 - gamma) + gamma E[g(M)^b], M ~ Bin(n - 1, gamma),
+    g(M) = E f(1 + Bin(M, b / m)), still holds. Given the number N' ~ Bin(n - 1, p) of other participants, their
+    thinned slot vectors (a permutation distribution times independent survival coins) are negatively
+    associated (Joag-Dev & Proschan 1983, Thm 2.11, P6, P7) and f is non-negative and non-increasing, so
+    E[prod_{j in S} f(1 + K'_j) | N'] <= h(N')^|S| with h(N) = E f(1 + Bin(N, s b / m)); averaging over S,
+    (1 - s + s h)^b <= 1 - s + s h^b (Jensen), so the moment is <= (1 - p s) + p s E[h(N')^b]; and
+    h(N') = E[g(M) | N'] with M ~ Bin(N', s), i.e. M ~ Bin(n - 1, p s), so E[h(N')^b] <= E[g(M)^b] (Jensen).
+    Coalition: the same with k_eff. b = 1: gamma is exact. Neighbouring relation: ``replace-one`` of a client's
+    whole data; observers: the analyst (the rounds' K and sums; the server's curve, post-processing), the server
+    (also every client's rounds and dropouts), the coalition (the server with ``secagg.corrupt_clients``).
 
     Epochs are charged before their first round runs (the ledger's event count is the number of epochs
     begun); a partial last epoch is charged as the full epoch whose first rounds it releases
