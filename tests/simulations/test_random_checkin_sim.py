@@ -213,3 +213,24 @@ def test_refuses_to_certify_without_the_library_part(monkeypatch):
     monkeypatch.setitem(sys.modules, "secagg_dp.accounting.checkin.random_checkin", None)  # import fails
     with pytest.raises(ConfigError, match="random-checkin accounting not available"):
         make_accountant(cfg, p)
+
+
+def test_budget_refuses_the_epoch_before_its_first_round(tmp_path):
+    """An epsilon_budget between one and two epochs' certificates: the run stops at round m + 1 (the second
+    epoch's first round is refused before it runs), and the ledger holds exactly one epoch."""
+    from secagg_dp.accounting.core.ledger import PrivacyLedger
+
+    base = rc_config(rounds=6, population={"epoch_rounds": 3, "slots": 1})
+    probe = run_scenario(base, tmp_path / "probe")["rounds"]
+    one, two = probe[0]["epsilon"], probe[3]["epsilon"]
+    assert one < two
+    cfg = rc_config(rounds=6, population={"epoch_rounds": 3, "slots": 1}, privacy={"epsilon_budget": (one + two) / 2})
+    doc = run_scenario(cfg, tmp_path / "run")
+    assert doc["status"] == "budget_exhausted" and len(doc["rounds"]) == 3
+    assert doc["privacy"]["refused"]["round"] == 4
+    led = PrivacyLedger(path=tmp_path / "run" / "ledger.sqlite", read_only=True)
+    try:
+        assert [(type(ev).__name__, count) for ev, count in led.events] == [("RandomCheckinEpoch", 1)]
+        assert led.outcomes[0] is not None and led.outcomes[0][0] == "released"
+    finally:
+        led.close()
