@@ -65,6 +65,8 @@ __all__ = [
     "CentralGaussian",
     "RandomCheckinEpoch",
     "RandomCheckinAccountant",
+    "RandomCheckinPldAccountant",
+    "RandomCheckinRdpAccountant",
     "random_checkin_rdp",
     "random_checkin_pld",
 ]
@@ -711,6 +713,29 @@ class RandomCheckinAccountant(PrivacyAccountant):
             coalition=self._coalition,
             orders=self._orders,
         )
+
+
+class _OneMethod(RandomCheckinAccountant):
+    """A :class:`RandomCheckinAccountant` fixed to one method (the registry's one class per method)."""
+
+    METHOD = "pld"
+
+    def __init__(self, neighbouring: str = "replace-one", *, method: str | None = None, **options: Any) -> None:
+        if method not in (None, self.METHOD):
+            raise ParameterError(f"Argument 'method' of {type(self).__name__} must be {self.METHOD!r}, not {method!r}.")
+        super().__init__(neighbouring, method=self.METHOD, **options)
+
+
+class RandomCheckinPldAccountant(_OneMethod):
+    """``RandomCheckinAccountant(method="pld")`` (registry name ``"random-checkin-pld"``)."""
+
+    METHOD = "pld"
+
+
+class RandomCheckinRdpAccountant(_OneMethod):
+    """``RandomCheckinAccountant(method="rdp")`` (registry name ``"random-checkin-rdp"``)."""
+
+    METHOD = "rdp"
 
 
 def _epoch_kind_check(ev: RandomCheckinEpoch, observer: str) -> None:

@@ -298,3 +298,20 @@ def test_anchor_inside_pld_accounting_bracket(m: int, epochs: int, acc: float) -
     ev = RandomCheckinEpoch(CentralGaussian(1.0), 10**6, 1.0, m, 1, "add-remove")
     ours = random_checkin_pld([(ev, epochs)], 1e-5).epsilon
     assert lower <= ours <= upper, (lower, ours, upper)
+
+
+def test_registered_in_the_accountant_registry() -> None:
+    from secagg_dp.accounting import ACCOUNTANTS, make_accountant
+
+    for name, method in (("random-checkin-pld", "pld"), ("random-checkin-rdp", "rdp")):
+        acc = make_accountant(name, observer="server")
+        assert isinstance(acc, RandomCheckinAccountant) and acc.method == method and acc.observer == "server"
+        assert type(acc.fresh()) is type(acc)
+    with pytest.raises(ParameterError, match="method"):
+        ACCOUNTANTS["random-checkin-pld"](method="rdp")
+    ev = RandomCheckinEpoch(SkellamSum(4.0, 2.0, 2.0), 20, 0.5, 4, 2)
+    a = make_accountant("random-checkin-rdp", observer="server", orders=ORDERS).compose(ev, 2)
+    expected = 2 * random_checkin_rdp(ev, ORDERS)
+    from secagg_dp.accounting import rdp_to_dp
+
+    assert a.get_epsilon(1e-5) == pytest.approx(rdp_to_dp(ORDERS, expected, 1e-5, warn=False)[0], rel=1e-12)
