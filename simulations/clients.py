@@ -102,7 +102,7 @@ class RoundSpec:
 
 
 @functools.lru_cache(maxsize=16)
-def make_codec(dim: int, bits: int, clip: float, scale: float, rotation_seed: int, beta: float):  # noqa: ANN201
+def make_codec(dim: int, bits: int, clip: float, scale: float, rotation_seed: int, beta: float):
     from secagg_dp.quantize import ZqCodec
 
     return ZqCodec(dim, bits, clip, scale, rotation_seed=rotation_seed, beta=beta)
@@ -135,7 +135,7 @@ def _generator(seq: np.random.SeedSequence, generator: str) -> np.random.Generat
     raise ParameterError(f"Argument 'generator' must be one of {GENERATORS}, not {generator!r}.")
 
 
-def blocks_of(ids, included: np.ndarray | None = None, size: int = BLOCK) -> list[Block]:  # noqa: ANN001
+def blocks_of(ids, included: np.ndarray | None = None, size: int = BLOCK) -> list[Block]:
     """Split the sorted participants into fixed blocks (index, ids, keep): the unit of randomness.
 
     ``included`` (a boolean mask aligned with ``ids``) marks the clients whose vectors enter the sum; without

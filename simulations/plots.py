@@ -171,7 +171,7 @@ def _mean_std(values: list[float]) -> tuple[float, float]:
     return m, (sum((v - m) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else 0.0
 
 
-def _per_round(axes, runs: list[dict[str, Any]], metric: str, x_key: str) -> None:  # noqa: ANN001
+def _per_round(axes, runs: list[dict[str, Any]], metric: str, x_key: str) -> None:
     for i, (label, group) in enumerate(_by_label(runs).items()):
         per_round: dict[int, list[float]] = {}
         eps_at: dict[int, float] = {}
@@ -191,7 +191,7 @@ def _per_round(axes, runs: list[dict[str, Any]], metric: str, x_key: str) -> Non
     axes[1].set_xlabel("round")
 
 
-def _swept(axes, runs: list[dict[str, Any]], metric: str, x_key: str) -> None:  # noqa: ANN001
+def _swept(axes, runs: list[dict[str, Any]], metric: str, x_key: str) -> None:
     groups: dict[str, dict[Any, tuple[list[float], float]]] = {}
     for run in runs:
         values = run["values"]

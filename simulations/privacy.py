@@ -93,7 +93,7 @@ def effective_gamma(checkin: float, dropout: float) -> float:
 class SimAccountant:
     """Spends one :class:`CheckinRound` per simulated round in a :class:`PrivacyLedger`; reports epsilon."""
 
-    def __init__(self, cfg, plan, ledger_path: str | Path | None) -> None:  # noqa: ANN001
+    def __init__(self, cfg, plan, ledger_path: str | Path | None) -> None:
         self.cfg = cfg
         self.orders = ORDERS
         self.delta = cfg.privacy.delta
@@ -347,7 +347,7 @@ def _int_order(order: float | None) -> int | None:
     return int(order) if order is not None and math.isfinite(order) else None
 
 
-def coalition_min_sum(cfg) -> tuple[int, str]:  # noqa: ANN001
+def coalition_min_sum(cfg) -> tuple[int, str]:
     """m, the smallest number of clients in a sum the simulated protocol lets finish, and the rule that gave it.
 
     The honest clients of a round in which N clients checked in enforce the Shamir threshold
@@ -413,7 +413,7 @@ def coalition_min_sum(cfg) -> tuple[int, str]:  # noqa: ANN001
     )
 
 
-def checkin_provider_for(cfg, plan):  # noqa: ANN001, ANN201
+def checkin_provider_for(cfg, plan):
     """The check-in accountant's provider for a scenario: the library's
     :func:`~secagg_dp.accounting.checkin.providers.plan_checkin_provider` with the codec's sensitivities of one
     client's vector (client level) or one sample's encoded gradient (``task.name = "logreg"`` with
@@ -430,7 +430,7 @@ def checkin_provider_for(cfg, plan):  # noqa: ANN001, ANN201
     )
 
 
-def enforced_provider_for(cfg, plan):  # noqa: ANN001, ANN201
+def enforced_provider_for(cfg, plan):
     """The per-k provider with add-then-remove noise (``plan.noise``, the parsed ``privacy.noise_enforcement``):
     the library's :func:`~secagg_dp.accounting.checkin.providers.plan_enforced_provider` with target variance in
     the sum mu = K_exp sigma_int^2 (what the expected check-ins add without enforcement), tolerance
@@ -456,7 +456,7 @@ def effective_roster_rate(checkin: float, dropout: float) -> float:
     return effective_checkin_rate(checkin, dropout, ROSTER_DROPOUT_STAGES)
 
 
-def _provider(cfg, plan):  # noqa: ANN001, ANN202
+def _provider(cfg, plan):
     """The per-k provider of the check-in mixture for this config, and a one-line label."""
     if plan.noise is not None:
         provider = enforced_provider_for(cfg, plan)
@@ -480,7 +480,7 @@ def _provider(cfg, plan):  # noqa: ANN001, ANN202
     return provider, f"{type(mech).__name__}({mech}) subsampled w/o replacement at k/n, n={n}{unit}"
 
 
-def _logreg_provider(cfg, plan):  # noqa: ANN001, ANN202
+def _logreg_provider(cfg, plan):
     """Sample-level (add-remove) provider: S local steps inside the check-in mixture.
 
     Base (k clients): ``LocalStepsDDG`` / ``LocalStepsSkellam`` of ``secagg_dp.accounting.checkin.local_steps``
@@ -532,7 +532,7 @@ class RandomCheckinSimAccountant:
     mechanism is); ``privacy.method = "window"`` is refused.
     """
 
-    def __init__(self, cfg, plan, ledger_path: str | Path | None) -> None:  # noqa: ANN001
+    def __init__(self, cfg, plan, ledger_path: str | Path | None) -> None:
         try:
             from secagg_dp.accounting.checkin.random_checkin import RandomCheckinAccountant, RandomCheckinEpoch
         except ImportError as exc:  # the library part is missing: never fall back to the per-round coin's
@@ -723,8 +723,8 @@ class RandomCheckinSimAccountant:
 
 
 def make_accountant(
-    cfg,  # noqa: ANN001
-    plan,  # noqa: ANN001
+    cfg,
+    plan,
     ledger_path: str | Path | None = None,
 ) -> SimAccountant | RandomCheckinSimAccountant:
     """The accountant of the participation the simulator runs: :class:`RandomCheckinSimAccountant` for

@@ -583,10 +583,10 @@ def _int_or_blank(order: float | None) -> int | str:
 class _JointConvexityTable:
     """Per-k table amplified by joint convexity at rate k/n (for the labelled joint-noise comparison)."""
 
-    def __init__(self, table, n: int) -> None:  # noqa: ANN001
+    def __init__(self, table, n: int) -> None:
         self.table, self.n, self.neighbouring = table, n, table.neighbouring
 
-    def log_expm1_upper(self, k_lo, k_hi, orders):  # noqa: ANN001, ANN201
+    def log_expm1_upper(self, k_lo, k_hi, orders):
         import numpy as np
 
         with np.errstate(divide="ignore"):

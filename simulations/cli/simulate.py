@@ -217,7 +217,7 @@ def communication_line(comm: dict) -> str:
     )
 
 
-def _check_extras(cfg, *, plots: bool, progress: bool) -> None:  # noqa: ANN001
+def _check_extras(cfg, *, plots: bool, progress: bool) -> None:
     """Refuse before any work when an optional module the run will import is missing."""
     import importlib.util
 

@@ -119,7 +119,7 @@ def _box_muller(root_seed: int, client_ids: np.ndarray, dim: int) -> tuple[np.nd
     return c, t
 
 
-def client_normals(root_seed: int, client_ids, dim: int) -> np.ndarray:  # noqa: ANN001
+def client_normals(root_seed: int, client_ids, dim: int) -> np.ndarray:
     """The clients' standard normals z_i (float32, shape (len(ids), 4 * ceil(dim / 4)); the first ``dim``
     columns are used): Box-Muller on the 24-bit uniforms of each client's window (see the module docstring)."""
     return np.concatenate(_box_muller(root_seed, client_ids, dim), axis=1)
@@ -139,7 +139,7 @@ def _row_sq(a: np.ndarray) -> np.ndarray:
 _PASS_ROWS = 64
 
 
-def client_vectors(root_seed: int, client_ids, dim: int, clip: float) -> np.ndarray:  # noqa: ANN001
+def client_vectors(root_seed: int, client_ids, dim: int, clip: float) -> np.ndarray:
     """The data vectors of ``client_ids`` as rows (each a deterministic function of the root seed and the id)."""
     ids = np.asarray(client_ids, dtype=np.int64).reshape(-1)
     mu = _direction_scaled(root_seed, dim)
