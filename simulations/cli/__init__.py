@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    groups: dict[str, argparse._SubParsersAction] = {}
+    groups: dict[str, argparse._SubParsersAction[argparse.ArgumentParser]] = {}
     for name, help_text in (
         ("account", "certify (epsilon, delta) for a mechanism and a number of rounds"),
         ("calibrate", "find the smallest noise meeting a target (epsilon, delta)"),

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["register_account", "register_calibrate"]
 
 
-def register_account(subparsers: argparse._SubParsersAction) -> None:
+def register_account(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``secagg-dp account checkin`` (its flags and JSON keys)."""
     p = subparsers.add_parser(
         "checkin",
@@ -595,7 +595,7 @@ class _JointConvexityTable:
             )
 
 
-def register_calibrate(subparsers: argparse._SubParsersAction) -> None:
+def register_calibrate(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``secagg-dp calibrate checkin``: smallest per-client sigma meeting --epsilon (Gaussian, pld)."""
     p = subparsers.add_parser(
         "checkin",

@@ -75,7 +75,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     _coalition_flags(p)
 
 
-def register_account(subparsers: argparse._SubParsersAction) -> None:
+def register_account(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``secagg-dp account random-checkin``."""
     p = subparsers.add_parser(
         "random-checkin", help="random check-ins: each client picks B of an epoch's M rounds", description=_DESCRIPTION
@@ -87,7 +87,7 @@ def register_account(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_handle)
 
 
-def register_calibrate(subparsers: argparse._SubParsersAction) -> None:
+def register_calibrate(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``secagg-dp calibrate random-checkin``: the smallest sigma whose certificate meets --epsilon."""
     p = subparsers.add_parser(
         "random-checkin", help="smallest sigma for random check-ins at a target epsilon", description=_DESCRIPTION

@@ -286,7 +286,7 @@ def _stored_neighbouring(path: str, sqlite3: Any) -> str:
         ) from None
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]  # argparse's is generic
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``ledger`` subcommand."""
     help_text = (
         "summarise a privacy ledger: grouped events and their outcomes, the epsilon the run certified per "

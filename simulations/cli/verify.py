@@ -41,7 +41,7 @@ def _handler(args: argparse.Namespace) -> int:
     return 0 if failed == 0 else 1
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``verify`` subcommand."""
     help_text = "randomized end-to-end checks: clip, encode, noise, modular sum, decode vs the plain sum"
     p = subparsers.add_parser("verify", help=help_text, description=help_text)
