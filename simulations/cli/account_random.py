@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from simulations.cli._args import DELTA, MAX_CHECKIN_ORDER, POSITIVE, PROBABILITY, int_in
+from simulations.cli._args import DELTA, MAX_CHECKIN_ORDER, POSITIVE, PROBABILITY, Subparsers, int_in
 from simulations.cli.account_checkin import _coalition_flags, _coalition_of
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     _coalition_flags(p)
 
 
-def register_account(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register_account(subparsers: Subparsers) -> None:
     """Register ``secagg-dp account random-checkin``."""
     p = subparsers.add_parser(
         "random-checkin", help="random check-ins: each client picks B of an epoch's M rounds", description=_DESCRIPTION
@@ -87,7 +87,7 @@ def register_account(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
     p.set_defaults(handler=_handle)
 
 
-def register_calibrate(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register_calibrate(subparsers: Subparsers) -> None:
     """Register ``secagg-dp calibrate random-checkin``: the smallest sigma whose certificate meets --epsilon."""
     p = subparsers.add_parser(
         "random-checkin", help="smallest sigma for random check-ins at a target epsilon", description=_DESCRIPTION

@@ -21,7 +21,7 @@ import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from simulations.cli._args import DELTA, MAX_SHUFFLE_ORDER, POSITIVE, int_in, real_in
+from simulations.cli._args import DELTA, MAX_SHUFFLE_ORDER, POSITIVE, Subparsers, int_in, real_in
 from simulations.cli._output import INFINITE_EPSILON, dumps, rdp_curve
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def _common(p: argparse.ArgumentParser, default_order: int) -> None:
     )
 
 
-def register_account(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register_account(subparsers: Subparsers) -> None:
     """Register ``secagg-dp account shuffle-gaussian`` and ``account shuffled-checkin``."""
     p = subparsers.add_parser(
         "shuffle-gaussian",

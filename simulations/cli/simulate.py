@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from secagg_dp.errors import ConfigError
-from simulations.cli._args import int_in
+from simulations.cli._args import Subparsers, int_in
 
 if TYPE_CHECKING:
     from simulations.config import SimConfig
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["register", "handle"]
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(subparsers: Subparsers) -> None:
     p = subparsers.add_parser(
         "simulate",
         help="simulate rounds of secure aggregation with DP noise; write results.json and plots",
