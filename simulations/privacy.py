@@ -55,7 +55,7 @@ import math
 import os
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -66,6 +66,11 @@ from secagg_dp.accounting.checkin.mixture import LEDGER_ORDERS
 from secagg_dp.accounting.core.accountant import Certificate
 from secagg_dp.accounting.core.ledger import PrivacyLedger
 from secagg_dp.errors import ConfigError, ParameterError
+
+if TYPE_CHECKING:
+    from secagg_dp.accounting.checkin.mixture import SubsampledCheckin
+    from simulations.config import SimConfig
+    from simulations.runner import Plan
 
 __all__ = [
     "CheckinRound",
@@ -93,7 +98,7 @@ def effective_gamma(checkin: float, dropout: float) -> float:
 class SimAccountant:
     """Spends one :class:`CheckinRound` per simulated round in a :class:`PrivacyLedger`; reports epsilon."""
 
-    def __init__(self, cfg, plan, ledger_path: str | Path | None) -> None:
+    def __init__(self, cfg: SimConfig, plan: Plan, ledger_path: str | Path | None) -> None:
         self.cfg = cfg
         self.orders = ORDERS
         self.delta = cfg.privacy.delta
@@ -187,8 +192,9 @@ class SimAccountant:
         return self._coalition_certs[rounds]
 
     def _open_ledger(self, path: Path | None) -> PrivacyLedger:
-        budget = {} if self.budget is None else {"epsilon_budget": self.budget, "delta": self.delta}
-        led = PrivacyLedger(self.neighbouring, self.orders, path=path, **budget)
+        # no budget: neither key (the ledger's defaults, None)
+        budget, delta = (None, None) if self.budget is None else (self.budget, self.delta)
+        led = PrivacyLedger(self.neighbouring, self.orders, path=path, epsilon_budget=budget, delta=delta)
         return led.set_run(delta=self.delta, method=self.method, observer="analyst")
 
     def describe(self) -> dict[str, Any]:
@@ -237,7 +243,8 @@ class SimAccountant:
         mech = self.provider.mechanism
         if self.fixed:
             m = np.array([float(self.cfg.population.fixed_size)])
-            return np.asarray(mech.rdp_upper(m, m, self.orders), dtype=np.float64)[0]
+            curve: np.ndarray = np.asarray(mech.rdp_upper(m, m, self.orders), dtype=np.float64)[0]
+            return curve
         orders = np.asarray(self.orders, dtype=np.int64)
         with warnings.catch_warnings():  # n = 1: the binomial pmf takes log(0) (numpy's RuntimeWarning), nothing else
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -347,7 +354,7 @@ def _int_order(order: float | None) -> int | None:
     return int(order) if order is not None and math.isfinite(order) else None
 
 
-def coalition_min_sum(cfg) -> tuple[int, str]:
+def coalition_min_sum(cfg: SimConfig) -> tuple[int, str]:
     """m, the smallest number of clients in a sum the simulated protocol lets finish, and the rule that gave it.
 
     The honest clients of a round in which N clients checked in enforce the Shamir threshold
@@ -413,7 +420,7 @@ def coalition_min_sum(cfg) -> tuple[int, str]:
     )
 
 
-def checkin_provider_for(cfg, plan):
+def checkin_provider_for(cfg: SimConfig, plan: Plan) -> SubsampledCheckin:
     """The check-in accountant's provider for a scenario: the library's
     :func:`~secagg_dp.accounting.checkin.providers.plan_checkin_provider` with the codec's sensitivities of one
     client's vector (client level) or one sample's encoded gradient (``task.name = "logreg"`` with
@@ -430,13 +437,15 @@ def checkin_provider_for(cfg, plan):
     )
 
 
-def enforced_provider_for(cfg, plan):
+def enforced_provider_for(cfg: SimConfig, plan: Plan) -> SubsampledCheckin:
     """The per-k provider with add-then-remove noise (``plan.noise``, the parsed ``privacy.noise_enforcement``):
     the library's :func:`~secagg_dp.accounting.checkin.providers.plan_enforced_provider` with target variance in
     the sum mu = K_exp sigma_int^2 (what the expected check-ins add without enforcement), tolerance
     ``privacy.dropout_tolerance``, roster rate r = p (1 - p') (survived advertise_keys) and sum rate gamma."""
     from secagg_dp.accounting.checkin.providers import plan_enforced_provider
 
+    if plan.noise is None:
+        raise ConfigError("Config key 'privacy.noise_enforcement' is 'none': there is no enforced provider to build.")
     pop = cfg.population
     return plan_enforced_provider(
         plan,
@@ -456,15 +465,19 @@ def effective_roster_rate(checkin: float, dropout: float) -> float:
     return effective_checkin_rate(checkin, dropout, ROSTER_DROPOUT_STAGES)
 
 
-def _provider(cfg, plan):
+def _provider(cfg: SimConfig, plan: Plan) -> tuple[SubsampledCheckin, str]:
     """The per-k provider of the check-in mixture for this config, and a one-line label."""
     if plan.noise is not None:
+        from secagg_dp.accounting.checkin.enforced import EnforcedSkellamSum
+
         provider = enforced_provider_for(cfg, plan)
-        mech = provider.mechanism
+        enforced = provider.mechanism
+        if not isinstance(enforced, EnforcedSkellamSum):  # what plan_enforced_provider builds
+            raise TypeError(f"plan_enforced_provider built a {type(enforced).__name__}, not an EnforcedSkellamSum")
         return provider, (
-            f"EnforcedSkellamSum(mu={mech.target_variance:.6g}, tolerance={mech.tolerance:g}, "
-            f"Delta2={mech.l2_sensitivity:.6g}, Delta1={mech.l1_sensitivity:.6g}) subsampled w/o replacement at "
-            f"k/n, n={cfg.population.clients}, add-then-remove noise"
+            f"EnforcedSkellamSum(mu={enforced.target_variance:.6g}, tolerance={enforced.tolerance:g}, "
+            f"Delta2={enforced.l2_sensitivity:.6g}, Delta1={enforced.l1_sensitivity:.6g}) "
+            f"subsampled w/o replacement at k/n, n={cfg.population.clients}, add-then-remove noise"
         )
     if cfg.privacy.unit == "sample":
         return _logreg_provider(cfg, plan)
@@ -480,7 +493,7 @@ def _provider(cfg, plan):
     return provider, f"{type(mech).__name__}({mech}) subsampled w/o replacement at k/n, n={n}{unit}"
 
 
-def _logreg_provider(cfg, plan):
+def _logreg_provider(cfg: SimConfig, plan: Plan) -> tuple[SubsampledCheckin, str]:
     """Sample-level (add-remove) provider: S local steps inside the check-in mixture.
 
     Base (k clients): ``LocalStepsDDG`` / ``LocalStepsSkellam`` of ``secagg_dp.accounting.checkin.local_steps``
@@ -532,7 +545,7 @@ class RandomCheckinSimAccountant:
     mechanism is); ``privacy.method = "window"`` is refused.
     """
 
-    def __init__(self, cfg, plan, ledger_path: str | Path | None) -> None:
+    def __init__(self, cfg: SimConfig, plan: Plan, ledger_path: str | Path | None) -> None:
         try:
             from secagg_dp.accounting.checkin.random_checkin import RandomCheckinAccountant, RandomCheckinEpoch
         except ImportError as exc:  # the library part is missing: never fall back to the per-round coin's
@@ -606,8 +619,9 @@ class RandomCheckinSimAccountant:
         return self._certs[key]
 
     def _open_ledger(self, path: Path | None) -> PrivacyLedger:
-        budget = {} if self.budget is None else {"epsilon_budget": self.budget, "delta": self.delta}
-        led = PrivacyLedger(self.neighbouring, self.orders, path=path, **budget)
+        # no budget: neither key (the ledger's defaults, None)
+        budget, delta = (None, None) if self.budget is None else (self.budget, self.delta)
+        led = PrivacyLedger(self.neighbouring, self.orders, path=path, epsilon_budget=budget, delta=delta)
         return led.set_run(delta=self.delta, method=self.method, observer="analyst")
 
     def _view(self, observer: str, sees: str) -> dict[str, Any]:
@@ -723,8 +737,8 @@ class RandomCheckinSimAccountant:
 
 
 def make_accountant(
-    cfg,
-    plan,
+    cfg: SimConfig,
+    plan: Plan,
     ledger_path: str | Path | None = None,
 ) -> SimAccountant | RandomCheckinSimAccountant:
     """The accountant of the participation the simulator runs: :class:`RandomCheckinSimAccountant` for

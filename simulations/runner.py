@@ -47,7 +47,7 @@ from simulations.clients import (
     noise_rng,
     run_blocks,
 )
-from simulations.config import SimConfig
+from simulations.config import PrivacyParams, SimConfig
 from simulations.results import METRICS_NOTE, SCHEMA, write_atomic
 from simulations.tasks import LogRegTask, MeanTask, make_task
 from simulations.tasks.protocol import call_task, check_server_update, finite_metrics, task_description
@@ -106,6 +106,12 @@ class Plan:
     # privacy.noise_enforcement parsed once: the add-then-remove NoiseSpec (target variance K_exp sigma_int^2 in the
     # sum, privacy.dropout_tolerance, grouping), or None without enforcement
     noise: NoiseSpec | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def mechanism(self) -> Mechanism | None:
+        """The library plan's noise mechanism (``dp.mechanism``; None without ``dp``), so that a Plan is a
+        :class:`~secagg_dp.accounting.checkin.providers.DPPlanLike` (the simulator's providers name theirs)."""
+        return self.dp.mechanism if self.dp is not None else None
 
     def as_dict(self) -> dict[str, Any]:
         """The recorded fields (``derived`` in results.json): every field but ``dp`` and ``noise``."""
@@ -199,7 +205,7 @@ def noise_spec(cfg: SimConfig, dp: DPPlan) -> NoiseSpec | None:
     return NoiseSpec(dp.enforced_target_variance(), priv.dropout_tolerance)
 
 
-def _budget_sigma(priv: Any, expected: float, steps: int) -> float:
+def _budget_sigma(priv: PrivacyParams, expected: float, steps: int) -> float:
     """The per-client noise std the scale budgets for, z C / sqrt(K_exp) sqrt(S) (for error messages)."""
     sigma_local = priv.noise_multiplier * priv.clip / math.sqrt(expected)
     return sigma_local if steps == 1 else sigma_local * math.sqrt(steps)
@@ -315,7 +321,8 @@ def select_participants(cfg: SimConfig, root: int, r: int) -> np.ndarray:
         pop = cfg.population
         epoch, slot = epoch_of(cfg, r)
         ids, slots = _epoch_draw(root, epoch, n, pop.checkin, pop.epoch_rounds, pop.slots)
-        return ids[(slots == slot).any(axis=1)]
+        chosen: np.ndarray = ids[(slots == slot).any(axis=1)]
+        return chosen
     rng = _round_rng(root, r, PURPOSE_CHECKIN)
     if cfg.population.sampling == "fixed":
         return np.sort(rng.choice(n, size=cfg.population.fixed_size, replace=False).astype(np.int64))
@@ -723,7 +730,9 @@ def _enforced_spec(noise: NoiseSpec, spec: RoundSpec, stages: np.ndarray, includ
     )
 
 
-def _one_round(cfg, p: Plan, task, model, root: int, r: int, executor, acct) -> tuple[RoundRecord, Any]:
+def _one_round(
+    cfg: SimConfig, p: Plan, task: Any, model: Any, root: int, r: int, executor: Any, acct: Any
+) -> tuple[RoundRecord, Any]:
     t0 = time.perf_counter()
     ra = aggregate_round(cfg, p, root, r, model, executor, cfg.mode, task)
     secs = ra.seconds
