@@ -177,7 +177,7 @@ def _real(key: str, v: Any, lo: float, hi: float = math.inf, *, lo_open: bool = 
 
 
 def _choice(key: str, v: Any, options: tuple[str, ...]) -> str:
-    if v not in options:
+    if not isinstance(v, str) or v not in options:
         raise _err(key, "one of " + ", ".join(repr(o) for o in options), v)
     return v
 

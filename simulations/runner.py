@@ -745,7 +745,7 @@ def _one_round(
     secs["account"] = time.perf_counter() - t4
     t3 = time.perf_counter()
     metrics: dict[str, float] = {}
-    if not aborted:
+    if ra.aggregate is not None:  # not aborted
         spec = ra.spec
         codec = make_codec(spec.dim, spec.bits, spec.clip, spec.scale, spec.rotation_seed, spec.beta)
         decoded = codec.decode(ra.aggregate)
