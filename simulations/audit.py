@@ -122,8 +122,8 @@ def _gauss_mix_llr(y: np.ndarray, mu: float, v: np.ndarray, w: np.ndarray) -> np
 def _abort_mask(cfg: SimConfig, checked: np.ndarray, stage_counts: np.ndarray) -> np.ndarray:
     """Per trial, :func:`simulations.aggregators.abort_reason` is not None (vectorised): fewer than t = max(t, 2)
     clients checked in, or left after some stage."""
-    ts = {int(k): max(cfg.secagg.threshold_for(int(k)), 2) for k in np.unique(checked)}
-    t = np.array([ts[int(k)] for k in checked], dtype=np.int64)
+    table = np.array([max(cfg.secagg.threshold_for(k), 2) for k in range(cfg.population.clients + 1)])
+    t = table[checked]
     alive = checked[:, None] - np.cumsum(stage_counts, axis=1)
     return np.asarray((checked < t) | (alive < t[:, None]).any(axis=1))
 
@@ -153,7 +153,10 @@ def _batched_round(setup: _Setup, sign: float, b: int, rng: np.random.Generator)
     else:
         checked = rng.random((b, n)) < pop.checkin
     stages = aggregators.draw_drop_stages(b * n, pop.dropout, rng).reshape(b, n)
-    stage_counts = np.stack([(checked & (stages == s)).sum(axis=1) for s in range(len(aggregators.STAGES))], axis=1)
+    first = np.where(checked, stages, len(aggregators.STAGES)).astype(np.int64)  # not checked in: no stage
+    flat = np.bincount((first + np.arange(b)[:, None] * (len(aggregators.STAGES) + 1)).ravel(),
+                       minlength=b * (len(aggregators.STAGES) + 1))
+    stage_counts = flat.reshape(b, -1)[:, : len(aggregators.STAGES)]
     k_checked = checked.sum(axis=1)
     aborted = _abort_mask(cfg, k_checked, stage_counts)
     included = checked & (stages >= aggregators.INCLUDED_FROM)
@@ -164,9 +167,9 @@ def _batched_round(setup: _Setup, sign: float, b: int, rng: np.random.Generator)
     # per-trial variance of one included client's noise left in the sum
     enforced = cfg.privacy.noise_enforcement == "add-then-remove"
     if enforced:
-        pairs = {(int(r), int(kk)) for r, kk in zip(roster[live], k[live], strict=True)}
-        kv = {pr: _kept_variance(setup, *pr) for pr in pairs}
-        var1 = np.array([kv.get((int(r), int(kk)), 1.0) for r, kk in zip(roster, k, strict=True)])
+        pairs, inverse = np.unique(roster * (n + 1) + k, return_inverse=True)
+        table = np.array([_kept_variance(setup, int(c) // (n + 1), int(c) % (n + 1)) for c in pairs])
+        var1 = table[inverse.reshape(-1)]
     else:
         var1 = np.full(b, setup.sigma**2)
     dim = codec.padded_dim
@@ -177,10 +180,13 @@ def _batched_round(setup: _Setup, sign: float, b: int, rng: np.random.Generator)
         x[:, 0] = sign * cfg.privacy.clip
         agg[rows] = codec.encode(x, rng=rng)
     mech = cfg.privacy.mechanism
-    keys = np.stack([k, np.round(var1 * 1e6).astype(np.int64)], axis=1)
-    for key in np.unique(keys[live], axis=0):
-        sel = np.flatnonzero(live & (keys[:, 0] == key[0]) & (keys[:, 1] == key[1]))
-        noise = sample_noise_sum(mech, math.sqrt(float(var1[sel[0]])), int(key[0]), (len(sel), dim), rng=rng)
+    live_idx = np.flatnonzero(live)
+    groups, inverse = np.unique(np.stack([k[live_idx], var1[live_idx]], axis=1), axis=0, return_inverse=True)
+    order = np.argsort(inverse.reshape(-1), kind="stable")
+    bounds = np.searchsorted(inverse.reshape(-1)[order], np.arange(len(groups) + 1))
+    for g, (kk, var) in enumerate(groups):  # one draw of the noise sum per (K, per-client variance) group
+        sel = live_idx[order[bounds[g] : bounds[g + 1]]]
+        noise = sample_noise_sum(mech, math.sqrt(float(var)), int(kk), (len(sel), dim), rng=rng)
         agg[sel] = zq.add_mod(agg[sel], zq.wrap_int64(noise, bits), bits)
     y = np.zeros(b)
     if live.any():
@@ -228,7 +234,7 @@ def _round_engine_round(setup: _Setup, sign: float, root: int, r: int, executor:
     cfg = setup.cfg
     p = replace(setup.plan, sigma_int=setup.sigma)
     task = CanaryTask(setup.plan.dim, cfg.privacy.clip, sign)
-    ra = aggregate_round(cfg, p, root, r, None, executor, cfg.mode, task)
+    ra = aggregate_round(cfg, p, root, r, None, executor, cfg.mode, task, aggregate_noise=False)
     n = cfg.population.clients
     if ra.aggregate is None or len(ra.included) == 0:
         return {"analyst": np.zeros(1), "server": np.zeros(1)}

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from secagg_dp._validate import check_int, check_real
 
 __all__ = ["one_run_p_value", "one_run_epsilon_lower"]
@@ -43,10 +45,10 @@ def one_run_p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> flo
 
     q = 1.0 / (1.0 + math.exp(-eps))
     tail = float(binom.sf(vv - 1, rr, q)) if vv > 0 else 1.0
-    alpha, below = 0.0, 0.0
-    for i in range(1, vv + 1):
-        below += float(binom.pmf(vv - i, rr, q))  # P[v - i <= Bin(r, q) < v]
-        alpha = max(alpha, below / i)
+    alpha = 0.0
+    if vv > 0 and d > 0.0:
+        below = np.cumsum(binom.pmf(np.arange(vv - 1, -1, -1), rr, q))  # [i-1]: P[v - i <= Bin(r, q) < v]
+        alpha = float(np.max(below / np.arange(1, vv + 1)))
     return min(1.0, tail + 2.0 * mm * d * alpha)
 
 
