@@ -154,8 +154,10 @@ def _batched_round(setup: _Setup, sign: float, b: int, rng: np.random.Generator)
         checked = rng.random((b, n)) < pop.checkin
     stages = aggregators.draw_drop_stages(b * n, pop.dropout, rng).reshape(b, n)
     first = np.where(checked, stages, len(aggregators.STAGES)).astype(np.int64)  # not checked in: no stage
-    flat = np.bincount((first + np.arange(b)[:, None] * (len(aggregators.STAGES) + 1)).ravel(),
-                       minlength=b * (len(aggregators.STAGES) + 1))
+    flat = np.bincount(
+        (first + np.arange(b)[:, None] * (len(aggregators.STAGES) + 1)).ravel(),
+        minlength=b * (len(aggregators.STAGES) + 1),
+    )
     stage_counts = flat.reshape(b, -1)[:, : len(aggregators.STAGES)]
     k_checked = checked.sum(axis=1)
     aborted = _abort_mask(cfg, k_checked, stage_counts)
@@ -435,7 +437,9 @@ def run_one_run_audit(
     n, dim = cfg.population.clients, setup.plan.dim
     m = min(n // 2, dim) if canaries is None else canaries
     if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= min(n, dim):
-        raise ParameterError(f"Argument 'canaries' must be an integer in [1, min(clients, dim) = {min(n, dim)}], not {m!r}.")
+        raise ParameterError(
+            f"Argument 'canaries' must be an integer in [1, min(clients, dim) = {min(n, dim)}], not {m!r}."
+        )
     r_guess = m if guesses is None else guesses
     if isinstance(r_guess, bool) or not isinstance(r_guess, int) or not 1 <= r_guess <= m:
         raise ParameterError(f"Argument 'guesses' must be an integer in [1, canaries = {m}], not {r_guess!r}.")
@@ -447,8 +451,10 @@ def run_one_run_audit(
     p = replace(setup.plan, sigma_int=setup.sigma)
     ex = InProcessExecutor()
     model = task.init_model(root)
-    rate = cfg.population.fixed_size / n if cfg.population.sampling == "fixed" else effective_gamma(
-        cfg.population.checkin, cfg.population.dropout
+    rate = (
+        cfg.population.fixed_size / n
+        if cfg.population.sampling == "fixed"
+        else effective_gamma(cfg.population.checkin, cfg.population.dropout)
     )
     others = np.arange(m, n, dtype=np.int64)
     scores = np.zeros(m)

@@ -165,7 +165,11 @@ def _as_scores(name: str, scores: npt.ArrayLike) -> npt.NDArray[np.float64]:
 
 
 def _bounds_at(
-    pos: npt.NDArray[np.float64], neg: npt.NDArray[np.float64], taus: npt.NDArray[np.float64], delta: float, level: float
+    pos: npt.NDArray[np.float64],
+    neg: npt.NDArray[np.float64],
+    taus: npt.NDArray[np.float64],
+    delta: float,
+    level: float,
 ) -> npt.NDArray[np.float64]:
     """Clopper-Pearson epsilon lower bounds of the tests {score > tau} for every tau (vectorised)."""
     from scipy.stats import beta

@@ -93,8 +93,9 @@ def handle(args: argparse.Namespace) -> int:
         raise ConfigError(f"Argument '--out' must be a folder (new or existing), not the existing file {str(out)!r}.")
     rng = np.random.default_rng(args.seed) if args.seed is not None else None
     if args.one_run:
-        audit = run_one_run_audit(cfg, canaries=args.canaries, guesses=args.guesses, rng=rng,
-                                  confidence=args.confidence, fault=args.fault)
+        audit = run_one_run_audit(
+            cfg, canaries=args.canaries, guesses=args.guesses, rng=rng, confidence=args.confidence, fault=args.fault
+        )
     else:
         progress = args.progress
         if progress is None:

@@ -17,7 +17,14 @@ from simulations.cli import main
 from simulations.config import load_config
 
 # n = 10, d = 16, p = 1, no dropouts, one round: a Gaussian-like shift of 2Cs / (sqrt(10) sigma_int) = 2/z = 0.5
-SMALL = ["mode=ideal", "population.clients=10", "task.dim=16", "population.checkin=1.0", "population.dropout=0", "rounds=1"]
+SMALL = [
+    "mode=ideal",
+    "population.clients=10",
+    "task.dim=16",
+    "population.checkin=1.0",
+    "population.dropout=0",
+    "rounds=1",
+]
 # add-then-remove Skellam noise, half of the clients drop at each stage, tolerance 0.98: the server strips
 # every group (count inflation) and the sum keeps K mu / N instead of mu
 STRIP = [
@@ -63,8 +70,18 @@ def test_server_scores_have_the_mechanisms_law() -> None:
 def test_batched_engine_has_the_law_of_the_simulators_round() -> None:
     # the batched trials against aggregate_round itself (round engine), with dropouts, p < 1 and aborts:
     # two-sample Kolmogorov-Smirnov on each observer's scores, p-value > 1e-6 (false-failure rate 1e-6)
-    cfg = _cfg(["mode=ideal", "population.clients=8", "task.dim=4", "population.checkin=0.7", "population.dropout=0.1",
-                "rounds=1", "secagg.threshold=3", 'secagg.security="semi-honest"'])
+    cfg = _cfg(
+        [
+            "mode=ideal",
+            "population.clients=8",
+            "task.dim=4",
+            "population.checkin=0.7",
+            "population.dropout=0.1",
+            "rounds=1",
+            "secagg.threshold=3",
+            'secagg.security="semi-honest"',
+        ]
+    )
     b_pos, b_neg = audit_scores(cfg, 3000, rng=np.random.default_rng(1))
     r_pos, r_neg = audit_scores(cfg, 300, rng=np.random.default_rng(2), engine="round")
     for o in ("analyst", "server"):
@@ -76,8 +93,15 @@ def test_batched_engine_has_the_law_of_the_simulators_round() -> None:
 def test_crypto_mode_runs_the_same_round() -> None:
     # the round engine in crypto mode (the full protocol) gives the ideal mode's scores exactly: the same code
     # path, the same seeds, the same sum bit for bit
-    base = ["population.clients=5", "task.dim=4", "population.checkin=1.0", "population.dropout=0.1", "rounds=1",
-            "secagg.threshold=2", 'secagg.security="semi-honest"']
+    base = [
+        "population.clients=5",
+        "task.dim=4",
+        "population.checkin=1.0",
+        "population.dropout=0.1",
+        "rounds=1",
+        "secagg.threshold=2",
+        'secagg.security="semi-honest"',
+    ]
     ideal = audit_scores(_cfg(["mode=ideal", *base]), 6, rng=np.random.default_rng(3), engine="round")
     crypto = audit_scores(_cfg(["mode=crypto", *base]), 6, rng=np.random.default_rng(3), engine="round")
     for side in (0, 1):
@@ -112,7 +136,9 @@ def test_stripped_noise_is_caught() -> None:
     # every add-then-remove group removed by the server (SecAgg+ count inflation): over 4 seeds the 95% lower
     # bound at 1e6 trials measured 2.57 +- 0.12 against the server's certificate 1.912, 5.5 sd apart (a miss
     # has probability ~2e-8 under a normal approximation). Seed fixed.
-    out = run_audit(_cfg(STRIP), trials=1_000_000, rng=np.random.default_rng(301), fault="strip-noise", observer="server")
+    out = run_audit(
+        _cfg(STRIP), trials=1_000_000, rng=np.random.default_rng(301), fault="strip-noise", observer="server"
+    )
     assert out["server"]["epsilon_lower"] > out["server"]["epsilon_certified"]
 
 
@@ -121,8 +147,18 @@ def test_one_run_audit_of_a_real_task() -> None:
     # 2C against noise std z C), so most guesses are right. At m = 100 the delta term 2 m delta alpha of
     # Theorem 3 (Steinke, Nasr & Jagielski 2023) keeps every p-value above 2e-5, so the 95% bound is used; even
     # 100/100 correct gives at most 3.5 (the closed form q = 0.05^(1/100)), far below the certificate 26.1
-    cfg = _cfg(["mode=ideal", "population.clients=200", "task.dim=128", "population.checkin=1.0",
-                "population.dropout=0", "rounds=1", "privacy.noise_multiplier=0.5", "secagg.bits=24"])
+    cfg = _cfg(
+        [
+            "mode=ideal",
+            "population.clients=200",
+            "task.dim=128",
+            "population.checkin=1.0",
+            "population.dropout=0",
+            "rounds=1",
+            "privacy.noise_multiplier=0.5",
+            "secagg.bits=24",
+        ]
+    )
     out95 = run_one_run_audit(cfg, canaries=100, rng=np.random.default_rng(8))
     assert out95["analyst"]["correct"] >= 90 and 2.0 < out95["analyst"]["epsilon_lower"] < 3.5
     out = run_one_run_audit(cfg, canaries=100, rng=np.random.default_rng(8), confidence=SURE)
@@ -170,10 +206,26 @@ def test_cli_writes_results_and_prints_both_figures(tmp_path, capsys) -> None:
 
 
 def test_cli_json_and_one_line_errors(tmp_path, capsys) -> None:
-    rc = main(["audit", "--out", str(tmp_path), "--json", "--no-plots", "--trials", "600", "--seed", "2",
-               "--observer", "server", *SMALL])
+    rc = main(
+        [
+            "audit",
+            "--out",
+            str(tmp_path),
+            "--json",
+            "--no-plots",
+            "--trials",
+            "600",
+            "--seed",
+            "2",
+            "--observer",
+            "server",
+            *SMALL,
+        ]
+    )
     assert rc == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["audit"]["observers"] == ["server"] and "analyst" not in doc["audit"]
-    assert main(["audit", "--out", str(tmp_path), "--no-plots", "--trials", "600", "--observer", "coalition", *SMALL]) == 2
+    assert (
+        main(["audit", "--out", str(tmp_path), "--no-plots", "--trials", "600", "--observer", "coalition", *SMALL]) == 2
+    )
     assert "coalition" in capsys.readouterr().err
