@@ -31,6 +31,7 @@ CLI = [sys.executable, "-W", "ignore", "-c", "import sys; from simulations.cli i
 P1 = ["population.checkin=1.0", "rounds=1"]
 CASES = {
     "p=1, no dropout": [*P1, "population.dropout=0"],
+    "p=1, no dropout, T=5": ["population.checkin=1.0", "population.dropout=0", "rounds=5"],
     "p=1, dropout 0.05 (default)": P1,
     "p=0.5, dropout 0.05": ["rounds=1"],
     "p=0.5, T=5 (the default scenario)": [],

@@ -274,6 +274,8 @@ def audit_scores(
         raise ParameterError(f"Argument 'trials' must be an integer >= 6 (per side), not {trials!r}.")
     gen = resolve_rng(rng)
     setup = _setup(cfg, fault)
+    if engine == "round" and fault == "strip-noise":
+        raise ParameterError("Argument 'fault' = 'strip-noise' is modelled by engine = 'batched' only.")
     sides: list[dict[str, np.ndarray]] = []
     bar = None
     if progress:
@@ -303,8 +305,6 @@ def audit_scores(
             for sign in (1.0, -1.0):
                 out = {o: np.zeros(trials) for o in OBSERVERS}
                 for i in range(trials):
-                    if setup.fault == "strip-noise":
-                        raise ParameterError("Argument 'fault' = 'strip-noise' is modelled by engine = 'batched' only.")
                     for _ in range(cfg.rounds):
                         r += 1
                         part = _round_engine_round(setup, sign, root, r, ex)

@@ -77,7 +77,7 @@ def _gaussian_epsilon(shift: float, delta: float) -> float:
 
 
 def test_gaussian_audit_is_below_the_exact_epsilon_and_close_to_it() -> None:
-    # Gaussian shift 0.5: exact epsilon 2.005 at delta 1e-5 (mpmath). The bound is valid with probability
+    # Gaussian shift 0.5: exact epsilon 1.993 at delta 1e-5 (mpmath). The bound is valid with probability
     # >= 1 - 1e-6 at confidence 1 - 1e-6 (false-failure rate <= 1e-6); seed 1 fixed.
     truth = _gaussian_epsilon(0.5, 1e-5)
     assert 1.9 < truth < 2.1
