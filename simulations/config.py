@@ -31,6 +31,7 @@ client runs.
     # neighbours = 10           # SecAgg+ k-regular graph; omit for the full graph
     security = "active"         # "active" (malicious server; t raised to > 2n/3, or > (k+1)/2 with SecAgg+)
                                 # | "semi-honest" (trusted server); see docs/secure-aggregation.md
+    corrupt_clients = 0         # c: clients colluding with an active server (privacy.coalition in results.json)
 
     [privacy]
     mechanism = "ddg"           # "ddg" (distributed discrete Gaussian) | "skellam"
@@ -203,10 +204,12 @@ class SecAggParams:
     threshold: int | None
     neighbours: int | None
     security: str = "active"
+    corrupt_clients: int = 0  # c: clients colluding with an active server (the coalition certificate)
 
     def __post_init__(self) -> None:
         _int("secagg.bits", self.bits, 1, 62)
         _choice("secagg.security", self.security, ("active", "semi-honest"))
+        _int("secagg.corrupt_clients", self.corrupt_clients, 0)
         if self.threshold is not None and self.threshold_fraction is not None:
             raise ConfigError(
                 "Config keys 'secagg.threshold' and 'secagg.threshold_fraction' are exclusive; set one, not both."
@@ -351,6 +354,12 @@ class SimConfig:
         t = self.secagg.threshold
         if t is not None and t > n:
             raise ConfigError(f"Config key 'secagg.threshold' must be <= population.clients = {n}, not {t}.")
+        c = self.secagg.corrupt_clients
+        if c >= n:
+            raise ConfigError(
+                f"Config key 'secagg.corrupt_clients' must be < population.clients = {n} (at least one client is "
+                f"honest: the one the certificate protects), not {c}."
+            )
         k = self.secagg.neighbours
         if k is not None and k >= n:
             raise ConfigError(f"Config key 'secagg.neighbours' must be < population.clients = {n}, not {k}.")

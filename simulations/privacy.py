@@ -28,7 +28,11 @@ What is certified (every number an upper bound; neighbouring relation stated in 
 Observers (docs/accounting/observers.md): the ledger's certificate is the ``analyst``'s (sees K and the
 aggregate). ``describe()["server"]`` is the certificate against the secure-aggregation server, which also
 sees who took part: the same event with :func:`secagg_dp.accounting.checkin.observers.server_view_provider`
-(participation revealed; for fixed-size sampling the revealed m/n flag).
+(participation revealed; for fixed-size sampling the revealed m/n flag). ``describe()["coalition"]`` is the
+certificate against an active server colluding with c = ``secagg.corrupt_clients`` clients, which may also
+declare honest clients dropped down to the smallest sum the protocol lets finish (:func:`coalition_min_sum`):
+the same event through ``CheckinAccountant(observer="coalition", coalition=Coalition(c, m))``
+(:mod:`secagg_dp.accounting.checkin.coalition`).
 
 Ledger: every round is spent as one :class:`secagg_dp.accounting.checkin.CheckinRound` event in the core
 :class:`secagg_dp.accounting.core.ledger.PrivacyLedger` (SQLite, one transaction per event, committed before the
@@ -55,13 +59,14 @@ from typing import Any
 import numpy as np
 
 from secagg_dp.accounting.checkin.accountant import CheckinAccountant, tightest_method
+from secagg_dp.accounting.checkin.coalition import Coalition
 from secagg_dp.accounting.checkin.events import CheckinRound
 from secagg_dp.accounting.checkin.mixture import checkin_orders
 from secagg_dp.accounting.core.accountant import Certificate
 from secagg_dp.accounting.core.ledger import PrivacyLedger
 from secagg_dp.errors import ConfigError, ParameterError
 
-__all__ = ["CheckinRound", "SimAccountant", "make_accountant", "effective_gamma", "ORDERS"]
+__all__ = ["CheckinRound", "SimAccountant", "make_accountant", "effective_gamma", "coalition_min_sum", "ORDERS"]
 
 #: Orders of the simulator's ledger: the check-in accountant's grid up to 256 (the integers 2..256).
 ORDERS = checkin_orders(256)
@@ -97,6 +102,8 @@ class SimAccountant:
         )
         self.round_rdp = self.event.rdp(self.orders)
         self.server_ex_post_round_rdp = self._ex_post_round_rdp()
+        min_sum, self.min_sum_rule = coalition_min_sum(cfg)
+        self.coalition = Coalition(colluders=cfg.secagg.corrupt_clients, min_sum=min_sum)
         try:  # certify the whole planned run once up front: an impossible certificate fails before any work
             self.method, self.methods_compared = self._choose_method(cfg.rounds, "analyst")
             self.accountant = self._accountant(self.method, "analyst", cfg.rounds)
@@ -105,6 +112,10 @@ class SimAccountant:
             self.server_accountant = self._accountant(self.server_method, "server", cfg.rounds)
             self._server_certs: dict[int, Certificate] = {}
             self.server_planned_epsilon = self._server_cert(cfg.rounds).epsilon
+            self.coalition_method, self.coalition_methods_compared = self._choose_method(cfg.rounds, "coalition")
+            self.coalition_accountant = self._accountant(self.coalition_method, "coalition", cfg.rounds)
+            self._coalition_certs: dict[int, Certificate] = {}
+            self.coalition_planned_epsilon = self._coalition_cert(cfg.rounds).epsilon
         except ParameterError as exc:
             raise ConfigError(
                 f"Config key 'privacy.method' = {self.method_requested!r} cannot certify {cfg.rounds} rounds: {exc} "
@@ -127,16 +138,26 @@ class SimAccountant:
             return "rdp", None
         if self.method_requested != "auto":
             return self.method_requested, None
-        return tightest_method(self.event, rounds, self.delta, orders=self.orders, observer=observer)
+        coalition = self._coalition_of(observer)
+        return tightest_method(
+            self.event, rounds, self.delta, orders=self.orders, observer=observer, coalition=coalition
+        )
+
+    def _coalition_of(self, observer: str) -> Coalition | None:
+        """The run's :class:`~secagg_dp.accounting.checkin.Coalition` for observer ``"coalition"``, else None."""
+        return self.coalition if observer == "coalition" else None
 
     def _accountant(self, method: str, observer: str, rounds: int) -> CheckinAccountant:
         """The run's accountant for ``observer``. Window method: the window is fixed to the planned run's best
         one (valid for every round count up to the planned one), so each round reuses one mixture."""
-        acc = CheckinAccountant(method, self.neighbouring, orders=self.orders, observer=observer)
+        coalition = self._coalition_of(observer)
+        acc = CheckinAccountant(method, self.neighbouring, orders=self.orders, observer=observer, coalition=coalition)
         if method != "window":
             return acc
         window = acc.compose(self.event, rounds).certificate(self.delta).detail["window"]
-        return CheckinAccountant(method, self.neighbouring, orders=self.orders, observer=observer, window=window)
+        return CheckinAccountant(
+            method, self.neighbouring, orders=self.orders, observer=observer, window=window, coalition=coalition
+        )
 
     def _server_cert(self, rounds: int) -> Certificate:
         """The server's certificate after ``rounds`` rounds (cached: results.json is rewritten every round)."""
@@ -144,6 +165,13 @@ class SimAccountant:
             acc = self.server_accountant.fresh().compose(self.event, max(rounds, 0))
             self._server_certs[rounds] = acc.certificate(self.delta)
         return self._server_certs[rounds]
+
+    def _coalition_cert(self, rounds: int) -> Certificate:
+        """The coalition's certificate after ``rounds`` rounds (cached like the server's)."""
+        if rounds not in self._coalition_certs:
+            acc = self.coalition_accountant.fresh().compose(self.event, max(rounds, 0))
+            self._coalition_certs[rounds] = acc.certificate(self.delta)
+        return self._coalition_certs[rounds]
 
     def _open_ledger(self, path: Path | None) -> PrivacyLedger:
         budget = {} if self.budget is None else {"epsilon_budget": self.budget, "delta": self.delta}
@@ -178,6 +206,7 @@ class SimAccountant:
             "planned_epsilon": self.planned_epsilon,
             "certificate": self.certificate,
             "server": self.server_view(self.rounds),
+            "coalition": self.coalition_view(self.rounds),
             "per_round_rdp": {"orders": [int(o) for o in self.orders], "values": [float(v) for v in self.round_rdp]},
         }
 
@@ -231,6 +260,30 @@ class SimAccountant:
             },
         }
 
+    def coalition_view(self, rounds: int) -> dict[str, Any]:
+        """Certificate against the active server colluding with ``secagg.corrupt_clients`` clients after
+        ``rounds`` rounds: the server's view with the base at k_eff(k) = max(1, min(k, m) - c) honest noise
+        shares, m = :func:`coalition_min_sum` (the event and method choice as for the server)."""
+        cert = self._coalition_cert(rounds)
+        c, m = self.coalition.colluders, self.coalition.min_sum
+        return {
+            "observer": "coalition",
+            "epsilon": cert.epsilon,
+            "delta": self.delta,
+            "order": _int_order(cert.order),
+            "method": self.coalition_method,
+            "methods_compared": self.coalition_methods_compared,
+            "certificate": cert.certificate,
+            "citation": cert.citation,
+            "rounds": rounds,
+            "planned_epsilon": self.coalition_planned_epsilon,
+            "colluders": c,
+            "min_sum": m,
+            "min_sum_rule": self.min_sum_rule,
+            "sees": f"what the server sees, and the inputs, noise and keys of {c} colluding client(s); it may "
+            f"declare honest clients dropped, down to sums of {m} client(s)",
+        }
+
     def record_round(self) -> tuple[float, int | None]:
         """Spend one round in the ledger (before its aggregate is released); return the certified (epsilon, order).
 
@@ -273,6 +326,61 @@ def _cert_dict(cert: Certificate, rounds: int) -> dict[str, Any]:
     out.update(order=_int_order(cert.order), rounds=rounds, ex_post=False)
     out.update({k: v for k, v in cert.detail.items() if k not in out})
     return out
+
+
+def coalition_min_sum(cfg) -> tuple[int, str]:  # noqa: ANN001
+    """m, the smallest number of clients in a sum the simulated protocol lets finish, and the rule that gave it.
+
+    The honest clients of a round in which N clients checked in enforce the Shamir threshold
+    t(N) = ``cfg.secagg.threshold_for(N)`` (the crypto mode builds each client's ``ClientPolicy`` with it as
+    ``min_threshold``; its ``min_roster``, the roster an honest server admits, bounds the roster, not the sum).
+    A finished sum holds at least t(N) clients: a client refuses to unmask with fewer survivors (full graph,
+    Bonawitz et al. 2017 Sec. 6), and under SecAgg+ a self-mask is removed only after t of its k + 1 holders,
+    all survivors in the sum, revealed it (Bell et al. 2020). t depends on N, which is random, so the one m of
+    the certificate is the minimum over every N a round can have (N = 2..n with check-in, N = round(p n) for
+    fixed-size sampling) whose round can finish (t(N) <= N): conservative, and data independent.
+
+    m = 1 (the target's own noise only: the coalition can unmask one client's masked input) when the threshold
+    does not stop an active server: ``security = "semi-honest"`` (no signed keys, no consistency round), or
+    c colluders among the h share holders of a secret with c >= 2t - h for some N (the split-survivor attack
+    of :mod:`protocols.security`: t > (h + c)/2 is needed; all c are assumed to be the target's holders).
+    m = 1 holds even without the one-sum-per-round consistency check: any number of sums is a function of
+    the clients' individual noised inputs, each of which carries its own client's noise share.
+    """
+    sec, pop = cfg.secagg, cfg.population
+    c, n, k = sec.corrupt_clients, pop.clients, sec.neighbours
+    if sec.security == "semi-honest":
+        return 1, (
+            "1: semi-honest clients do not stop an active server (no signed keys, no consistency round), which can "
+            "unmask one client's masked input"
+        )
+    sizes = [pop.fixed_size] if pop.sampling == "fixed" else range(max(2, sec.threshold or 2), n + 1)
+    # beyond N = 3c + 3 no split is possible (2t - N > N/3 >= c + 1 for t > 2N/3), beyond k + 2 the SecAgg+
+    # threshold and holder count are constant, and t(N) is non-decreasing on the full graph: stop there
+    stop = max(3 * c + 3, (k or 0) + 2)
+    best: tuple[int, int] | None = None  # (t, N)
+    for size in sizes:
+        t = sec.threshold_for(size)
+        if t > size:
+            continue  # fewer than t clients checked in: the round aborts
+        holders = size if k is None or k >= size - 1 else k + 1
+        if min(c, holders - 1) >= 2 * t - holders:
+            return 1, (
+                f"1: {min(c, holders - 1)} colluders among the {holders} share holders of a secret reach "
+                f"2t - h = {2 * t - holders} at N = {size} check-ins (t = {t}), so an active server can unmask one "
+                "client's masked input"
+            )
+        if best is None or t < best[0]:
+            best = (t, size)
+        if size >= stop:
+            break
+    if best is None:  # no round can finish: nothing is released beyond K and the flags, any m is valid
+        return n, f"{n}: no round can finish (the threshold exceeds every possible check-in count)"
+    t, size = best
+    return t, (
+        f"{t}: the smallest Shamir threshold t(N) the honest clients enforce in a round that can finish "
+        f"(secagg.threshold_for(N), least at N = {size} check-ins)"
+    )
 
 
 def checkin_provider_for(cfg, plan):  # noqa: ANN001, ANN201

@@ -16,7 +16,17 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SCHEMA", "STUDY_SCHEMA", "INFINITE_EPSILON", "write_atomic", "read_results", "check_results", "jsonable"]
+__all__ = [
+    "SCHEMA",
+    "STUDY_SCHEMA",
+    "INFINITE_EPSILON",
+    "METRICS_NOTE",
+    "COALITION_KEYS",
+    "write_atomic",
+    "read_results",
+    "check_results",
+    "jsonable",
+]
 
 SCHEMA = "secagg-dp/simulate-results/1"
 STUDY_SCHEMA = "secagg-dp/simulate-study/1"
@@ -26,6 +36,17 @@ _ROUND_KEYS = {"round", "checked_in", "included", "aborted", "epsilon", "order",
 #: Keys of a ``communication`` object (crypto mode; ``null`` in ideal mode and for an aborted round).
 COMMUNICATION_KEYS = {"upload_bytes_mean", "upload_bytes_max", "download_bytes_mean", "download_bytes_max", "raw_bytes"}
 
+
+#: Keys of ``privacy.coalition`` (the certificate against an active server with ``colluders`` corrupt clients).
+COALITION_KEYS = {"observer", "epsilon", "delta", "method", "planned_epsilon", "colluders", "min_sum"}
+
+#: ``metrics_note`` of a run document: the task metrics are not covered by the privacy certificates.
+METRICS_NOTE = (
+    "Task metrics (rounds[].metrics, summary.final_metrics) are computed by the simulator outside the protocol "
+    "to evaluate utility, some from raw data (the mean task's mse compares the decoded mean with the survivors' "
+    "true mean; logreg's accuracy and loss use held-out test data). They are not released by the protocol and "
+    "are not covered by the privacy certificates in 'privacy'."
+)
 
 #: Reason attached to an infinite ε written as ``null`` (docs/cli-output.md, "Infinite values").
 INFINITE_EPSILON = "no finite epsilon at this delta: the noise is too small (or delta too small) for any bound"
@@ -110,6 +131,11 @@ def check_results(doc: dict[str, Any]) -> None:
     for key in ("method", "neighbouring", "delta", "accountant"):
         if key not in doc["privacy"]:
             raise ValueError(f"privacy lacks key {key!r}")
+    coalition = doc["privacy"].get("coalition")  # absent from a run with an accountant of the caller's choice
+    if coalition is not None and COALITION_KEYS - set(coalition):
+        raise ValueError(f"privacy.coalition lacks keys {sorted(COALITION_KEYS - set(coalition))}")
+    if coalition is not None and coalition["observer"] != "coalition":
+        raise ValueError(f"privacy.coalition has observer {coalition['observer']!r}, not 'coalition'")
     for i, rnd in enumerate(doc["rounds"], start=1):
         if _ROUND_KEYS - set(rnd):
             raise ValueError(f"round {i} lacks keys {sorted(_ROUND_KEYS - set(rnd))}")

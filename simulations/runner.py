@@ -44,7 +44,7 @@ from simulations.clients import (
     run_blocks,
 )
 from simulations.config import SimConfig
-from simulations.results import SCHEMA, write_atomic
+from simulations.results import METRICS_NOTE, SCHEMA, write_atomic
 from simulations.tasks import LogRegTask, MeanTask, make_task
 from simulations.tasks.protocol import finite_metrics
 
@@ -337,6 +337,7 @@ def run_scenario(
         "derived": p.as_dict(),
         "privacy": acct.describe(),
         "rounds": [],
+        "metrics_note": METRICS_NOTE,
         "summary": {},
         "software": software_info(),
     }

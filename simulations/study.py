@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import secrets
 from pathlib import Path
@@ -125,8 +126,9 @@ def summary_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def observer_lines(doc: dict[str, Any]) -> list[str]:
-    """One line per run and observer: the analyst's certificate (sees K and the aggregate) and the
-    secure-aggregation server's (also sees who took part and who dropped)."""
+    """One line per run and observer: the analyst's certificate (sees K and the aggregate), the
+    secure-aggregation server's (also sees who took part and who dropped) and the coalition's (an active server
+    with c colluding clients, which may shrink a sum to m clients)."""
     runs = doc["runs"] if "runs" in doc else [{"label": doc["config"]["name"], "results": doc}]
     lines = []
     for run in runs:
@@ -141,6 +143,14 @@ def observer_lines(doc: dict[str, Any]) -> list[str]:
             lines.append(
                 f"{run['label']}: observer server (also sees who took part and who dropped): epsilon = "
                 f"{server['epsilon']:.6g} at delta = {priv.get('delta')} ({unit} level)"
+            )
+        coalition = priv.get("coalition") or {}
+        if coalition:
+            eps, c = coalition["epsilon"], coalition["colluders"]
+            lines.append(
+                f"{run['label']}: observer coalition (an active server with {c} colluding client{'' if c == 1 else 's'}"
+                f", sums down to {coalition['min_sum']} clients): epsilon = "
+                f"{math.inf if eps is None else eps:.6g} at delta = {priv.get('delta')} ({unit} level)"
             )
     return lines
 

@@ -34,6 +34,11 @@ if TYPE_CHECKING:  # the names, for type checkers and the API reference; at run 
         strong_composition_baseline,
     )
     from secagg_dp.accounting.checkin.bases import DDGSum, GaussianSum, SkellamSum
+    from secagg_dp.accounting.checkin.coalition import (
+        Coalition,
+        coalition_certificate,
+        coalition_view_provider,
+    )
     from secagg_dp.accounting.checkin.dropout import (
         PROTOCOL_DROPOUT_STAGES,
         DropoutStage,
@@ -253,6 +258,9 @@ __all__ = [
     "server_view_provider",
     "server_certificate",
     "server_ex_post_certificate",
+    "Coalition",
+    "coalition_view_provider",
+    "coalition_certificate",
     "checkin_mixture",
     "checkin_rdp",
     "checkin_epsilon",
@@ -338,6 +346,7 @@ _EXPORTS = {
         "CHECKIN_ORDERS OBSERVERS BaseMechanism CheckinCertificate MixtureResult PerKProvider PerKTable "
         "SubsampledCheckin checkin_epsilon checkin_mixture checkin_orders checkin_rdp window_certificate"
     ),
+    "checkin.coalition": "Coalition coalition_certificate coalition_view_provider",
     "checkin.observers": "server_certificate server_ex_post_certificate server_view_provider",
     "checkin.pld": (
         "PLD_OBSERVERS PLDCertificate calibrate_checkin_pld checkin_pld checkin_round_delta epsilon_for_delta "

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from simulations.cli._args import DELTA, MAX_CHECKIN_ORDER, POSITIVE, PROBABILITY, int_in, real_in
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from secagg_dp.accounting.checkin.coalition import Coalition
+    from secagg_dp.accounting.checkin.mixture import BaseMechanism, CheckinCertificate
+    from secagg_dp.accounting.checkin.pld import PLDCertificate
 
 __all__ = ["register_account", "register_calibrate"]
 
@@ -23,7 +31,8 @@ def register_account(subparsers: argparse._SubParsersAction) -> None:
             "otherwise, capped by the base RDP) and the window "
             "certificate. Two observers: the analyst (sees K and the aggregate; amplified by check-in) and the "
             "secure-aggregation server (also sees who took part and who dropped; no secrecy of participation), "
-            "one line each."
+            "one line each; with --colluders C --min-sum M a third, the coalition of an active server with C "
+            "corrupt clients that may exclude honest clients down to sums of M clients."
         ),
     )
     p.add_argument(
@@ -71,6 +80,7 @@ def register_account(subparsers: argparse._SubParsersAction) -> None:
         help="whose view the top-level JSON certificate is for: the analyst (sees K and the aggregate) "
         "or the server (also sees who took part); both are printed, and JSON has 'server' too",
     )
+    _coalition_flags(p)
     p.add_argument(
         "--window-delta",
         choices=("conditioning", "coupling"),
@@ -127,6 +137,82 @@ def register_account(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_handle)
 
 
+def _coalition_flags(p: argparse.ArgumentParser) -> None:
+    """``--colluders C`` and ``--min-sum M``: the coalition observer (docs/accounting/observers.md)."""
+    p.add_argument(
+        "--colluders",
+        type=int_in(0),
+        default=None,
+        metavar="C",
+        help="corrupt clients colluding with an active secure-aggregation server (needs --min-sum): adds the "
+        "coalition certificate, which subtracts their inputs and noise",
+    )
+    p.add_argument(
+        "--min-sum",
+        type=int_in(1),
+        default=None,
+        metavar="M",
+        help="smallest number of clients in a sum the protocol lets finish (its threshold t; at most --n); "
+        "required with --colluders",
+    )
+
+
+def _coalition_of(args: argparse.Namespace) -> Coalition | None:
+    """The :class:`Coalition` of ``--colluders``/``--min-sum`` (None without them); bad combinations refused."""
+    from secagg_dp.errors import ParameterError
+
+    if args.colluders is None:
+        if args.min_sum is not None:
+            raise ParameterError("Argument '--min-sum' goes with '--colluders' (use --colluders 0 for none).")
+        return None
+    if args.min_sum is None:
+        raise ParameterError(
+            "Argument '--colluders' needs '--min-sum' M, the smallest sum the protocol lets finish (its threshold t)."
+        )
+    if args.min_sum > args.n:
+        raise ParameterError(f"Argument '--min-sum' must be at most --n = {args.n}, not {args.min_sum}.")
+    from secagg_dp.accounting.checkin.coalition import Coalition
+
+    return Coalition(args.colluders, args.min_sum)
+
+
+def _coalition_certificate(
+    args: argparse.Namespace,
+    coalition: Coalition,
+    mech: BaseMechanism,
+    gamma: float,
+    orders: np.ndarray,
+    neighbouring: str,
+    pld: bool,
+) -> CheckinCertificate | PLDCertificate:
+    """The coalition's certificate, with the method of the server's: pld when the server's is pld (falling back
+    to rdp outside the PLD grid's range, as the default does), else the full mixture (rdp)."""
+    from secagg_dp.errors import ParameterError
+
+    if pld:
+        from secagg_dp.accounting.checkin.pld import checkin_pld
+
+        try:
+            return checkin_pld(
+                args.n, gamma, args.sigma, args.rounds, args.delta, observer="coalition", coalition=coalition
+            )
+        except ParameterError:
+            pass
+    from secagg_dp.accounting.checkin.coalition import coalition_certificate
+
+    return coalition_certificate(
+        mech, args.n, gamma, args.rounds, args.delta, coalition, orders, neighbouring=neighbouring
+    )
+
+
+def _print_coalition(cert: CheckinCertificate | PLDCertificate) -> None:
+    order = getattr(cert, "order", None)
+    print(
+        f"  {'observer coalition (' + cert.method + ')':<34}{cert.epsilon:>12.6g}{order or '':>7}  "
+        f"server + {cert.colluders} colluding clients, sums of >= {cert.min_sum} clients"
+    )
+
+
 def _handle(args: argparse.Namespace) -> int:
     import math
     import warnings
@@ -150,6 +236,7 @@ def _handle(args: argparse.Namespace) -> int:
         if args.dropout is None:
             raise ParameterError("Argument '--p' needs '--dropout' (use --dropout 0 for none).")
         gamma = effective_checkin_rate(args.p, args.dropout, args.dropout_stages)
+    coalition = _coalition_of(args)
     orders = checkin_orders(args.max_order)
     local = args.local_steps is not None
     if not local and args.sample_rate != 1.0:
@@ -181,7 +268,7 @@ def _handle(args: argparse.Namespace) -> int:
     pool = pld_job = None
     if method == "pld":
         from secagg_dp._parallel import idle_cpus
-        from secagg_dp.accounting.checkin.pld import PLDCertificate, checkin_pld
+        from secagg_dp.accounting.checkin.pld import checkin_pld
 
         def pld_pair() -> tuple[PLDCertificate, PLDCertificate]:
             return (
@@ -240,6 +327,7 @@ def _handle(args: argparse.Namespace) -> int:
             if args.method == "pld":
                 raise
             method, pld, pld_server, pld_note = "rdp", None, None, f"pld unavailable, rdp used: {exc}"
+    coal = None if coalition is None else _coalition_certificate(args, coalition, mech, gamma, orders, nb, bool(pld))
     comparison = None
     if local and args.local_steps >= 2 and args.mechanism == "gaussian":
         from secagg_dp.accounting.checkin.mixture import PerKTable, checkin_rdp
@@ -275,6 +363,8 @@ def _handle(args: argparse.Namespace) -> int:
         out["bound"] = "own noise per local step" if local and args.local_steps >= 2 else "joint noise"
         out["server"] = server_cert.as_dict()
         out["server_ex_post"] = ex_post.as_dict()
+        if coal is not None:
+            out["coalition"] = coal.as_dict()
         out["dropout_stages"] = args.dropout_stages if args.gamma is None else None
         if comparison:
             out["comparison"] = comparison
@@ -353,6 +443,8 @@ def _handle(args: argparse.Namespace) -> int:
         f"  {'observer server (' + s_cert.method + ')':<34}{s_cert.epsilon:>12.6g}{s_order:>7}  "
         "also sees who took part and who dropped"
     )
+    if coal is not None:
+        _print_coalition(coal)
     print(
         f"  {'server, ex-post (took part in all)':<34}{ex_post.epsilon:>12.6g}{ex_post.order:>7}  "
         "ex-post: for a client seen in every round"
@@ -398,9 +490,28 @@ def register_calibrate(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--delta", type=DELTA, required=True, help="target delta in (0, 1)")
     p.add_argument("--epsilon", type=POSITIVE, required=True, help="target epsilon")
     p.add_argument("--method", choices=("pld",), default="pld", help="accountant (pld, the tightest certified)")
-    p.add_argument("--observer", choices=("analyst", "server"), default="analyst", help="who is observed")
+    p.add_argument(
+        "--observer",
+        choices=("analyst", "server", "coalition"),
+        default="analyst",
+        help="who is observed: the analyst, the secure-aggregation server, or the coalition of an active server "
+        "with --colluders corrupt clients (needs --colluders and --min-sum)",
+    )
+    _coalition_flags(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=_handle_calibrate)
+
+
+def _calibration_coalition(args: argparse.Namespace) -> Coalition | None:
+    """``--colluders``/``--min-sum`` for ``--observer coalition`` (required there, refused elsewhere)."""
+    from secagg_dp.errors import ParameterError
+
+    coalition = _coalition_of(args)
+    if args.observer == "coalition" and coalition is None:
+        raise ParameterError("Argument '--observer' = 'coalition' needs '--colluders' C and '--min-sum' M.")
+    if args.observer != "coalition" and coalition is not None:
+        raise ParameterError(f"Argument '--colluders' needs '--observer coalition', not '--observer {args.observer}'.")
+    return coalition
 
 
 def _handle_calibrate(args: argparse.Namespace) -> int:
@@ -410,6 +521,7 @@ def _handle_calibrate(args: argparse.Namespace) -> int:
     from secagg_dp.accounting.checkin.pld import calibrate_checkin_pld
     from simulations.cli._output import dumps
 
+    coalition = _calibration_coalition(args)
     start = time.perf_counter()
 
     def progress(stage: str, step: int, sigma: float, epsilon: float) -> None:
@@ -423,7 +535,14 @@ def _handle_calibrate(args: argparse.Namespace) -> int:
             )
 
     sigma, cert = calibrate_checkin_pld(
-        args.n, args.gamma, args.rounds, args.delta, args.epsilon, observer=args.observer, progress=progress
+        args.n,
+        args.gamma,
+        args.rounds,
+        args.delta,
+        args.epsilon,
+        observer=args.observer,
+        progress=progress,
+        coalition=coalition,
     )
     out = {"sigma": sigma, "target_epsilon": args.epsilon, "n": args.n, "gamma": args.gamma, **cert.as_dict()}
     if args.json:

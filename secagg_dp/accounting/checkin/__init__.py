@@ -4,9 +4,10 @@ Holds the check-in round event (:mod:`.events`) and its accountant under the cor
 (:mod:`.accountant`: rdp, window and pld methods), the binomial check-in mixture and window certificate
 (:mod:`.mixture`), the per-k base mechanisms (:mod:`.bases`: Gaussian, Skellam and distributed discrete
 Gaussian sums) and the one provider builder (:mod:`.providers`), binomial tail math (:mod:`.tails`), dropout
-models (:mod:`.dropout`), local steps (:mod:`.local_steps`), per-observer certificates (:mod:`.observers`),
-labelled baselines (:mod:`.baselines`) and the privacy-loss-distribution accountant (:mod:`.pld`). It imports the
-core and never the shuffle accountants. ``CHECKIN_ORDERS`` is the check-in order grid
+models (:mod:`.dropout`), local steps (:mod:`.local_steps`), per-observer certificates (:mod:`.observers`; the
+coalition of an active server with corrupt clients: :mod:`.coalition`), labelled baselines (:mod:`.baselines`)
+and the privacy-loss-distribution accountant (:mod:`.pld`). It imports the core and never the shuffle
+accountants. ``CHECKIN_ORDERS`` is the check-in order grid
 (:func:`.mixture.checkin_orders`: integers 2..256, then every 16th to 1024), not the core's ``DEFAULT_ORDERS``;
 ``DEFAULT_ORDERS`` here is its former name (the same array).
 """
@@ -21,6 +22,7 @@ if TYPE_CHECKING:  # the names, for type checkers and the API reference; at run 
     from secagg_dp.accounting.checkin.accountant import *  # noqa: F403
     from secagg_dp.accounting.checkin.baselines import *  # noqa: F403
     from secagg_dp.accounting.checkin.bases import *  # noqa: F403
+    from secagg_dp.accounting.checkin.coalition import *  # noqa: F403
     from secagg_dp.accounting.checkin.dropout import *  # noqa: F403
     from secagg_dp.accounting.checkin.events import *  # noqa: F403
     from secagg_dp.accounting.checkin.local_steps import *  # noqa: F403
@@ -34,6 +36,7 @@ _MODULES = (
     "accountant",
     "baselines",
     "bases",
+    "coalition",
     "dropout",
     "events",
     "local_steps",
@@ -53,6 +56,7 @@ _ALL_ORDER = (
     "local_steps",
     "baselines",
     "observers",
+    "coalition",
     "pld",
     "providers",
 )

@@ -14,7 +14,11 @@
 ``observer="analyst"`` certifies what the analyst sees (K and the aggregate: the round's own provider);
 ``observer="server"`` what the secure-aggregation server sees, which also learns who took part: each round's
 base mechanism is re-wrapped by :func:`~secagg_dp.accounting.checkin.observers.server_view_provider`
-(the PLD method has its own server view).
+(the PLD method has its own server view); ``observer="coalition"`` (with ``coalition=Coalition(c, m)``) what
+an active server colluding with c clients sees, which may also exclude honest clients down to sums of m
+clients: each round's base mechanism is re-wrapped by
+:func:`~secagg_dp.accounting.checkin.coalition.coalition_view_provider` (the PLD method: ``checkin_pld`` with
+the same coalition). The certificate's ``detail`` then holds ``colluders`` and ``min_sum``.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import dataclasses
 import math
 import warnings
 from collections.abc import Iterator
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +39,9 @@ from secagg_dp.accounting.core.conversion import LargestOrderWarning
 from secagg_dp.accounting.core.events import PrivacyEvent, SelfComposed
 from secagg_dp.accounting.core.rdp_accountant import RdpAccountant
 from secagg_dp.errors import ParameterError
+
+if TYPE_CHECKING:
+    from secagg_dp.accounting.checkin.coalition import Coalition
 
 __all__ = ["CHECKIN_METHODS", "CheckinAccountant", "pld_supports", "tightest_method"]
 
@@ -49,6 +56,10 @@ _CITATIONS = {
     "pld": "Zhu, Dong & Wang 2022, Thm 10 (dominating pair of the subsampled Gaussian); Connect-the-Dots, "
     "Doroshenko, Ghazi, Kamath, Kumar & Manurangsi 2022, Alg. 1; proofs in docs/accounting/pld.md",
 }
+_COALITION_CITATION = (
+    "; coalition view (server + colluders, sums of at least min_sum clients): Bonawitz et al. 2017, Sec. 6; "
+    "Bell et al. 2020; docs/accounting/observers.md"
+)
 
 
 def _round_of(event: Any) -> tuple[CheckinRound, int] | None:
@@ -88,7 +99,9 @@ class CheckinAccountant(PrivacyAccountant):
     round is refused). ``orders``: integer Rényi orders (default: the check-in grid, integers 2..256 then
     every 16th to 1024). ``window`` (method ``"window"`` only): a fixed client-count window [k_lo, k_hi]
     instead of the best of the candidate windows (valid for any window with T P(K outside) < delta; fixing it
-    lets round-by-round certificates reuse one mixture). See the module docstring for mechanisms and sources.
+    lets round-by-round certificates reuse one mixture). ``coalition``: the
+    :class:`~secagg_dp.accounting.checkin.coalition.Coalition` (colluders, min_sum), required for and only for
+    ``observer="coalition"``. See the module docstring for mechanisms and sources.
     """
 
     citation = _CITATIONS["rdp"]
@@ -101,8 +114,10 @@ class CheckinAccountant(PrivacyAccountant):
         orders: Any = None,
         observer: str = "analyst",
         window: tuple[int, int] | None = None,
+        coalition: Coalition | None = None,
     ) -> None:
         super().__init__(neighbouring, observer=observer)
+        self.coalition = _check_coalition_arg(self.observer, coalition)
         if method not in CHECKIN_METHODS:
             raise ParameterError(f"Argument 'method' must be one of {CHECKIN_METHODS}, not {method!r}.")
         if window is not None and (method != "window" or len(window) != 2 or not 0 <= window[0] <= window[1]):
@@ -134,6 +149,11 @@ class CheckinAccountant(PrivacyAccountant):
         """The round as this accountant's observer sees it (the server: participation revealed)."""
         if self.observer == "analyst":
             return ev
+        if self.coalition is not None:
+            from secagg_dp.accounting.checkin.coalition import coalition_view_provider
+
+            provider = coalition_view_provider(ev.provider.mechanism, ev.clients, self.coalition, ev.neighbouring)
+            return dataclasses.replace(ev, provider=provider)
         from secagg_dp.accounting.checkin.observers import server_view_provider
 
         return dataclasses.replace(
@@ -148,8 +168,10 @@ class CheckinAccountant(PrivacyAccountant):
         ev = r[0]
         if ev.neighbouring != self.neighbouring:
             return ev, f"it is '{ev.neighbouring}' but the accountant is '{self.neighbouring}'"
-        if self.observer == "server" and not hasattr(ev.provider, "mechanism"):
-            return ev, "the server view needs a provider with a base 'mechanism' (a SubsampledCheckin)"
+        if self.observer != "analyst" and not hasattr(ev.provider, "mechanism"):
+            return ev, f"the {self.observer} view needs a provider with a base 'mechanism' (a SubsampledCheckin)"
+        if self.coalition is not None and self.coalition.min_sum > ev.clients:
+            return ev, f"its n = {ev.clients} clients is below the coalition's min_sum = {self.coalition.min_sum}"
         if self.method == "rdp":
             return None
         if self.method == "window" and ev.gamma is None:
@@ -192,7 +214,9 @@ class CheckinAccountant(PrivacyAccountant):
             return cert.epsilon, float(cert.order), 0.0, detail
         from secagg_dp.accounting.checkin.pld import checkin_pld
 
-        pld = checkin_pld(ev.clients, gamma, ev.provider.mechanism.sigma, t, delta, observer=self.observer)
+        pld = checkin_pld(
+            ev.clients, gamma, ev.provider.mechanism.sigma, t, delta, observer=self.observer, coalition=self.coalition
+        )
         slack = pld.epsilon - min(pld.epsilon_optimistic, pld.epsilon) if math.isfinite(pld.epsilon) else math.inf
         detail = {
             "epsilon_optimistic": pld.epsilon_optimistic,
@@ -222,7 +246,7 @@ class CheckinAccountant(PrivacyAccountant):
             neighbouring=self.neighbouring,
             method=self.method,
             certificate=True,
-            citation=_CITATIONS[self.method],
+            citation=_CITATIONS[self.method] + ("" if self.coalition is None else _COALITION_CITATION),
             slack=slack,
             order=order,
             detail={
@@ -230,13 +254,38 @@ class CheckinAccountant(PrivacyAccountant):
                 # the optimum at the largest order offered: larger orders may give a smaller epsilon
                 "optimal_order_is_largest": order is not None and order == float(self._rdp.orders.max()),
                 **detail,
+                **({} if self.coalition is None else self.coalition.as_dict()),
             },
         )
 
     def fresh(self) -> Self:
         return type(self)(
-            self.method, self.neighbouring, orders=self._rdp.orders, observer=self.observer, window=self.window
+            self.method,
+            self.neighbouring,
+            orders=self._rdp.orders,
+            observer=self.observer,
+            window=self.window,
+            coalition=self.coalition,
         )
+
+
+def _check_coalition_arg(observer: str, coalition: Any) -> Coalition | None:
+    """The coalition of observer ``"coalition"`` (required there), None for the other observers (refused)."""
+    if observer != "coalition":
+        if coalition is not None:
+            raise ParameterError(
+                f"Argument 'coalition' is for observer 'coalition' only, not observer {observer!r}. To fix, pass "
+                "observer='coalition' or drop coalition."
+            )
+        return None
+    from secagg_dp.accounting.checkin.coalition import Coalition, _check_coalition
+
+    if coalition is None:
+        raise ParameterError(
+            "Argument 'coalition' is required for observer 'coalition': pass "
+            f"coalition={Coalition.__name__}(colluders, min_sum)."
+        )
+    return _check_coalition(coalition)
 
 
 def tightest_method(
@@ -247,6 +296,7 @@ def tightest_method(
     orders: Any = None,
     observer: str = "analyst",
     methods: tuple[str, ...] = CHECKIN_METHODS,
+    coalition: Coalition | None = None,
 ) -> tuple[str, dict[str, float]]:
     """The certified method with the smallest epsilon for ``rounds`` repetitions of ``event`` at ``delta``.
 
@@ -254,13 +304,16 @@ def tightest_method(
     :class:`ParameterError`, e.g. a PLD grid out of range, is skipped) is evaluated; the smallest epsilon wins,
     ties going to the earlier method in ``methods``. The choice depends only on the mechanism's parameters,
     never on data, so the certificate of the chosen method is valid. Returns (method, {method: epsilon}).
+    ``coalition`` as in :class:`CheckinAccountant` (observer ``"coalition"``).
     """
     from secagg_dp._validate import check_int
 
     t = check_int("rounds", rounds, lo=1)
     results: dict[str, float] = {}
     for m in methods:
-        acc = CheckinAccountant(m, getattr(event, "neighbouring", "replace-one"), orders=orders, observer=observer)
+        acc = CheckinAccountant(
+            m, getattr(event, "neighbouring", "replace-one"), orders=orders, observer=observer, coalition=coalition
+        )
         if not acc.supports(event):
             continue
         try:

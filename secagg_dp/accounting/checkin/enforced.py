@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -47,7 +48,7 @@ from secagg_dp.accounting.checkin.mixture import SubsampledCheckin
 from secagg_dp.accounting.core.rdp import skellam_rdp
 from secagg_dp.errors import ParameterError
 
-__all__ = ["EnforcedSkellamSum", "enforced_checkin_provider", "enforced_variance"]
+__all__ = ["EnforcedSkellamSum", "enforced_checkin_provider", "enforced_variance", "revealed_dropout_rdp"]
 
 _TAIL = 1e-40
 
@@ -114,35 +115,64 @@ class EnforcedSkellamSum:
 
     @functools.lru_cache(maxsize=4096)  # noqa: B019  (frozen, hashable instance; a handful per run)
     def _rdp_k(self, k: int, orders: tuple[float, ...]) -> npt.NDArray[np.float64]:
-        a = np.asarray(orders)
-        mu, l2, l1 = self.target_variance, self.l2_sensitivity, self.l1_sensitivity
-        m, rho = self.n - min(k, self.n), self.dropout_rate
-        if m == 0 or rho == 0.0:
-            return np.asarray(skellam_rdp(a, mu, l2, l1), dtype=np.float64)
-        d_lo = int(max(0, stats.binom.ppf(_TAIL, m, rho) - 1))
-        d_hi = int(min(m, stats.binom.isf(_TAIL, m, rho) + 1))
-        ds = np.arange(d_lo, d_hi + 1, dtype=np.int64)
-        logw = stats.binom.logpmf(ds, m, rho)
-        if d_lo > 0:  # the lower tail has at least the variance at d_lo (V is non-increasing in d): merge it there
-            logw[0] = np.logaddexp(logw[0], float(stats.binom.logcdf(d_lo - 1, m, rho)))
-        # one term per distinct variance (every d <= D shares mu): weights summed in log space
-        var, inverse = np.unique(enforced_variance(mu, self.tolerance, k, ds), return_inverse=True)
-        top = logw.max()
-        mass = np.zeros(var.size)
-        np.add.at(mass, inverse, np.exp(logw - top))
-        with np.errstate(divide="ignore"):
-            log_mass = np.log(mass) + top
-        eps = np.asarray(skellam_rdp(a, var, l2, l1)).reshape(var.size, a.size)
-        terms = log_mass[:, None] + (a - 1.0)[None, :] * eps
-        tail = float(stats.binom.sf(d_hi, m, rho))
-        if tail > 0.0:  # charged with the smallest variance any roster can leave, k mu / (n - D(n))
-            n_top = int(_tolerated(self.tolerance, np.array([self.n]))[0])
-            v_min = min(mu, k * mu / max(self.n - n_top, 1))
-            worst = np.asarray(skellam_rdp(a, v_min, l2, l1)).reshape(a.size)
-            terms = np.vstack([terms, math.log(tail) + (a - 1.0) * worst])
-        peak = terms.max(axis=0)
-        out: npt.NDArray[np.float64] = (peak + np.log(np.exp(terms - peak).sum(axis=0))) / (a - 1.0)
-        return np.maximum(out, 0.0)
+        mu = self.target_variance
+        n_top = int(_tolerated(self.tolerance, np.array([self.n]))[0])
+        return revealed_dropout_rdp(
+            np.asarray(orders),
+            self.n - min(k, self.n),
+            self.dropout_rate,
+            lambda ds: enforced_variance(mu, self.tolerance, k, ds),
+            min(mu, k * mu / max(self.n - n_top, 1)),
+            self.l2_sensitivity,
+            self.l1_sensitivity,
+        )
+
+
+def revealed_dropout_rdp(
+    orders: npt.NDArray[np.float64],
+    trials: int,
+    rho: float,
+    variance: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.float64]],
+    tail_variance: float,
+    l2_sensitivity: float,
+    l1_sensitivity: float,
+) -> npt.NDArray[np.float64]:
+    """1/(a-1) log sum_d P(d) exp((a-1) eps_Sk(a; variance(d))), d ~ Binomial(``trials``, ``rho``) revealed.
+
+    The Rényi divergence of a mixture whose data-independent label d is revealed is this sum exactly
+    (module docstring); eps_Sk is Agarwal, Kairouz & Liu (2021, Thm 3.5). ``variance`` must be non-increasing
+    in d: the sum is truncated where the Binomial tails are below 1e-40, the lower tail merged into its
+    truncation point (a smaller variance there) and the upper tail charged with ``tail_variance``, which must
+    be <= variance(d) for every d <= ``trials``. Shared by :class:`EnforcedSkellamSum` and the coalition view
+    (:mod:`secagg_dp.accounting.checkin.coalition`)."""
+    a = np.asarray(orders, dtype=np.float64)
+    l2, l1 = l2_sensitivity, l1_sensitivity
+    if trials == 0 or rho == 0.0:
+        v0 = float(variance(np.zeros(1, dtype=np.int64))[0])
+        return np.asarray(skellam_rdp(a, v0, l2, l1), dtype=np.float64)
+    m = trials
+    d_lo = int(max(0, stats.binom.ppf(_TAIL, m, rho) - 1))
+    d_hi = int(min(m, stats.binom.isf(_TAIL, m, rho) + 1))
+    ds = np.arange(d_lo, d_hi + 1, dtype=np.int64)
+    logw = stats.binom.logpmf(ds, m, rho)
+    if d_lo > 0:  # the lower tail has at least the variance at d_lo (V is non-increasing in d): merge it there
+        logw[0] = np.logaddexp(logw[0], float(stats.binom.logcdf(d_lo - 1, m, rho)))
+    # one term per distinct variance (every d <= D shares mu): weights summed in log space
+    var, inverse = np.unique(variance(ds), return_inverse=True)
+    top = logw.max()
+    mass = np.zeros(var.size)
+    np.add.at(mass, inverse, np.exp(logw - top))
+    with np.errstate(divide="ignore"):
+        log_mass = np.log(mass) + top
+    eps = np.asarray(skellam_rdp(a, var, l2, l1)).reshape(var.size, a.size)
+    terms = log_mass[:, None] + (a - 1.0)[None, :] * eps
+    tail = float(stats.binom.sf(d_hi, m, rho))
+    if tail > 0.0:  # charged with the smallest variance any roster can leave
+        worst = np.asarray(skellam_rdp(a, tail_variance, l2, l1)).reshape(a.size)
+        terms = np.vstack([terms, math.log(tail) + (a - 1.0) * worst])
+    peak = terms.max(axis=0)
+    out: npt.NDArray[np.float64] = (peak + np.log(np.exp(terms - peak).sum(axis=0))) / (a - 1.0)
+    return np.maximum(out, 0.0)
 
 
 def enforced_checkin_provider(

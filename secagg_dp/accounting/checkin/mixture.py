@@ -435,8 +435,10 @@ class CheckinCertificate:
     """An (epsilon, delta) certificate of T rounds of distributed check-in (an upper bound) for ``observer``.
 
     ``observer="analyst"``: sees K and the aggregate (the released model); ``"server"``: the secure-aggregation
-    server, which also sees who took part and who dropped. ``certificate`` is False for labelled
-    comparisons that are not upper bounds; ``ex_post`` marks a bound conditioned on the target's participation.
+    server, which also sees who took part and who dropped; ``"coalition"``: that server colluding with
+    ``colluders`` clients, sums of at least ``min_sum`` clients (:mod:`~secagg_dp.accounting.checkin.coalition`).
+    ``certificate`` is False for labelled comparisons that are not upper bounds; ``ex_post`` marks a bound
+    conditioned on the target's participation.
     """
 
     epsilon: float
@@ -452,12 +454,20 @@ class CheckinCertificate:
     observer: str = "analyst"
     certificate: bool = True
     ex_post: bool = False
+    colluders: int | None = None  # observer "coalition": c corrupt clients colluding with the server
+    min_sum: int | None = None  # observer "coalition": the smallest sum the protocol lets finish
 
     def __post_init__(self) -> None:
         if self.observer not in OBSERVERS:
             raise ParameterError(f"Argument 'observer' must be one of {OBSERVERS}, not {self.observer!r}.")
+        if (self.observer == "coalition") != (self.colluders is not None and self.min_sum is not None):
+            raise ParameterError(
+                "Arguments 'colluders' and 'min_sum' must be given exactly for observer 'coalition', "
+                f"not colluders={self.colluders!r}, min_sum={self.min_sum!r} for observer {self.observer!r}."
+            )
 
     def as_dict(self) -> dict[str, Any]:
+        coalition = {"colluders": self.colluders, "min_sum": self.min_sum} if self.observer == "coalition" else {}
         return {
             "observer": self.observer,
             "certificate": self.certificate,
@@ -471,6 +481,7 @@ class CheckinCertificate:
             "window": list(self.window) if self.window else None,
             "delta_rdp": self.delta_rdp,
             "delta_window": self.delta_window,
+            **coalition,
         }
 
 

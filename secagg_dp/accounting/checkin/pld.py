@@ -13,6 +13,11 @@ sensitivity of the sum Delta = 2). Proofs: ``docs/accounting/pld.md``.
 * ``observer="server"`` also sees who took part: with probability gamma the target contributes, together
   with K - 1 ~ Bin(n - 1, gamma) others, and the round is the Gaussian pair (N(Delta, s_k^2), N(0, s_k^2));
   otherwise the loss is 0.
+* ``observer="coalition"`` (``coalition=Coalition(c, m)``): the server view with the per-k Gaussian at
+  k_eff(k) = max(1, min(k, m) - c) honest clients (std s = sigma sqrt(k_eff(k))): the coalition subtracts the
+  colluders' inputs and noise and may exclude honest clients down to sums of m clients
+  (:mod:`secagg_dp.accounting.checkin.coalition`). k_eff is non-decreasing, so a block's worst pair is at
+  k_eff(k_lo), as for the server.
 
 Per round: delta(eps) = sum_k w_k delta_k(eps) + p_out, exact closed forms per component; the binomial mass
 outside a window W (a rigorous upper bound p_out from ``log_binom_tail_ub``) is moved to loss +infinity.
@@ -50,7 +55,7 @@ __all__ = [
     "epsilon_for_delta",
 ]
 
-PLD_OBSERVERS = ("analyst", "server")
+PLD_OBSERVERS = ("analyst", "server", "coalition")
 _DELTA_SENS = 2.0  # replace-one L2 sensitivity of the sum at clip C = 1
 _GRID_POINTS = 10000  # default grid: top / h; the pessimistic-optimistic gap reports the slack
 _MAX_POINTS = 10_000_001
@@ -84,10 +89,17 @@ class PLDCertificate:
     neighbouring: str = "replace-one"
     certificate: bool = True
     tail_handling: str = "binomial mass outside the window moved to privacy loss +infinity (counted in delta)"
+    colluders: int | None = None  # observer "coalition" only
+    min_sum: int | None = None  # observer "coalition" only
 
     def __post_init__(self) -> None:
         if self.observer not in PLD_OBSERVERS:
             raise ParameterError(f"Argument 'observer' must be one of {PLD_OBSERVERS}, not {self.observer!r}.")
+        if (self.observer == "coalition") != (self.colluders is not None and self.min_sum is not None):
+            raise ParameterError(
+                "Arguments 'colluders' and 'min_sum' must be given exactly for observer 'coalition', "
+                f"not colluders={self.colluders!r}, min_sum={self.min_sum!r} for observer {self.observer!r}."
+            )
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready record; ``method`` says which accountant produced ``epsilon``."""
@@ -109,6 +121,7 @@ class PLDCertificate:
             "delta_truncation": self.delta_truncation,
             "discretization": self.discretization,
             "tail_handling": self.tail_handling,
+            **({"colluders": self.colluders, "min_sum": self.min_sum} if self.observer == "coalition" else {}),
         }
 
 
@@ -141,20 +154,32 @@ def _blocks(a: int, b: int, rel: float) -> tuple[np.ndarray, np.ndarray]:
     return np.array(los, dtype=np.float64), np.array(his, dtype=np.float64)
 
 
-def _components(n: int, gamma: float, sigma: float, observer: str, tail_budget: float, block_rel: float) -> _Components:
+_CoalitionKey = tuple[int, int] | None  # (colluders, min_sum) for observer "coalition", else None
+
+
+def _components(
+    n: int,
+    gamma: float,
+    sigma: float,
+    observer: str,
+    tail_budget: float,
+    block_rel: float,
+    coalition: _CoalitionKey = None,
+) -> _Components:
     """Window, block weights and worst-case pairs of one round (weights from the binomial pmf, exact).
 
     Everything but the noise std s = sigma sqrt(k_lo) is independent of sigma and kept across calls
     (a calibration asks for the same n, gamma and budget at every sigma it tries)."""
-    w, q, root_k, w_null, p_out, window = _sigma_free_components(n, gamma, observer, tail_budget, block_rel)
+    w, q, root_k, w_null, p_out, window = _sigma_free_components(n, gamma, observer, tail_budget, block_rel, coalition)
     return _Components(w, q, sigma * root_k, w_null, p_out, window)
 
 
 @functools.lru_cache(maxsize=16)
 def _sigma_free_components(
-    n: int, gamma: float, observer: str, tail_budget: float, block_rel: float
+    n: int, gamma: float, observer: str, tail_budget: float, block_rel: float, coalition: _CoalitionKey = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float, tuple[int, int]]:
-    """(w, q, sqrt(k_lo), w_null, p_out, window) of :func:`_components`; the arrays are read-only."""
+    """(w, q, sqrt(k_lo), w_null, p_out, window) of :func:`_components`; the arrays are read-only. For the
+    coalition, sqrt(k_eff(k_lo)) with k_eff(k) = max(1, min(k, m) - c), ``coalition`` = (c, m)."""
     if observer == "analyst":
         m, shift, lead = n, 0, 1.0  # K ~ Bin(n, gamma), k = K
     else:
@@ -193,7 +218,11 @@ def _sigma_free_components(
             k_lo = k_lo.copy()
             k_lo[0] = 1.0
     q = k_hi / n if observer == "analyst" else np.ones_like(k_hi)
-    root_k = np.sqrt(k_lo)
+    if observer == "coalition" and coalition is not None:  # _check required it
+        c, m_sum = coalition
+        root_k = np.sqrt(np.maximum(1.0, np.minimum(k_lo, float(m_sum)) - c))
+    else:
+        root_k = np.sqrt(k_lo)
     for arr in (w, q, root_k):
         arr.setflags(write=False)
     return w, q, root_k, w_null, p_out, (a + shift, b + shift)
@@ -279,6 +308,7 @@ def checkin_round_delta(
     observer: str = "analyst",
     tail_budget: float = 1e-16,
     block_rel: float = 1e-4,
+    coalition: Any = None,
 ) -> np.ndarray:
     """delta(eps) of ONE round's symmetrised dominating PLD (upper bound on every ordered pair), any real eps.
 
@@ -286,7 +316,8 @@ def checkin_round_delta(
     delta_k(eps) = 1 - e^eps + e^eps delta_k(-eps) (Zhu, Dong & Wang 2022, Thm 10; Dong, Roth & Su 2022, Thm 4.2).
     """
     n, gamma, sigma, observer = _check(n, gamma, sigma, observer)
-    c = _components(n, gamma, sigma, observer, tail_budget, block_rel)
+    key = _coalition_key(observer, coalition, n)
+    c = _components(n, gamma, sigma, observer, tail_budget, block_rel, key)
     return _profile_and_survival(c, np.asarray(epsilons, dtype=np.float64))[0]
 
 
@@ -338,18 +369,43 @@ def _check(n: int, gamma: float, sigma: float, observer: str) -> tuple[int, floa
     return n, gamma, sigma, observer
 
 
+def _coalition_key(observer: str, coalition: Any, n: int) -> _CoalitionKey:
+    """(colluders, min_sum) of ``coalition`` (a :class:`~secagg_dp.accounting.checkin.coalition.Coalition`),
+    required for and only for observer ``"coalition"``."""
+    if observer != "coalition":
+        if coalition is not None:
+            raise ParameterError(f"Argument 'coalition' is for observer 'coalition' only, not {observer!r}.")
+        return None
+    if coalition is None:
+        raise ParameterError(
+            "Argument 'coalition' is required for observer 'coalition': pass Coalition(colluders, min_sum)."
+        )
+    from secagg_dp.accounting.checkin.coalition import _check_coalition
+
+    co = _check_coalition(coalition, n)
+    return co.colluders, co.min_sum
+
+
 _MAX_PLD_ROUNDS = 10**6
 _MAX_COMPOSED_POINTS = 2e7  # ~0.3 GB of complex128 in the FFT
 _MAX_GRID_TOP = 1e3  # largest privacy loss the grid covers; beyond it the noise is negligible anyway
 
 
 def _setup(
-    n: int, gamma: float, sigma: float, rounds: int, delta: float, observer: str, tail_fraction: float, block_rel: float
+    n: int,
+    gamma: float,
+    sigma: float,
+    rounds: int,
+    delta: float,
+    observer: str,
+    tail_fraction: float,
+    block_rel: float,
+    coalition: _CoalitionKey = None,
 ) -> tuple[_Components, float, float]:
     """Components, grid top and FFT truncation mass of :func:`checkin_pld` (arguments already checked)."""
     budget = tail_fraction * delta / (2.0 * rounds)
     with np.errstate(all="ignore"):
-        c = _components(n, gamma, sigma, observer, budget, block_rel)
+        c = _components(n, gamma, sigma, observer, budget, block_rel, coalition)
         top = _grid_top(c, budget)
     if not (math.isfinite(top) and top <= _MAX_GRID_TOP):
         raise ParameterError(
@@ -364,7 +420,14 @@ _COARSE_POINTS = 500
 
 
 def _estimated_epsilon(
-    n: int, gamma: float, sigma: float, rounds: int, delta: float, observer: str, target: float
+    n: int,
+    gamma: float,
+    sigma: float,
+    rounds: int,
+    delta: float,
+    observer: str,
+    target: float,
+    coalition: _CoalitionKey = None,
 ) -> float:
     """An estimate (not a certificate) of :func:`checkin_pld`'s epsilon, for placing the first certificates.
 
@@ -376,7 +439,7 @@ def _estimated_epsilon(
     certificate's in sigma), where the geometric mean of the pessimistic and optimistic values on the coarse grid (the
     estimate used before) was up to 40 % off. Where the three values do not fall geometrically (d1 > d2 > 0), e(h/4) is
     returned."""
-    c, top, trunc = _setup(n, gamma, sigma, rounds, delta, observer, 1e-3, 1e-4)
+    c, top, trunc = _setup(n, gamma, sigma, rounds, delta, observer, 1e-3, 1e-4, coalition)
     e: list[float] = []
     with np.errstate(all="ignore"):
         for m in (1, 2, 4):
@@ -400,14 +463,19 @@ def checkin_pld(
     discretization: float | None = None,
     tail_fraction: float = 1e-3,
     block_rel: float = 1e-4,
+    coalition: Any = None,
 ) -> PLDCertificate:
     """Certified epsilon (an upper bound) of T rounds of Gaussian distributed check-in, replace-one.
+
+    ``coalition`` (a :class:`~secagg_dp.accounting.checkin.coalition.Coalition`) is required for, and only for,
+    ``observer="coalition"``.
 
     ``discretization`` h of the loss grid (default: top of the grid / 10000, halved up to 4 times while the
     optimistic value is more than 5% below the certificate). The mass outside
     the client-count window and above the grid top each get ``tail_fraction`` * delta / (2T) per round.
     """
     n, gamma, sigma, observer = _check(n, gamma, sigma, observer)
+    key = _coalition_key(observer, coalition, n)
     rounds = check_int("rounds", rounds, lo=1)
     delta = check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     tail_fraction = check_real("tail_fraction", tail_fraction, lo=0.0, hi=0.5, lo_open=True)
@@ -417,7 +485,7 @@ def checkin_pld(
             f"Argument 'rounds' must be at most {_MAX_PLD_ROUNDS} for the PLD accountant (the composed loss grid "
             f"grows with T), not {rounds}. To fix, use the RDP accountant (method 'rdp')."
         )
-    c, top, trunc = _setup(n, gamma, sigma, rounds, delta, observer, tail_fraction, block_rel)
+    c, top, trunc = _setup(n, gamma, sigma, rounds, delta, observer, tail_fraction, block_rel, key)
     # extreme noise levels overflow inside the loss formulas; the result is checked for validity below
     with np.errstate(all="ignore"):
         if discretization is not None:
@@ -451,6 +519,8 @@ def checkin_pld(
         delta_tail=-math.expm1(rounds * math.log1p(-c.p_out)),
         delta_truncation=trunc,
         discretization=h,
+        colluders=None if key is None else key[0],
+        min_sum=None if key is None else key[1],
     )
 
 
@@ -688,6 +758,7 @@ def calibrate_checkin_pld(
     sigma_range: tuple[float, float] = (1e-2, 1e4),
     rel_tol: float = 1e-3,
     progress: Callable[[str, int, float, float], None] | None = None,
+    coalition: Any = None,
 ) -> tuple[float, PLDCertificate]:
     """Smallest sigma (within relative ``rel_tol``, rounded up) whose PLD certificate is <= ``target_epsilon``.
 
@@ -699,10 +770,11 @@ def calibrate_checkin_pld(
     :func:`_estimated_epsilon`), then on certificates, the first just above the estimate's crossing and the
     second one step below, which closes the bracket whenever the estimate is within ``rel_tol``/2 (on
     every setting we tried: two certificates). ``progress(stage, step, sigma, epsilon)`` is called after
-    each evaluation (stage ``"estimate"`` or ``"certificate"``)."""
+    each evaluation (stage ``"estimate"`` or ``"certificate"``). ``coalition`` as in :func:`checkin_pld`."""
     target_epsilon = check_real("target_epsilon", target_epsilon, lo=0.0, lo_open=True)
     rel_tol = check_real("rel_tol", rel_tol, lo=0.0, lo_open=True)
     n, gamma, _, observer = _check(n, gamma, 1.0, observer)
+    key = _coalition_key(observer, coalition, n)
     s_min, s_max = sigma_range
     x_min, x_max = math.log(s_min), math.log(s_max)
     t = math.log(target_epsilon)
@@ -713,7 +785,7 @@ def calibrate_checkin_pld(
 
     def estimate(x: float) -> float:
         try:
-            e = _estimated_epsilon(n, gamma, math.exp(x), rounds, delta, observer, target_epsilon)
+            e = _estimated_epsilon(n, gamma, math.exp(x), rounds, delta, observer, target_epsilon, key)
         except ParameterError:  # too little noise for the loss grid: far above any target
             e = math.inf
         steps[0] += 1
@@ -724,7 +796,7 @@ def calibrate_checkin_pld(
     certs: dict[float, PLDCertificate] = {}
 
     def certify(x: float) -> float:
-        c = checkin_pld(n, gamma, math.exp(x), rounds, delta, observer=observer)
+        c = checkin_pld(n, gamma, math.exp(x), rounds, delta, observer=observer, coalition=coalition)
         certs[x] = c
         steps[0] += 1
         if progress is not None:

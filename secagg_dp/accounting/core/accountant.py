@@ -5,7 +5,8 @@ returns the accountant (calls chain) and raises :class:`~secagg_dp.errors.Unsupp
 offending sub-event **before** any state changes; ``get_epsilon(delta)`` and ``get_delta(epsilon)``;
 ``fresh()`` (an empty accountant with the same configuration) and ``copy()``; ``certificate(delta)``, the
 :class:`Certificate` record. Every accountant is for one neighbouring relation and one observer (who sees
-the released outputs: ``"analyst"`` sees them, the secure-aggregation ``"server"`` also sees who took part).
+the released outputs: ``"analyst"`` sees them, the secure-aggregation ``"server"`` also sees who took part, the
+``"coalition"`` of an active server with corrupt clients also knows their inputs and noise).
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ __all__ = [
     "check_observer",
 ]
 
-#: Who sees the released outputs: the analyst (the outputs only) or the secure-aggregation server (also who
-#: took part and who dropped; docs/accounting/observers.md).
-OBSERVERS: tuple[str, str] = ("analyst", "server")
+#: Who sees the released outputs: the analyst (the outputs only), the secure-aggregation server (also who
+#: took part and who dropped) or the coalition of an active server with corrupt clients (also their inputs and
+#: noise; it may exclude honest clients down to the smallest sum the protocol lets finish);
+#: docs/accounting/observers.md.
+OBSERVERS: tuple[str, str, str] = ("analyst", "server", "coalition")
 
 #: What a :class:`Certificate`'s epsilon is: a proven ``"upper"`` bound (the only kind that certifies), a
 #: proven ``"lower"`` bound on the true epsilon, or an ``"estimate"`` that is neither.
@@ -40,7 +43,7 @@ BOUNDS: tuple[str, str, str] = ("upper", "lower", "estimate")
 
 
 def check_observer(value: Any) -> str:
-    """Return ``value`` if it is ``'analyst'`` or ``'server'``."""
+    """Return ``value`` if it is one of :data:`OBSERVERS` (``'analyst'``, ``'server'``, ``'coalition'``)."""
     if value not in OBSERVERS:
         raise ParameterError(f"Argument 'observer' must be one of {OBSERVERS}, not {value!r}.")
     return str(value)
