@@ -15,6 +15,10 @@ ratio of D against D' from the view:
 * ``server``: also who took part and who dropped, so whether the canary is in the sum: LR = 1 if not, else
   phi_v(y - Cs)/phi_v(y + Cs) = exp(2 Cs y / v), with v the kept noise variance it knows (add-then-remove:
   K x the kept variance at roster N, d = N - K dropouts).
+* ``coalition``: the active server with c = ``secagg.corrupt_clients`` colluders (clients 1..c), in its own run
+  of the round: it cuts the sum to the canary, the colluders and as few honest others as the round's
+  threshold forces (none when the certificate's smallest sum m is 1), strips every add-then-remove group and
+  subtracts the colluders' inputs and noise; score exp(2 Cs y / (h v)) with h honest noise shares left.
 
 phi_v is the Gaussian density of variance v: y is a weighted sum of the padded_dim coordinates of the noise
 sum (the codec's rotation is orthonormal), so its law is that d-fold convolution; the Gaussian LR is the test
@@ -54,9 +58,19 @@ from secagg_dp.rng import resolve_rng
 from simulations import aggregators
 from simulations.config import SimConfig
 
-__all__ = ["OBSERVERS", "FAULTS", "ENGINES", "run_audit", "run_one_run_audit", "audit_scores", "CanaryTask"]
+__all__ = [
+    "OBSERVERS",
+    "ROUND_OBSERVERS",
+    "FAULTS",
+    "ENGINES",
+    "run_audit",
+    "run_one_run_audit",
+    "audit_scores",
+    "CanaryTask",
+]
 
-OBSERVERS = ("analyst", "server")  # "coalition" once the simulator has it (branch coal-sim)
+OBSERVERS = ("analyst", "server", "coalition")
+ROUND_OBSERVERS = ("analyst", "server")  # the round engine runs the honest server's round only
 FAULTS = ("halve-noise", "strip-noise")
 ENGINES = ("batched", "round")
 _CHUNK_CELLS = 1 << 20  # trials x padded_dim per vectorised chunk (~8 MB per int64 array)
@@ -70,6 +84,7 @@ class _Setup:
     shift: float  # C s: the canary's shift of its decoded coordinate, grid units
     sigma: float  # per-client noise std actually used (after a fault)
     fault: str | None
+    min_sum: int  # m: the smallest sum the protocol lets finish (simulations.privacy.coalition_min_sum)
 
 
 def _setup(cfg: SimConfig, fault: str | None) -> _Setup:
@@ -92,7 +107,9 @@ def _setup(cfg: SimConfig, fault: str | None) -> _Setup:
 
     codec = make_codec(p.dim, cfg.secagg.bits, cfg.privacy.clip, p.scale, 0, cfg.privacy.beta)
     sigma = p.sigma_int / 2.0 if fault == "halve-noise" else p.sigma_int
-    return _Setup(cfg, p, codec, cfg.privacy.clip * p.scale, sigma, fault)
+    from simulations.privacy import coalition_min_sum
+
+    return _Setup(cfg, p, codec, cfg.privacy.clip * p.scale, sigma, fault, coalition_min_sum(cfg)[0])
 
 
 def _certificates(cfg: SimConfig, p: Any) -> dict[str, float]:
@@ -104,7 +121,11 @@ def _certificates(cfg: SimConfig, p: Any) -> dict[str, float]:
         warnings.simplefilter("ignore", RuntimeWarning)
         acct = make_accountant(cfg, p)
     try:
-        return {"analyst": float(acct.planned_epsilon), "server": float(acct.server_planned_epsilon)}
+        return {
+            "analyst": float(acct.planned_epsilon),
+            "server": float(acct.server_planned_epsilon),
+            "coalition": float(acct.coalition_planned_epsilon),
+        }
     finally:
         acct.close()
 
@@ -128,20 +149,31 @@ def _abort_mask(cfg: SimConfig, checked: np.ndarray, stage_counts: np.ndarray) -
     return np.asarray((checked < t) | (alive < t[:, None]).any(axis=1))
 
 
-def _kept_variance(setup: _Setup, roster: int, in_sum: int) -> float:
-    """One included client's noise variance left in the sum under add-then-remove (strip-noise: level 0 only)."""
+def _kept_variance(setup: _Setup, roster: int, in_sum: int, *, strip: bool = False) -> float:
+    """One included client's noise variance left in the sum under add-then-remove (``strip`` or the strip-noise
+    fault: level 0 only, mu/N)."""
     from secagg_dp.noise.add_then_remove import NoiseSchedule
     from simulations.privacy import enforced_target_variance
 
     sched = NoiseSchedule(enforced_target_variance(setup.plan), max(roster, 1), setup.cfg.privacy.dropout_tolerance)
-    if setup.fault == "strip-noise":
-        return float(sched.base_variance)
+    if strip or setup.fault == "strip-noise":
+        v0 = float(sched.base_variance)
+        return v0 / 4.0 if setup.fault == "halve-noise" else v0
     v = float(sched.kept_variance_exact(min(max(roster - in_sum, 0), roster)))
     return v / 4.0 if setup.fault == "halve-noise" else v
 
 
-def _batched_round(setup: _Setup, sign: float, b: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """One round of ``b`` independent trials (canary +-C e_1): each observer's log LR, vectorised."""
+def _batched_round(
+    setup: _Setup, sign: float, b: int, rng: np.random.Generator, *, coalition: bool = False
+) -> dict[str, np.ndarray]:
+    """One round of ``b`` independent trials (canary +-C e_1): each observer's log LR, vectorised.
+
+    With ``coalition`` also the coalition's run of the round: the active server and the c colluders (clients
+    1..c) keep in the sum, of the clients whose masked input arrived, the canary, the colluders and only as many
+    honest others as the round's threshold t forces (at most min_sum = m of the certificate when that is 1:
+    the canary alone), strip every add-then-remove group (each honest client keeps level 0, mu/N), and subtract
+    the colluders' inputs and noise: h honest noise shares remain, h = 1 + min(others, max(L - 1 - c_in, 0)),
+    L = m if m = 1 else t. Its score is exp(2 Cs y / (h v)) as for the server (it knows h and v)."""
     from secagg_dp.noise.aggregate import sample_noise_sum
 
     cfg, codec = setup.cfg, setup.codec
@@ -181,6 +213,7 @@ def _batched_round(setup: _Setup, sign: float, b: int, rng: np.random.Generator)
         x = np.zeros((len(rows), codec.dim))
         x[:, 0] = sign * cfg.privacy.clip
         agg[rows] = codec.encode(x, rng=rng)
+    canary_rows = agg.copy() if coalition else agg  # the canary's encoded rows before any noise
     mech = cfg.privacy.mechanism
     live_idx = np.flatnonzero(live)
     groups, inverse = np.unique(np.stack([k[live_idx], var1[live_idx]], axis=1), axis=0, return_inverse=True)
@@ -199,7 +232,53 @@ def _batched_round(setup: _Setup, sign: float, b: int, rng: np.random.Generator)
     w = np.where(live, k / n if pop.sampling == "checkin" else pop.fixed_size / n, 0.0)
     analyst = np.where(live, _gauss_mix_llr(y, mu, v_analyst, w), 0.0)
     server = np.where(canary_in, 2.0 * mu * y / v, 0.0)
-    return {"analyst": analyst, "server": server}
+    out = {"analyst": analyst, "server": server}
+    if coalition:
+        out["coalition"] = _coalition_scores(setup, canary_rows, checked, included, roster, canary_in, rng)
+    return out
+
+
+def _coalition_scores(
+    setup: _Setup,
+    encoded: np.ndarray,
+    checked: np.ndarray,
+    included: np.ndarray,
+    roster: np.ndarray,
+    canary_in: np.ndarray,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """The coalition's log LR per trial (see :func:`_batched_round`): the canary's encoded row (``encoded``, zero
+    where the canary is not in the sum) plus h honest noise shares."""
+    from secagg_dp.noise.aggregate import sample_noise_sum
+
+    cfg, codec = setup.cfg, setup.codec
+    b, n, bits = len(canary_in), cfg.population.clients, cfg.secagg.bits
+    c = int(getattr(cfg.secagg, "corrupt_clients", 0))
+    c_in = included[:, 1 : 1 + c].sum(axis=1)
+    others = included[:, 1 + c :].sum(axis=1)
+    table = np.array([max(cfg.secagg.threshold_for(k), 2) for k in range(n + 1)])
+    keep = np.full(b, 1) if setup.min_sum == 1 else table[checked.sum(axis=1)]
+    h = 1 + np.minimum(others, np.maximum(keep - 1 - c_in, 0))
+    if cfg.privacy.noise_enforcement == "add-then-remove":
+        pairs, inverse = np.unique(roster, return_inverse=True)
+        per = np.array([_kept_variance(setup, int(r), 0, strip=True) for r in pairs])[inverse.reshape(-1)]
+    else:
+        per = np.full(b, setup.sigma**2)
+    view = encoded.copy()
+    idx = np.flatnonzero(canary_in)
+    groups, inverse = np.unique(np.stack([h[idx], per[idx]], axis=1), axis=0, return_inverse=True)
+    inv = inverse.reshape(-1)
+    for g, (hh, var) in enumerate(groups):
+        sel = idx[inv == g]
+        noise = sample_noise_sum(
+            cfg.privacy.mechanism, math.sqrt(float(var)), int(hh), (len(sel), codec.padded_dim), rng=rng
+        )
+        view[sel] = zq.add_mod(view[sel], zq.wrap_int64(noise, bits), bits)
+    score = np.zeros(b)
+    if len(idx):
+        y = codec.decode(view[idx])[:, 0] * codec.scale
+        score[idx] = 2.0 * setup.shift * y / (h[idx] * per[idx])
+    return score
 
 
 class CanaryTask:
@@ -265,9 +344,11 @@ def audit_scores(
     fault: str | None = None,
     engine: str = "batched",
     progress: bool = False,
+    coalition: bool = True,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """The observers' log LRs of ``trials`` independent runs (``cfg.rounds`` rounds each) on D (canary +C e_1)
-    and on D' (-C e_1): ({observer: scores on D}, {observer: scores on D'})."""
+    and on D' (-C e_1): ({observer: scores on D}, {observer: scores on D'}). The batched engine scores
+    :data:`OBSERVERS` (the coalition's run only with ``coalition``), the round engine :data:`ROUND_OBSERVERS`."""
     if engine not in ENGINES:
         raise ParameterError(f"Argument 'engine' must be one of {ENGINES}, not {engine!r}.")
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 6:
@@ -285,13 +366,14 @@ def audit_scores(
     try:
         if engine == "batched":
             chunk = max(64, _CHUNK_CELLS // setup.codec.padded_dim)
+            names = OBSERVERS if coalition else ROUND_OBSERVERS
             for sign in (1.0, -1.0):
-                out = {o: np.zeros(trials) for o in OBSERVERS}
+                out = {o: np.zeros(trials) for o in names}
                 for lo in range(0, trials, chunk):
                     b = min(chunk, trials - lo)
                     for _ in range(cfg.rounds):
-                        part = _batched_round(setup, sign, b, gen)
-                        for o in OBSERVERS:
+                        part = _batched_round(setup, sign, b, gen, coalition=coalition)
+                        for o in names:
                             out[o][lo : lo + b] += part[o]
                         if bar is not None:
                             bar.update(b)
@@ -303,12 +385,12 @@ def audit_scores(
             root = int(gen.integers(0, 2**62))
             r = 0
             for sign in (1.0, -1.0):
-                out = {o: np.zeros(trials) for o in OBSERVERS}
+                out = {o: np.zeros(trials) for o in ROUND_OBSERVERS}
                 for i in range(trials):
                     for _ in range(cfg.rounds):
                         r += 1
                         part = _round_engine_round(setup, sign, root, r, ex)
-                        for o in OBSERVERS:
+                        for o in ROUND_OBSERVERS:
                             out[o][i] += part[o][0]
                         if bar is not None:
                             bar.update(1)
@@ -337,16 +419,19 @@ def run_audit(
     ``delta``, ``trials``, ``confidence`` (and the test's counts), plus what was audited. The lower bound is an
     estimate (``certificate: false``); eps_lower > eps_certified means the run is not what was certified.
     """
-    names = OBSERVERS if observer == "all" else (observer,)
-    if observer == "coalition":
-        raise ParameterError(
-            "Argument 'observer' = 'coalition' needs the simulator's coalition observer (secagg.corrupt_clients), "
-            "which this version does not have; use 'analyst', 'server' or 'all'."
-        )
-    if any(o not in OBSERVERS for o in names):
+    if observer != "all" and observer not in OBSERVERS:
         raise ParameterError(f"Argument 'observer' must be one of {(*OBSERVERS, 'all')}, not {observer!r}.")
+    if engine == "round" and observer == "coalition":
+        raise ParameterError(
+            "Argument 'observer' = 'coalition' needs engine = 'batched': the round engine runs the honest "
+            "server's round, not the coalition's."
+        )
+    available = OBSERVERS if engine == "batched" else ROUND_OBSERVERS
+    names = available if observer == "all" else (observer,)
     t0 = time.perf_counter()
-    pos, neg = audit_scores(cfg, trials, rng=rng, fault=fault, engine=engine, progress=progress)
+    pos, neg = audit_scores(
+        cfg, trials, rng=rng, fault=fault, engine=engine, progress=progress, coalition="coalition" in names
+    )
     seconds = time.perf_counter() - t0
     setup = _setup(cfg, None)
     certs = _certificates(cfg, setup.plan)
@@ -377,6 +462,13 @@ def run_audit(
             "violation": est.epsilon_lower > certs[o],
             "test": est.as_dict(),
         }
+    if "coalition" in out:
+        out["coalition"].update(
+            colluders=int(getattr(cfg.secagg, "corrupt_clients", 0)),
+            min_sum=setup.min_sum,
+            attack="the sum cut to the round's threshold t (m = 1: the canary alone), every add-then-remove group "
+            "stripped, the colluders' inputs and noise subtracted",
+        )
     return out
 
 

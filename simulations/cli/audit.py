@@ -47,7 +47,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int_in(0, 2**63 - 1), help="seed of the audit's generator (default: fresh)")
     p.add_argument("--trials", type=int_in(6, 10**8), default=20_000, help="trials per side (default: %(default)s)")
     p.add_argument(
-        "--observer", choices=("analyst", "server", "coalition", "all"), default="all", help="whose view to attack"
+        "--observer",
+        choices=("analyst", "server", "coalition", "all"),
+        default="all",
+        help="whose view to attack (coalition: the active server with secagg.corrupt_clients colluders; batched "
+        "engine only)",
     )
     p.add_argument(
         "--confidence",

@@ -90,6 +90,28 @@ def test_batched_engine_has_the_law_of_the_simulators_round() -> None:
     assert stats.ks_2samp(b_pos["server"], b_neg["server"]).pvalue < 1e-6  # and the test has power
 
 
+def test_coalition_scores_have_the_law_of_one_noise_share() -> None:
+    # oracle: the coalition's math. Semi-honest clients let the coalition unmask one masked input (min_sum
+    # m = 1), so the canary's input is seen with its own noise share only (h = 1) after the 3 colluders'
+    # inputs and noise are subtracted: score 2 Cs y / sigma^2 with mean 2 (Cs)^2 / sigma^2 and variance
+    # 4 (Cs)^2 / sigma^2. 4000 trials: within 6 standard errors except with probability 2e-9.
+    from simulations.runner import plan
+
+    cfg = _cfg([*SMALL, 'secagg.security="semi-honest"', "secagg.corrupt_clients=3"])
+    p = plan(cfg, 0)
+    mu, v = cfg.privacy.clip * p.scale, p.sigma_int**2
+    pos, neg = audit_scores(cfg, 4000, rng=np.random.default_rng(6))
+    m, sd = 2 * mu**2 / v, math.sqrt(4 * mu**2 / v)
+    assert abs(pos["coalition"].mean() - m) < 6 * sd / math.sqrt(4000)
+    assert abs(neg["coalition"].mean() + m) < 6 * sd / math.sqrt(4000)
+    assert pos["coalition"].std() == pytest.approx(sd, rel=0.1)
+    out = run_audit(cfg, trials=20_000, rng=np.random.default_rng(7), confidence=SURE, observer="coalition")
+    r = out["coalition"]
+    assert (r["colluders"], r["min_sum"]) == (3, 1) and out["observers"] == ["coalition"]
+    # shift 2 sqrt(10)/z = 1.58 standard deviations: far more visible than the server's 0.5, yet below its certificate
+    assert 2.5 < r["epsilon_lower"] <= r["epsilon_certified"]
+
+
 def test_crypto_mode_runs_the_same_round() -> None:
     # the round engine in crypto mode (the full protocol) gives the ideal mode's scores exactly: the same code
     # path, the same seeds, the same sum bit for bit
@@ -111,7 +133,7 @@ def test_crypto_mode_runs_the_same_round() -> None:
 
 
 def test_honest_mechanism_stays_below_its_certificate() -> None:
-    for overrides, observer in ((SMALL, "all"), (STRIP, "server")):
+    for overrides, observer in ((SMALL, "all"), (STRIP, "server"), ([*STRIP, "secagg.corrupt_clients=4"], "coalition")):
         cfg = _cfg(overrides)
         out = run_audit(cfg, trials=60_000, rng=np.random.default_rng(11), confidence=SURE, observer=observer)
         for o in out["observers"]:
@@ -170,8 +192,8 @@ def test_one_run_audit_of_a_real_task() -> None:
 
 def test_bad_inputs() -> None:
     cfg = _cfg(SMALL)
-    with pytest.raises(ParameterError, match="observer"):
-        run_audit(cfg, trials=100, observer="coalition")
+    with pytest.raises(ParameterError, match="coalition"):
+        run_audit(cfg, trials=100, observer="coalition", engine="round")
     with pytest.raises(ParameterError, match="observer"):
         run_audit(cfg, trials=100, observer="everyone")
     with pytest.raises(ParameterError, match="strip-noise"):
@@ -202,6 +224,8 @@ def test_cli_writes_results_and_prints_both_figures(tmp_path, capsys) -> None:
     sim = json.loads(capsys.readouterr().out)
     assert doc["audit"]["analyst"]["epsilon_certified"] == pytest.approx(sim["privacy"]["epsilon"], rel=1e-12)
     assert doc["audit"]["server"]["epsilon_certified"] == pytest.approx(sim["privacy"]["server"]["epsilon"], rel=1e-12)
+    coalition = sim["privacy"]["coalition"]["epsilon"]
+    assert doc["audit"]["coalition"]["epsilon_certified"] == pytest.approx(coalition, rel=1e-12)
     assert (tmp_path / "audit.png").stat().st_size > 1000
 
 
@@ -226,6 +250,21 @@ def test_cli_json_and_one_line_errors(tmp_path, capsys) -> None:
     doc = json.loads(capsys.readouterr().out)
     assert doc["audit"]["observers"] == ["server"] and "analyst" not in doc["audit"]
     assert (
-        main(["audit", "--out", str(tmp_path), "--no-plots", "--trials", "600", "--observer", "coalition", *SMALL]) == 2
+        main(
+            [
+                "audit",
+                "--out",
+                str(tmp_path),
+                "--no-plots",
+                "--trials",
+                "600",
+                "--observer",
+                "coalition",
+                "--engine",
+                "round",
+                *SMALL,
+            ]
+        )
+        == 2
     )
     assert "coalition" in capsys.readouterr().err
