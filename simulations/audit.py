@@ -525,6 +525,8 @@ def run_one_run_audit(
     from simulations.runner import aggregate_round
     from simulations.tasks import make_task
 
+    if fault == "strip-noise":
+        raise ParameterError("Argument 'fault' = 'strip-noise' is modelled by run_audit's batched engine only.")
     setup = _setup(cfg, fault)
     n, dim = cfg.population.clients, setup.plan.dim
     m = min(n // 2, dim) if canaries is None else canaries

@@ -206,6 +206,8 @@ def test_bad_inputs() -> None:
         run_audit(_cfg(["mode=ideal", "task.name=logreg", 'privacy.unit="sample"']), trials=100)
     with pytest.raises(ParameterError, match="canaries"):
         run_one_run_audit(cfg, canaries=11)
+    with pytest.raises(ParameterError, match="strip-noise"):
+        run_one_run_audit(_cfg(STRIP), canaries=4, fault="strip-noise")
 
 
 @pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # simulate's accountant at p = 1 (tails.py)
