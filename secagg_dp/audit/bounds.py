@@ -32,6 +32,12 @@ __all__ = [
 ]
 
 _MAX_CANDIDATES = 4096  # thresholds tried on the held-out trials (quantiles of their scores)
+#: Level of the Clopper-Pearson bounds that rank thresholds on the held-out trials. Above the evaluation's level
+#: on purpose: it prefers thresholds with more errors to count, so the one chosen is less often a lucky extreme
+#: of the held-out sample (Gaussian shift 0.5, 2e5 trials, 12 seeds: evaluated bound 1.26 +- 0.08 against
+#: 1.28 +- 0.09 at 0.975, and at 2e4 trials 0.92 +- 0.08 against 0.96 +- 0.25). Any rule is valid: it sees
+#: the held-out trials only.
+_SELECTION_LEVEL = 0.999
 
 
 def _check_counts(successes: int, trials: int) -> tuple[int, int]:
@@ -201,7 +207,8 @@ def audit_from_scores(
     """Lower bound on epsilon at ``delta`` from i.i.d. scores of the observer's view on D (positive) and D'.
 
     The first ``holdout`` fraction of each side's scores chooses the threshold tau (the one whose
-    Clopper-Pearson bound is largest there, among up to 4096 quantiles of the held-out scores); the test
+    Clopper-Pearson bound, at level max(0.999, the evaluation's), is largest there, among up to 4096
+    quantiles of the held-out scores); the test
     {score > tau} is then evaluated once on the remaining trials with :func:`epsilon_lower_bound`
     (Jagielski, Ullman & Oprea 2020; Nasr et al. 2021). Scores must be i.i.d. within each side (their order
     carries no information), e.g. the log likelihood ratio of the view.
@@ -218,7 +225,7 @@ def audit_from_scores(
     if len(pooled) > _MAX_CANDIDATES:
         pooled = np.unique(np.quantile(pooled, np.linspace(0.0, 1.0, _MAX_CANDIDATES)))
     taus = np.concatenate([[pooled[0] - 1.0], pooled])  # below every score: everything is guessed D
-    eps_sel = _bounds_at(pos_sel, neg_sel, taus, d, level)
+    eps_sel = _bounds_at(pos_sel, neg_sel, taus, d, max(level, _SELECTION_LEVEL))
     tau = float(taus[int(np.argmax(eps_sel))])
     fn = int(np.count_nonzero(pos_ev <= tau))
     fp = int(np.count_nonzero(neg_ev > tau))

@@ -86,7 +86,7 @@ def test_gaussian_audit_is_below_the_exact_epsilon_and_close_to_it() -> None:
     est = audit_from_scores(rng.normal(0.5, 1, n), rng.normal(0, 1, n), delta=1e-5, confidence=1 - 1e-6)
     assert 0.0 < est.epsilon_lower <= truth
     est95 = audit_from_scores(rng.normal(0.5, 1, n), rng.normal(0, 1, n), delta=1e-5)
-    assert 0.45 * truth < est95.epsilon_lower <= truth  # measured 1.13 at this seed (tightness, not validity)
+    assert 0.45 * truth < est95.epsilon_lower <= truth  # measured 1.29 at this seed (tightness, not validity)
     assert est95.negatives == n - n // 3 and est95.selection_trials == n // 3
 
 

@@ -146,7 +146,7 @@ def test_honest_mechanism_stays_below_its_certificate() -> None:
 @pytest.mark.slow
 def test_halved_noise_is_caught() -> None:
     # noise std halved after certification: shift 1 instead of 0.5. Over 5 seeds the 95% lower bound at 4e5
-    # trials measured 2.99 +- 0.10 against the certificate 2.168, 8 sd apart: a miss (false failure) has
+    # trials measured 2.94 +- 0.10 against the certificate 2.168, 8 sd apart: a miss (false failure) has
     # probability ~1e-15 under a normal approximation. Seed fixed.
     out = run_audit(_cfg(SMALL), trials=400_000, rng=np.random.default_rng(21), fault="halve-noise")
     for o in ("analyst", "server"):
@@ -156,8 +156,8 @@ def test_halved_noise_is_caught() -> None:
 @pytest.mark.slow
 def test_stripped_noise_is_caught() -> None:
     # every add-then-remove group removed by the server (SecAgg+ count inflation): over 4 seeds the 95% lower
-    # bound at 1e6 trials measured 2.57 +- 0.12 against the server's certificate 1.912, 5.5 sd apart (a miss
-    # has probability ~2e-8 under a normal approximation). Seed fixed.
+    # bound at 1e6 trials measured 2.59 +- 0.10 against the server's certificate 1.912, 7 sd apart (a miss
+    # has probability ~1e-12 under a normal approximation). Seed fixed.
     out = run_audit(
         _cfg(STRIP), trials=1_000_000, rng=np.random.default_rng(301), fault="strip-noise", observer="server"
     )
