@@ -35,9 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=(
             "overrides: dotted config keys as key=value, as for 'secagg-dp simulate'.\n"
             "examples:\n"
-            "  secagg-dp audit --no-plots population.checkin=1 rounds=1 --trials 20000\n"
-            "  secagg-dp audit --no-plots --fault halve-noise population.checkin=1 rounds=1\n"
-            "  secagg-dp audit --no-plots --one-run mode=ideal population.clients=1000 task.dim=1024 rounds=1"
+            "  secagg-dp audit --no-plots population.checkin=1 rounds=1 --trials 5000\n"
+            "  secagg-dp audit --no-plots --fault halve-noise population.checkin=1 rounds=1 --trials 5000\n"
+            "  secagg-dp audit --no-plots --one-run mode=ideal population.clients=400 task.dim=256 rounds=1"
         ),
     )
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides (dotted keys)")
@@ -135,8 +135,8 @@ def summary_lines(audit: dict[str, Any]) -> list[str]:
         lo, cert = r["epsilon_lower"], r["epsilon_certified"]
         verdict = "VIOLATION: above the certificate" if r["violation"] else "consistent with the certificate"
         lines.append(
-            f"{o:<9} epsilon_lower {lo:.3f} (empirical, {r['confidence']:.0%} confidence)   "
-            f"epsilon_certified {cert:.3f}   delta {r['delta']:g}   trials {r['trials']}   {verdict}"
+            f"{o:<9} empirical ε ≥ {lo:.3f} ({r['confidence']:.0%} confidence)   certified ε ≤ {cert:.3f}   "
+            f"δ = {r['delta']:g}   {r['trials']} trials/side   {verdict}"
         )
     if audit.get("fault"):
         lines.append(f"(deliberately broken mechanism: {audit['fault']})")

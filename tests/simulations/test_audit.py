@@ -215,7 +215,7 @@ def test_cli_writes_results_and_prints_both_figures(tmp_path, capsys) -> None:
     rc = main(["audit", "--out", str(tmp_path), "--trials", "3000", "--seed", "1", "--no-progress", *SMALL])
     assert rc == 0
     text = capsys.readouterr().out
-    assert "analyst" in text and "server" in text and "epsilon_lower" in text and "epsilon_certified" in text
+    assert "analyst" in text and "server" in text and "empirical ε ≥" in text and "certified ε ≤" in text
     doc = json.loads((tmp_path / "results.json").read_text())
     assert doc["schema"] == "secagg-dp/audit-results/1"
     for o in ("analyst", "server"):
