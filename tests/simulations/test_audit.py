@@ -67,21 +67,24 @@ def test_server_scores_have_the_mechanisms_law() -> None:
     np.testing.assert_allclose(pos["analyst"], pos["server"], rtol=1e-9)  # w = 1: the two views coincide
 
 
-def test_batched_engine_has_the_law_of_the_simulators_round() -> None:
-    # the batched trials against aggregate_round itself (round engine), with dropouts, p < 1 and aborts:
-    # two-sample Kolmogorov-Smirnov on each observer's scores, p-value > 1e-6 (false-failure rate 1e-6)
-    cfg = _cfg(
-        [
-            "mode=ideal",
-            "population.clients=8",
-            "task.dim=4",
-            "population.checkin=0.7",
-            "population.dropout=0.1",
-            "rounds=1",
-            "secagg.threshold=3",
-            'secagg.security="semi-honest"',
-        ]
-    )
+@pytest.mark.parametrize("enforced", [False, True], ids=["ddg", "skellam-add-then-remove"])
+def test_batched_engine_has_the_law_of_the_simulators_round(enforced: bool) -> None:
+    # the batched trials against aggregate_round itself (round engine), with dropouts, p < 1 and aborts (and
+    # add-then-remove noise, whose kept groups the round draws from each client's seeds): two-sample
+    # Kolmogorov-Smirnov on each observer's scores, p-value > 1e-6 (false-failure rate 1e-6)
+    overrides = [
+        "mode=ideal",
+        "population.clients=8",
+        "task.dim=4",
+        "population.checkin=0.7",
+        "population.dropout=0.1",
+        "rounds=1",
+        "secagg.threshold=3",
+        'secagg.security="semi-honest"',
+    ]
+    if enforced:
+        overrides += ['privacy.mechanism="skellam"', 'privacy.noise_enforcement="add-then-remove"']
+    cfg = _cfg(overrides)
     b_pos, b_neg = audit_scores(cfg, 3000, rng=np.random.default_rng(1))
     r_pos, r_neg = audit_scores(cfg, 300, rng=np.random.default_rng(2), engine="round")
     for o in ("analyst", "server"):
