@@ -153,9 +153,10 @@ def _kept_variance(setup: _Setup, roster: int, in_sum: int, *, strip: bool = Fal
     """One included client's noise variance left in the sum under add-then-remove (``strip`` or the strip-noise
     fault: level 0 only, mu/N)."""
     from secagg_dp.noise.add_then_remove import NoiseSchedule
-    from simulations.privacy import enforced_target_variance
 
-    sched = NoiseSchedule(enforced_target_variance(setup.plan), max(roster, 1), setup.cfg.privacy.dropout_tolerance)
+    # mu = K_exp sigma_int^2, the certified plan's target (DPPlan.enforced_target_variance); the faults act below
+    mu = float(setup.plan.expected_checkins * setup.plan.sigma_int**2)
+    sched = NoiseSchedule(mu, max(roster, 1), setup.cfg.privacy.dropout_tolerance)
     if strip or setup.fault == "strip-noise":
         v0 = float(sched.base_variance)
         return v0 / 4.0 if setup.fault == "halve-noise" else v0
