@@ -95,6 +95,11 @@ def _setup(cfg: SimConfig, fault: str | None) -> _Setup:
             "Config key 'privacy.unit' must be 'client' for an audit (client-level replace-one canary), "
             f"not {cfg.privacy.unit!r}."
         )
+    if getattr(cfg.population, "participation", "checkin") != "checkin":
+        raise ConfigError(
+            "Config key 'population.participation' must be 'checkin' for an audit (the canary trials model the "
+            f"per-round check-in coin), not {cfg.population.participation!r}."
+        )
     if fault is not None and fault not in FAULTS:
         raise ParameterError(f"Argument 'fault' must be one of {FAULTS} or None, not {fault!r}.")
     if fault == "strip-noise" and cfg.privacy.noise_enforcement != "add-then-remove":
@@ -115,11 +120,13 @@ def _setup(cfg: SimConfig, fault: str | None) -> _Setup:
 def _certificates(cfg: SimConfig, p: Any) -> dict[str, float]:
     import warnings
 
-    from simulations.privacy import make_accountant
+    from simulations.privacy import SimAccountant, make_accountant
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         acct = make_accountant(cfg, p)
+    if not isinstance(acct, SimAccountant):  # pragma: no cover - run_audit refuses other participation schemes
+        raise ConfigError("An audit needs the per-round check-in accountant (population.participation = 'checkin').")
     try:
         return {
             "analyst": float(acct.planned_epsilon),

@@ -207,6 +207,10 @@ def test_bad_inputs() -> None:
         run_audit(cfg, trials=100, engine="fast")
     with pytest.raises(ConfigError, match="privacy.unit"):
         run_audit(_cfg(["mode=ideal", "task.name=logreg", 'privacy.unit="sample"']), trials=100)
+    with pytest.raises(ConfigError, match="population.participation"):  # the trials model the per-round coin
+        run_audit(
+            _cfg(["mode=ideal", 'population.participation="random-checkin"', "population.epoch_rounds=5"]), trials=100
+        )
     with pytest.raises(ParameterError, match="canaries"):
         run_one_run_audit(cfg, canaries=11)
     with pytest.raises(ParameterError, match="strip-noise"):
