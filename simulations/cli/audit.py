@@ -13,14 +13,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from simulations.cli._args import int_in, real_in
+from simulations.cli._args import Subparsers, int_in, real_in
 
 __all__ = ["register", "handle", "SCHEMA"]
 
 SCHEMA = "secagg-dp/audit-results/1"
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subparsers) -> None:
     p = subparsers.add_parser(
         "audit",
         help="empirical LOWER bound on epsilon (canary attack on the simulated mechanism) beside the certificate",

@@ -43,7 +43,7 @@ STRIP = [
 SURE = 1 - 1e-6  # confidence of the validity checks: a false failure has probability <= 1e-6
 
 
-def _cfg(overrides: list[str]):  # noqa: ANN202
+def _cfg(overrides: list[str]):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         return load_config("default", overrides)
