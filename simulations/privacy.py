@@ -55,7 +55,7 @@ import math
 import os
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -63,14 +63,15 @@ from secagg_dp.accounting.checkin.accountant import CheckinAccountant, tightest_
 from secagg_dp.accounting.checkin.coalition import Coalition
 from secagg_dp.accounting.checkin.events import CheckinRound
 from secagg_dp.accounting.checkin.mixture import LEDGER_ORDERS
+from secagg_dp.accounting.checkin.providers import DPPlanLike
 from secagg_dp.accounting.core.accountant import Certificate
 from secagg_dp.accounting.core.ledger import PrivacyLedger
 from secagg_dp.errors import ConfigError, ParameterError
 
 if TYPE_CHECKING:
     from secagg_dp.accounting.checkin.mixture import SubsampledCheckin
+    from secagg_dp.noise.add_then_remove import NoiseSpec
     from simulations.config import SimConfig
-    from simulations.runner import Plan
 
 __all__ = [
     "CheckinRound",
@@ -88,6 +89,14 @@ __all__ = [
 ORDERS = LEDGER_ORDERS
 
 
+class PlanLike(DPPlanLike, Protocol):
+    """What the accountants read of a scenario's plan (:class:`simulations.runner.Plan`, which imports this
+    module, hence a protocol): the library plan's fields and ``noise``, the parsed ``privacy.noise_enforcement``."""
+
+    @property
+    def noise(self) -> NoiseSpec | None: ...
+
+
 def effective_gamma(checkin: float, dropout: float) -> float:
     """P(a client's masked input arrives) = p (1 - p')^3: three dropout stages before the masked input."""
     from secagg_dp.accounting.checkin.dropout import PROTOCOL_DROPOUT_STAGES, effective_checkin_rate
@@ -98,7 +107,7 @@ def effective_gamma(checkin: float, dropout: float) -> float:
 class SimAccountant:
     """Spends one :class:`CheckinRound` per simulated round in a :class:`PrivacyLedger`; reports epsilon."""
 
-    def __init__(self, cfg: SimConfig, plan: Plan, ledger_path: str | Path | None) -> None:
+    def __init__(self, cfg: SimConfig, plan: PlanLike, ledger_path: str | Path | None) -> None:
         self.cfg = cfg
         self.orders = ORDERS
         self.delta = cfg.privacy.delta
@@ -420,7 +429,7 @@ def coalition_min_sum(cfg: SimConfig) -> tuple[int, str]:
     )
 
 
-def checkin_provider_for(cfg: SimConfig, plan: Plan) -> SubsampledCheckin:
+def checkin_provider_for(cfg: SimConfig, plan: PlanLike) -> SubsampledCheckin:
     """The check-in accountant's provider for a scenario: the library's
     :func:`~secagg_dp.accounting.checkin.providers.plan_checkin_provider` with the codec's sensitivities of one
     client's vector (client level) or one sample's encoded gradient (``task.name = "logreg"`` with
@@ -437,7 +446,7 @@ def checkin_provider_for(cfg: SimConfig, plan: Plan) -> SubsampledCheckin:
     )
 
 
-def enforced_provider_for(cfg: SimConfig, plan: Plan) -> SubsampledCheckin:
+def enforced_provider_for(cfg: SimConfig, plan: PlanLike) -> SubsampledCheckin:
     """The per-k provider with add-then-remove noise (``plan.noise``, the parsed ``privacy.noise_enforcement``):
     the library's :func:`~secagg_dp.accounting.checkin.providers.plan_enforced_provider` with target variance in
     the sum mu = K_exp sigma_int^2 (what the expected check-ins add without enforcement), tolerance
@@ -465,7 +474,7 @@ def effective_roster_rate(checkin: float, dropout: float) -> float:
     return effective_checkin_rate(checkin, dropout, ROSTER_DROPOUT_STAGES)
 
 
-def _provider(cfg: SimConfig, plan: Plan) -> tuple[SubsampledCheckin, str]:
+def _provider(cfg: SimConfig, plan: PlanLike) -> tuple[SubsampledCheckin, str]:
     """The per-k provider of the check-in mixture for this config, and a one-line label."""
     if plan.noise is not None:
         from secagg_dp.accounting.checkin.enforced import EnforcedSkellamSum
@@ -493,7 +502,7 @@ def _provider(cfg: SimConfig, plan: Plan) -> tuple[SubsampledCheckin, str]:
     return provider, f"{type(mech).__name__}({mech}) subsampled w/o replacement at k/n, n={n}{unit}"
 
 
-def _logreg_provider(cfg: SimConfig, plan: Plan) -> tuple[SubsampledCheckin, str]:
+def _logreg_provider(cfg: SimConfig, plan: PlanLike) -> tuple[SubsampledCheckin, str]:
     """Sample-level (add-remove) provider: S local steps inside the check-in mixture.
 
     Base (k clients): ``LocalStepsDDG`` / ``LocalStepsSkellam`` of ``secagg_dp.accounting.checkin.local_steps``
@@ -545,7 +554,7 @@ class RandomCheckinSimAccountant:
     mechanism is); ``privacy.method = "window"`` is refused.
     """
 
-    def __init__(self, cfg: SimConfig, plan: Plan, ledger_path: str | Path | None) -> None:
+    def __init__(self, cfg: SimConfig, plan: PlanLike, ledger_path: str | Path | None) -> None:
         try:
             from secagg_dp.accounting.checkin.random_checkin import RandomCheckinAccountant, RandomCheckinEpoch
         except ImportError as exc:  # the library part is missing: never fall back to the per-round coin's
@@ -738,7 +747,7 @@ class RandomCheckinSimAccountant:
 
 def make_accountant(
     cfg: SimConfig,
-    plan: Plan,
+    plan: PlanLike,
     ledger_path: str | Path | None = None,
 ) -> SimAccountant | RandomCheckinSimAccountant:
     """The accountant of the participation the simulator runs: :class:`RandomCheckinSimAccountant` for
