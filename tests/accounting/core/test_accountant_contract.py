@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
 import pytest
 
 from secagg_dp.accounting import (
@@ -21,6 +22,7 @@ from secagg_dp.accounting import (
     Composed,
     DiscreteGaussian,
     GaussianSum,
+    PerKTable,
     PLDAccountant,
     PoissonSampled,
     PrivacyAccountant,
@@ -231,8 +233,9 @@ def test_rdp_certificate_flags_an_optimum_at_the_largest_order():
 
 class TestCheckinServerExPost(AccountantContract):
     event_a = event_b = GAUSS_ROUND
-    refused = CheckinRound(SubsampledCheckin(GaussianSum(1.0), 30), 30, None, 10, "replace-one")
-    refused_name = "CheckinRound"  # fixed-size sampling: the ex-post view needs gamma
+    # a per-k table has no base mechanism to re-evaluate at K = 1 + K'
+    refused = CheckinRound(PerKTable(np.zeros((31, 2)), np.array([2, 3])), 30, 0.3, None, "replace-one")
+    refused_name = "CheckinRound"
 
     def make(self):
         return CheckinAccountant(observer="server", ex_post=True)
@@ -254,6 +257,18 @@ class TestCheckinServerExPost(AccountantContract):
         moment = np.logaddexp(np.log(0.5) + (a - 1) * 2 * a, np.log(0.5) + (a - 1) * a)
         expected, _ = rdp_to_dp(a, 3 * moment / (a - 1), DELTA, warn=False)
         assert acc.compose(two, 3).get_epsilon(DELTA) == pytest.approx(expected, rel=1e-9)
+
+    def test_fixed_size_ex_post_is_the_base_at_the_sample_size(self):
+        # fixed-size sampling of m = 10 of 30: a client in every round is in a sum of exactly m clients, so its
+        # per-round RDP is the Gaussian sum's eps_m(a) = 2a / (m sigma^2) (Mironov 2017, Prop. 7), T = 4 rounds
+        from secagg_dp.accounting import rdp_to_dp
+
+        fixed = CheckinRound(SubsampledCheckin(GaussianSum(1.5), 30), 30, None, 10, "replace-one")
+        acc = self.make()
+        a = acc.orders
+        expected, _ = rdp_to_dp(a, 4 * (2 * a / (10 * 1.5**2)), DELTA, warn=False)
+        cert = acc.compose(fixed, 4).certificate(DELTA)
+        assert cert.epsilon == pytest.approx(expected, rel=1e-12) and cert.detail["ex_post"] is True
 
     def test_ex_post_needs_the_server_and_rdp(self):
         with pytest.raises(ParameterError, match="ex_post"):
