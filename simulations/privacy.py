@@ -59,15 +59,25 @@ from typing import Any
 from secagg_dp.accounting.checkin.accountant import CheckinAccountant, tightest_method
 from secagg_dp.accounting.checkin.coalition import Coalition
 from secagg_dp.accounting.checkin.events import CheckinRound
-from secagg_dp.accounting.checkin.mixture import checkin_orders
+from secagg_dp.accounting.checkin.mixture import LEDGER_ORDERS
 from secagg_dp.accounting.core.accountant import Certificate
 from secagg_dp.accounting.core.ledger import PrivacyLedger
 from secagg_dp.errors import ConfigError, ParameterError
 
-__all__ = ["CheckinRound", "SimAccountant", "make_accountant", "effective_gamma", "coalition_min_sum", "ORDERS"]
+__all__ = [
+    "CheckinRound",
+    "SimAccountant",
+    "RandomCheckinSimAccountant",
+    "RANDOM_CHECKIN_UNAVAILABLE",
+    "make_accountant",
+    "effective_gamma",
+    "coalition_min_sum",
+    "ORDERS",
+]
 
-#: Orders of the simulator's ledger: the check-in accountant's grid up to 256 (the integers 2..256).
-ORDERS = checkin_orders(256)
+#: Orders of the simulator's ledger: the library's :data:`~secagg_dp.accounting.checkin.mixture.LEDGER_ORDERS`
+#: (the check-in accountant's grid up to 256, the integers 2..256).
+ORDERS = LEDGER_ORDERS
 
 
 def effective_gamma(checkin: float, dropout: float) -> float:
@@ -89,6 +99,7 @@ class SimAccountant:
         self.method_requested = cfg.privacy.method
         self.n = cfg.population.clients
         self.gamma = effective_gamma(cfg.population.checkin, cfg.population.dropout)
+        self.noise = plan.noise  # privacy.noise_enforcement as parsed by the plan (NoiseSpec, or None)
         self.provider, self.label = _provider(cfg, plan)
         self.neighbouring = self.provider.neighbouring
         self.event = CheckinRound(
@@ -234,7 +245,7 @@ class SimAccountant:
             "sees": "who took part and who dropped, and the aggregate"
             + (
                 " (and the noise components it removed: the noise left in the sum is the analyst's)"
-                if self.cfg.privacy.noise_enforcement == "add-then-remove"
+                if self.noise is not None
                 else ""
             ),
             "ex_post": {
@@ -385,58 +396,51 @@ def coalition_min_sum(cfg) -> tuple[int, str]:  # noqa: ANN001
 
 
 def checkin_provider_for(cfg, plan):  # noqa: ANN001, ANN201
-    """The check-in accountant's provider for a scenario: :func:`secagg_dp.accounting.checkin.checkin_provider`
-    with the codec's sensitivities of one client's vector (client level) or one sample's encoded gradient
-    (``task.name = "logreg"`` with ``privacy.unit = "sample"``: S local steps, rate q inside each client)."""
-    from secagg_dp.accounting.checkin.providers import checkin_provider
+    """The check-in accountant's provider for a scenario: the library's
+    :func:`~secagg_dp.accounting.checkin.providers.plan_checkin_provider` with the codec's sensitivities of one
+    client's vector (client level) or one sample's encoded gradient (``task.name = "logreg"`` with
+    ``privacy.unit = "sample"``: S local steps, rate q inside each client)."""
+    from secagg_dp.accounting.checkin.providers import plan_checkin_provider
 
     sample_level = cfg.privacy.unit == "sample"  # config: task 'mean' is client level only
-    return checkin_provider(
-        cfg.privacy.mechanism,
+    return plan_checkin_provider(
+        plan,
         cfg.population.clients,
-        sigma=plan.sigma_int,
-        l2_sensitivity=plan.l2_sensitivity,
-        l1_sensitivity=plan.l1_sensitivity,
-        dim=plan.padded_dim,
+        mechanism=cfg.privacy.mechanism,
         local_steps=cfg.task.local_steps if sample_level else None,
         sample_rate=cfg.task.sample_rate if sample_level else 1.0,
     )
 
 
 def enforced_provider_for(cfg, plan):  # noqa: ANN001, ANN201
-    """The per-k provider with add-then-remove noise (``privacy.noise_enforcement``): target variance in the sum
-    mu = K_exp sigma_int^2 (what the expected check-ins add without enforcement), tolerance
+    """The per-k provider with add-then-remove noise (``plan.noise``, the parsed ``privacy.noise_enforcement``):
+    the library's :func:`~secagg_dp.accounting.checkin.providers.plan_enforced_provider` with target variance in
+    the sum mu = K_exp sigma_int^2 (what the expected check-ins add without enforcement), tolerance
     ``privacy.dropout_tolerance``, roster rate r = p (1 - p') (survived advertise_keys) and sum rate gamma."""
-    from secagg_dp.accounting.checkin.enforced import enforced_checkin_provider
+    from secagg_dp.accounting.checkin.providers import plan_enforced_provider
 
     pop = cfg.population
-    return enforced_checkin_provider(
+    return plan_enforced_provider(
+        plan,
+        plan.noise,
         pop.clients,
-        target_variance=enforced_target_variance(plan),
-        l2_sensitivity=plan.l2_sensitivity,
-        l1_sensitivity=plan.l1_sensitivity,
-        dim=plan.padded_dim,
-        tolerance=cfg.privacy.dropout_tolerance,
         roster_rate=effective_roster_rate(pop.checkin, pop.dropout),
         sum_rate=effective_gamma(pop.checkin, pop.dropout),
     )
 
 
-def enforced_target_variance(plan) -> float:  # noqa: ANN001
-    """mu: the target noise variance of the sum on the grid, K_exp sigma_int^2 (the expected check-ins' noise)."""
-    return float(plan.expected_checkins * plan.sigma_int**2)
-
-
 def effective_roster_rate(checkin: float, dropout: float) -> float:
-    """P(a client is in the roster) = p (1 - p'): it checked in and did not drop at advertise_keys."""
+    """P(a client is in the roster) = p (1 - p'): it checked in and did not drop at advertise_keys
+    (:data:`secagg_dp.stages.ROSTER_DROPOUT_STAGES` stage)."""
     from secagg_dp.accounting.checkin.dropout import effective_checkin_rate
+    from secagg_dp.stages import ROSTER_DROPOUT_STAGES
 
-    return effective_checkin_rate(checkin, dropout, 1)
+    return effective_checkin_rate(checkin, dropout, ROSTER_DROPOUT_STAGES)
 
 
 def _provider(cfg, plan):  # noqa: ANN001, ANN202
     """The per-k provider of the check-in mixture for this config, and a one-line label."""
-    if cfg.privacy.noise_enforcement == "add-then-remove":
+    if plan.noise is not None:
         provider = enforced_provider_for(cfg, plan)
         mech = provider.mechanism
         return provider, (
@@ -477,5 +481,236 @@ def _logreg_provider(cfg, plan):  # noqa: ANN001, ANN202
     return provider, label
 
 
-def make_accountant(cfg, plan, ledger_path: str | Path | None = None) -> SimAccountant:  # noqa: ANN001
+#: The error the simulator raises when the library's random check-in certificate cannot be imported.
+RANDOM_CHECKIN_UNAVAILABLE = "random-checkin accounting not available"
+
+
+class RandomCheckinSimAccountant:
+    """The accountant of ``population.participation = "random-checkin"``: one
+    :class:`~secagg_dp.accounting.checkin.random_checkin.RandomCheckinEpoch` per epoch of m rounds, certified by
+    :class:`~secagg_dp.accounting.checkin.random_checkin.RandomCheckinAccountant` for the analyst, the server and
+    the coalition (random check-ins: Balle, Kairouz, McMahan, Thakkar & Thakurta 2020; the participation the
+    simulator runs is the one the certificate assumes, as Chua et al. 2024 require).
+
+    Event: n = ``population.clients``, the run's client-level base (``DDGSum`` / ``SkellamSum`` of
+    :func:`checkin_provider_for`, ``replace-one``), m = ``epoch_rounds``, b = ``slots`` and
+    gamma = p (1 - p')^3 (:func:`effective_gamma`). With b = 1 this gamma is exact: a client is in the sum of
+    round j iff its epoch coin came up, it chose j, and it survived the three stages before the masked input.
+    With b > 1 the simulator drops clients per round: a participant is in the sums of a Bin(b, s) subset S of
+    its b rounds, s = (1 - p')^3; the event's server bound (1 - gamma) + gamma E[g(M)^b], M ~ Bin(n - 1, gamma),
+    g(M) = E f(1 + Bin(M, b / m)), still holds. Given the number N' ~ Bin(n - 1, p) of other participants, their
+    thinned slot vectors (a permutation distribution times independent survival coins) are negatively
+    associated (Joag-Dev & Proschan 1983, Thm 2.11, P6, P7) and f is non-negative and non-increasing, so
+    E[prod_{j in S} f(1 + K'_j) | N'] <= h(N')^|S| with h(N) = E f(1 + Bin(N, s b / m)); averaging over S,
+    (1 - s + s h)^b <= 1 - s + s h^b (Jensen), so the moment is <= (1 - p s) + p s E[h(N')^b]; and
+    h(N') = E[g(M) | N'] with M ~ Bin(N', s), i.e. M ~ Bin(n - 1, p s), so E[h(N')^b] <= E[g(M)^b] (Jensen).
+    Coalition: the same with k_eff. b = 1: gamma is exact. Neighbouring relation: ``replace-one`` of a client's
+    whole data; observers: the analyst (the rounds' K and sums; the server's curve, post-processing), the server
+    (also every client's rounds and dropouts), the coalition (the server with ``secagg.corrupt_clients``).
+
+    Epochs are charged before their first round runs (the ledger's event count is the number of epochs
+    begun); a partial last epoch is charged as the full epoch whose first rounds it releases
+    (post-processing). Method: ``rdp`` (the library's PLD method needs Gaussian bases, which no simulator
+    mechanism is); ``privacy.method = "window"`` is refused.
+    """
+
+    def __init__(self, cfg, plan, ledger_path: str | Path | None) -> None:  # noqa: ANN001
+        try:
+            from secagg_dp.accounting.checkin.random_checkin import RandomCheckinAccountant, RandomCheckinEpoch
+        except ImportError as exc:  # the library part is missing: never fall back to the per-round coin's
+            raise ConfigError(
+                f"Config key 'population.participation' = 'random-checkin': {RANDOM_CHECKIN_UNAVAILABLE} "
+                f"({exc}); the simulator refuses to certify a run with another scheme's accountant."
+            ) from exc
+        pop = cfg.population
+        self.cfg = cfg
+        self.orders = ORDERS
+        self.delta = cfg.privacy.delta
+        self.budget = cfg.privacy.epsilon_budget
+        self.method_requested = cfg.privacy.method
+        if self.method_requested == "window":
+            raise ConfigError(
+                "Config key 'privacy.method' = 'window' has no random check-in certificate; use 'rdp' or 'auto'."
+            )
+        self.method = "rdp"
+        self.n, self.m, self.b = pop.clients, pop.epoch_rounds, pop.slots
+        self.gamma = effective_gamma(pop.checkin, pop.dropout)
+        self.provider, base_label = _provider(cfg, plan)
+        self.neighbouring = self.provider.neighbouring
+        self.event = RandomCheckinEpoch(self.provider.mechanism, self.n, self.gamma, self.m, self.b, self.neighbouring)
+        self.label = f"random check-in epoch (m={self.m}, b={self.b}, gamma={self.gamma:.6g}) of {base_label}"
+        min_sum, self.min_sum_rule = coalition_min_sum(cfg)
+        self.coalition = Coalition(colluders=cfg.secagg.corrupt_clients, min_sum=min_sum)
+        self.accountants = {
+            obs: RandomCheckinAccountant(
+                self.neighbouring,
+                observer=obs,
+                method=self.method,
+                coalition=self.coalition if obs == "coalition" else None,
+                orders=self.orders,
+            )
+            for obs in ("analyst", "server", "coalition")
+        }
+        self._certs: dict[tuple[str, int], Certificate] = {}
+        self.planned_epochs = self.epochs_for(cfg.rounds)
+        try:
+            self.epoch_rdp = self.event.rdp(self.orders)
+            self.planned = {obs: self.cert(obs, self.planned_epochs).epsilon for obs in self.accountants}
+        except ParameterError as exc:
+            raise ConfigError(
+                f"Config key 'population.participation' = 'random-checkin' cannot be certified for {cfg.rounds} "
+                f"rounds: {exc} To fix, add noise (privacy.noise_multiplier) or use fewer rounds."
+            ) from exc
+        self.planned_epsilon = self.planned["analyst"]
+        self.rounds = 0
+        self.epochs = 0
+        self.outcome_pending = False
+        self.epsilon = 0.0
+        self.order: int | None = None
+        self.certificate: dict[str, Any] | None = None
+        self.ledger_path: Path | None = None
+        self.ledger = self._open_ledger(None)
+        if ledger_path is not None:
+            self.attach_ledger(ledger_path)
+
+    def epochs_for(self, rounds: int) -> int:
+        """Epochs begun after ``rounds`` rounds: ceil(rounds / m) (a partial epoch counts as a full one)."""
+        return -(-max(rounds, 0) // self.m)
+
+    def cert(self, observer: str, epochs: int) -> Certificate:
+        """``observer``'s certificate after ``epochs`` epochs (cached: results.json is rewritten every round)."""
+        key = (observer, epochs)
+        if key not in self._certs:
+            acc = self.accountants[observer].fresh()
+            if epochs:
+                acc = acc.compose(self.event, epochs)
+            self._certs[key] = acc.certificate(self.delta)
+        return self._certs[key]
+
+    def _open_ledger(self, path: Path | None) -> PrivacyLedger:
+        budget = {} if self.budget is None else {"epsilon_budget": self.budget, "delta": self.delta}
+        led = PrivacyLedger(self.neighbouring, self.orders, path=path, **budget)
+        return led.set_run(delta=self.delta, method=self.method, observer="analyst")
+
+    def _view(self, observer: str, sees: str) -> dict[str, Any]:
+        cert = self.cert(observer, self.epochs)
+        return {
+            "observer": observer,
+            "epsilon": cert.epsilon,
+            "delta": self.delta,
+            "order": _int_order(cert.order),
+            "method": self.method,
+            "methods_compared": None,
+            "certificate": cert.certificate,
+            "citation": cert.citation,
+            "rounds": self.rounds,
+            "epochs": self.epochs,
+            "planned_epsilon": self.planned[observer],
+            "sees": sees,
+        }
+
+    def describe(self) -> dict[str, Any]:
+        c, m = self.coalition.colluders, self.coalition.min_sum
+        coalition = self._view(
+            "coalition",
+            f"what the server sees, and the inputs, noise and keys of {c} colluding client(s); it may declare "
+            f"honest clients dropped, down to sums of {m} client(s)",
+        )
+        coalition.update(colluders=c, min_sum=m, min_sum_rule=self.min_sum_rule)
+        return {
+            "accountant": "secagg_dp.accounting.checkin.random_checkin (random check-ins)",
+            "method": self.method,
+            "method_requested": self.method_requested,
+            "methods_compared": None,
+            "neighbouring": self.neighbouring,
+            "unit": self.cfg.privacy.unit,
+            "noise_enforcement": self.cfg.privacy.noise_enforcement,
+            "dropout_tolerance": self.cfg.privacy.dropout_tolerance,
+            "observer": "analyst",
+            "delta": self.delta,
+            "participation": "random-checkin",
+            "gamma": self.gamma,
+            "epoch_rounds": self.m,
+            "slots": self.b,
+            "epochs": self.epochs,
+            "planned_epochs": self.planned_epochs,
+            "sample_size": None,
+            "event": self.label,
+            "ledger": {
+                "class": "secagg_dp.accounting.PrivacyLedger",
+                "path": None if self.ledger_path is None else self.ledger_path.name,
+                "event": self.event.describe(),
+                "events": self.epochs,
+                "epsilon_budget": self.budget,
+            },
+            "epsilon": self.epsilon,
+            "order": self.order,
+            "rounds": self.rounds,
+            "planned_epsilon": self.planned_epsilon,
+            "certificate": self.certificate,
+            "server": self._view("server", "who took part (every client's rounds) and who dropped, and the aggregate"),
+            "coalition": coalition,
+            "per_epoch_rdp": {"orders": [int(o) for o in self.orders], "values": [float(v) for v in self.epoch_rdp]},
+        }
+
+    def epsilon_after(self, rounds: int) -> tuple[float, int | None, dict[str, Any]]:
+        """Certified analyst (epsilon, order, certificate dict) after ``rounds`` rounds (no state change)."""
+        cert = self.cert("analyst", self.epochs_for(rounds))
+        out = cert.as_dict(schema="results")
+        out.update(rounds=rounds, epochs=self.epochs_for(rounds))
+        return cert.epsilon, _int_order(cert.order), out
+
+    def record_round(self) -> tuple[float, int | None]:
+        """Account the next round: at an epoch's first round spend the epoch in the ledger (before any of its
+        rounds is released; a budget refusal raises :class:`~secagg_dp.errors.PrivacyBudgetExceeded` and
+        changes nothing); later rounds of the epoch are covered by that charge. Return (epsilon, order)."""
+        t = self.rounds + 1
+        e = self.epochs_for(t)
+        eps, order, cert = self.epsilon_after(t)
+        if e > self.epochs:
+            certified = {
+                obs: {"epsilon": self.cert(obs, e).epsilon, "delta": self.delta, "method": self.method, "rounds": t}
+                for obs in self.accountants
+            }
+            self.ledger.spend(self.event, certified=certified)
+            self.epochs = e
+            self.outcome_pending = True
+        self.rounds = t
+        self.epsilon, self.order, self.certificate = eps, order, cert
+        return eps, order
+
+    def record_outcome(self, outcome: str, reason: str = "") -> None:
+        """Record the outcome of the epoch's first round on its charge (the ledger keeps one outcome per
+        charge; the later rounds of the epoch are in results.json's rounds)."""
+        if self.epochs and self.outcome_pending:
+            self.ledger.record_outcome(outcome, f"epoch {self.epochs}, its first round {self.rounds}: {reason}")
+            self.outcome_pending = False
+
+    def attach_ledger(self, path: str | Path) -> None:
+        """Persist the ledger at ``path`` (as :meth:`SimAccountant.attach_ledger`)."""
+        if self.rounds:
+            raise ParameterError("attach_ledger must be called before the first round is recorded.")
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            side = Path(os.fspath(path) + suffix)
+            if side.exists():
+                side.unlink()
+        self.ledger.close()
+        self.ledger = self._open_ledger(path)
+        self.ledger_path = path
+
+    def close(self) -> None:
+        self.ledger.close()
+
+
+def make_accountant(
+    cfg,  # noqa: ANN001
+    plan,  # noqa: ANN001
+    ledger_path: str | Path | None = None,
+) -> SimAccountant | RandomCheckinSimAccountant:
+    """The accountant of the participation the simulator runs: :class:`RandomCheckinSimAccountant` for
+    ``population.participation = "random-checkin"``, else :class:`SimAccountant` (the per-round coin)."""
+    if cfg.population.participation == "random-checkin":
+        return RandomCheckinSimAccountant(cfg, plan, ledger_path)
     return SimAccountant(cfg, plan, ledger_path)

@@ -23,11 +23,14 @@ _REGISTRY: tuple[tuple[str, str, str | None], ...] = (
     ("simulations.cli.simulate", "register", None),
     ("simulations.cli.verify", "register", None),
     ("simulations.cli.ledger", "register", None),
+    ("simulations.cli.audit", "register", None),
     ("simulations.cli.account", "register_account", "account"),
     ("simulations.cli.account_checkin", "register_account", "account"),
     ("simulations.cli.account_shuffle", "register_account", "account"),
+    ("simulations.cli.account_random", "register_account", "account"),
     ("simulations.cli.account", "register_calibrate", "calibrate"),
     ("simulations.cli.account_checkin", "register_calibrate", "calibrate"),
+    ("simulations.cli.account_random", "register_calibrate", "calibrate"),
 )
 
 
