@@ -26,7 +26,6 @@ from secagg_dp.accounting.core.events import PrivacyEvent, SelfComposed
 from secagg_dp.errors import ParameterError
 
 __all__ = [
-    "CONVERSIONS",
     "LDP_SHUFFLE_BOUNDS",
     "SHUFFLE_BOUNDS",
     "LDPShuffleRound",
@@ -211,7 +210,7 @@ _SERVER_CITATION = (
 )
 #: RDP -> (epsilon, delta) conversions of :class:`ShuffleAccountant`: Canonne, Kamath & Steinke 2020, Prop. 12
 #: (``"cks"``) or the looser Mironov 2017, Prop. 3 (``"mironov"``, a labelled comparison).
-CONVERSIONS: tuple[str, str] = ("cks", "mironov")
+_CONVERSIONS: tuple[str, str] = ("cks", "mironov")
 
 
 def _server_round_rdp(ev: ShuffleRound | LDPShuffleRound, orders: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
@@ -275,8 +274,8 @@ class ShuffleAccountant(PrivacyAccountant):
             )
         if observer not in ("analyst", "server"):
             raise ParameterError(f"Argument 'observer' must be 'analyst' or 'server', not {observer!r}.")
-        if conversion not in CONVERSIONS:
-            raise ParameterError(f"Argument 'conversion' must be one of {CONVERSIONS}, not {conversion!r}.")
+        if conversion not in _CONVERSIONS:
+            raise ParameterError(f"Argument 'conversion' must be one of {_CONVERSIONS}, not {conversion!r}.")
         super().__init__("replace-one", observer=observer)
         self.bound_name = method
         self.conversion = conversion
