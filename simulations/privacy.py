@@ -53,11 +53,8 @@ from __future__ import annotations
 
 import math
 import os
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
-
-import numpy as np
 
 from secagg_dp.accounting.checkin.accountant import CheckinAccountant, tightest_method
 from secagg_dp.accounting.checkin.coalition import Coalition
@@ -127,7 +124,9 @@ class SimAccountant:
             neighbouring=self.neighbouring,
         )
         self.round_rdp = self.event.rdp(self.orders)
-        self.server_ex_post_round_rdp = self._ex_post_round_rdp()
+        self.ex_post_accountant = CheckinAccountant(
+            "rdp", self.neighbouring, orders=self.orders, observer="server", ex_post=True
+        )
         min_sum, self.min_sum_rule = coalition_min_sum(cfg)
         self.coalition = Coalition(colluders=cfg.secagg.corrupt_clients, min_sum=min_sum)
         try:  # certify the whole planned run once up front: an impossible certificate fails before any work
@@ -244,28 +243,10 @@ class SimAccountant:
         cert = self.accountant.fresh().compose(self.event, rounds).certificate(self.delta)
         return cert.epsilon, _int_order(cert.order), cert.as_dict(schema="results")
 
-    def _ex_post_round_rdp(self) -> np.ndarray:
-        """Per-round RDP against the server for a client seen in the round (ex-post): the base mechanism
-        with K = 1 + K' revealed (fixed-size sampling: K = m)."""
-        from secagg_dp.accounting.checkin.observers import server_ex_post_log_moment
-
-        mech = self.provider.mechanism
-        if self.fixed:
-            m = np.array([float(self.cfg.population.fixed_size)])
-            curve: np.ndarray = np.asarray(mech.rdp_upper(m, m, self.orders), dtype=np.float64)[0]
-            return curve
-        orders = np.asarray(self.orders, dtype=np.int64)
-        with warnings.catch_warnings():  # n = 1: the binomial pmf takes log(0) (numpy's RuntimeWarning), nothing else
-            warnings.simplefilter("ignore", RuntimeWarning)
-            moment = server_ex_post_log_moment(mech, self.n, self.gamma, orders, neighbouring=self.neighbouring)
-        return np.asarray(moment / (orders - 1.0), dtype=np.float64)
-
     def server_view(self, rounds: int) -> dict[str, Any]:
         """Certificate against the secure-aggregation server after ``rounds`` rounds (it sees participation)."""
-        from secagg_dp.accounting.core.conversion import rdp_to_dp
-
         cert = self._server_cert(rounds)
-        post, _ = rdp_to_dp(self.orders, max(rounds, 0) * self.server_ex_post_round_rdp, self.delta, warn=False)
+        post = self.ex_post_accountant.fresh().compose(self.event, max(rounds, 0)).get_epsilon(self.delta)
         return {
             "observer": "server",
             "epsilon": cert.epsilon,

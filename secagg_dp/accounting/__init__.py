@@ -169,7 +169,9 @@ if TYPE_CHECKING:  # the names, for type checkers and the API reference; at run 
         wor_subsampled_rdp,
     )
     from secagg_dp.accounting.shuffle.certificates import (
+        LDP_SHUFFLE_BOUNDS,
         SHUFFLE_BOUNDS,
+        LDPShuffleRound,
         ShuffleAccountant,
         ShuffleRound,
         shuffle_certificate,
@@ -332,7 +334,9 @@ __all__ = [
     "chernoff_shortcut_epsilon",
     # shuffle model
     "SHUFFLE_BOUNDS",
+    "LDP_SHUFFLE_BOUNDS",
     "ShuffleRound",
+    "LDPShuffleRound",
     "ShuffleAccountant",
     "shuffle_certificate",
     "shuffle_gaussian_rdp",
@@ -411,7 +415,8 @@ _EXPORTS = {
         "wor_subsampled_gaussian_rdp wor_subsampled_log_am1 wor_subsampled_rdp"
     ),
     "core.registry": "ACCOUNTANTS make_accountant",
-    "shuffle.certificates": "SHUFFLE_BOUNDS ShuffleAccountant ShuffleRound shuffle_certificate",
+    "shuffle.certificates": "SHUFFLE_BOUNDS LDP_SHUFFLE_BOUNDS LDPShuffleRound ShuffleAccountant ShuffleRound "
+    "shuffle_certificate",
     "shuffle.gaussian": (
         "shuffle_gaussian_log_moments shuffle_gaussian_rdp shuffle_gaussian_rdp_partition shuffle_gaussian_rdp_upper"
     ),

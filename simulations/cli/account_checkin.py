@@ -550,8 +550,8 @@ def _print_observers(q: _Query, lines: _Lines) -> None:
 
     chosen, ex_post = _chosen(q, lines), lines.ex_post
     a_cert, s_cert = q.pld or chosen, q.pld_server or lines.server
-    a_order = "" if q.pld else a_cert.order  # type: ignore[union-attr]  # a PLD certificate (no order) only when pld
-    s_order = "" if q.pld_server else s_cert.order  # type: ignore[union-attr]  # likewise for pld_server
+    a_order = "" if q.pld else a_cert.order  # a PLD certificate (no order) only when pld
+    s_order = "" if q.pld_server else s_cert.order  # likewise for pld_server
     print(
         f"  {'observer analyst (' + a_cert.method + ')':<34}{a_cert.epsilon:>12.6g}{a_order:>7}  "
         "sees K and the aggregate"

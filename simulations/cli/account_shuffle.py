@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from secagg_dp.accounting.shuffle.certificates import LDPShuffleRound, ShuffleRound
     from secagg_dp.accounting.shuffle.ldp import LDPResult
 
     #: the integer RDP orders of these commands, 2 .. --max-order
@@ -127,29 +128,32 @@ def register_account(subparsers: Subparsers) -> None:
 
 def _server_view(args: argparse.Namespace, orders: Orders) -> dict[str, Any]:
     """Certificate against a party that sees each user's report before shuffling (an untrusted shuffler or
-    collecting server): only the local randomizer protects, with check-in the revealed flag
-    (core ``revealed_participation_rdp``); Gaussian reports with sensitivity 1 (Mironov 2017 Prop. 7) or
-    pure eps0-LDP via ``pure_dp_to_rdp``. None when the randomizer has delta0 > 0 (no RDP curve)."""
-    import math
-
-    from secagg_dp.accounting.core.conversion import pure_dp_to_rdp, rdp_to_dp
-    from secagg_dp.accounting.core.rdp import gaussian_rdp
-    from secagg_dp.accounting.core.subsampling import revealed_participation_rdp
+    collecting server): ``ShuffleAccountant(observer="server")`` (only the local randomizer protects, with
+    check-in the revealed flag). None when the randomizer has delta0 > 0 (no RDP curve)."""
+    from secagg_dp.accounting.shuffle.certificates import ShuffleAccountant
 
     view = {"observer": "server", "sees": "each user's report before shuffling; only the local randomizer protects"}
-    if getattr(args, "eps0", None) is not None:
-        if args.delta0 > 0:
-            return {**view, "epsilon": None, "order": None}
-        base = pure_dp_to_rdp(args.eps0, orders)
-    else:
-        base = gaussian_rdp(orders, args.sigma, 1.0)
-    per_round = revealed_participation_rdp(base, getattr(args, "gamma", 1.0), orders)
-    eps, order = rdp_to_dp(orders, args.rounds * per_round, args.delta, warn=False)
+    if getattr(args, "eps0", None) is not None and args.delta0 > 0:
+        return {**view, "epsilon": None, "order": None}
+    acc = ShuffleAccountant(observer="server", orders=orders).compose(_event(args), args.rounds)
+    cert = acc.certificate(args.delta)
+    eps, order = cert.epsilon, cert.order
     return {
         **view,
         "epsilon": eps if math.isfinite(eps) else None,
-        "order": int(order) if math.isfinite(order) else None,
+        "order": int(order) if order is not None and math.isfinite(order) else None,
     }
+
+
+def _event(args: argparse.Namespace) -> ShuffleRound | LDPShuffleRound:
+    """The round the command describes: Gaussian (``--sigma``) or eps0-LDP (``--eps0``) randomizers, with
+    ``--gamma`` the shuffled check-in rate."""
+    from secagg_dp.accounting.shuffle.certificates import LDPShuffleRound, ShuffleRound
+
+    gamma = getattr(args, "gamma", None)
+    if getattr(args, "eps0", None) is not None:
+        return LDPShuffleRound(args.n, args.eps0, gamma)
+    return ShuffleRound(args.n, args.sigma, gamma)
 
 
 #: What the per-round RDP curve is (JSON ``rdp_bound``), given what the epsilon converted from it is (``bound``).
@@ -192,29 +196,17 @@ def _emit(
     return 0
 
 
-def _convert(
-    orders: Orders, rdp: npt.ArrayLike, rounds: int, delta: float, conversion: str = "cks"
-) -> tuple[float, float, list[str]]:
-    import warnings
+def _certify(
+    args: argparse.Namespace, bound: str, orders: Orders, conversion: str = "cks"
+) -> tuple[float, float | None, list[str], npt.NDArray[np.float64]]:
+    """(epsilon, order, caveats, per-round RDP curve) of ``--rounds`` rounds of the command's round under the
+    shuffle bound ``bound`` (a key of ``SHUFFLE_BOUNDS`` or ``LDP_SHUFFLE_BOUNDS``), from the
+    :class:`ShuffleAccountant`; this command labels and prints them."""
+    from secagg_dp.accounting.shuffle.certificates import ShuffleAccountant
 
-    import numpy as np
-
-    from secagg_dp.accounting.core.conversion import rdp_to_dp, rdp_to_dp_mironov
-
-    conv = rdp_to_dp if conversion == "cks" else rdp_to_dp_mironov
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        eps, order = conv(orders, rounds * np.maximum(np.asarray(rdp, dtype=float), 0.0), delta, warn=True)
-    notes = [str(w.message) for w in caught]
-    return eps, order, notes
-
-
-def _round_rdp(bound: str, orders: Orders, n: int, sigma: float, gamma: float | None = None) -> npt.NDArray[np.float64]:
-    """The per-round RDP curve of the shuffle bound ``bound`` (a key of ``SHUFFLE_BOUNDS``), from the
-    :class:`ShuffleAccountant` over one :class:`ShuffleRound`; this command labels and converts it."""
-    from secagg_dp.accounting.shuffle.certificates import ShuffleAccountant, ShuffleRound
-
-    return ShuffleAccountant(bound, orders=orders).compose(ShuffleRound(n, sigma, gamma)).rdp
+    acc = ShuffleAccountant(bound, orders=orders, conversion=conversion).compose(_event(args), args.rounds)
+    cert = acc.certificate(args.delta)
+    return cert.epsilon, cert.order, list(cert.detail["caveats"]), acc.round_rdp
 
 
 #: --bound of shuffle-gaussian -> (key of SHUFFLE_BOUNDS, method label, caveats, certificate?, bound of the
@@ -269,8 +261,7 @@ def _handle_gaussian(args: argparse.Namespace) -> int:
 
     orders = np.arange(2, args.max_order + 1)
     key, method, caveats, cert, bound, rdp_bound = _SHUFFLE_GAUSSIAN[args.bound]
-    rdp = _round_rdp(key, orders, args.n, args.sigma)
-    eps, order, notes = _convert(orders, rdp, args.rounds, args.delta, args.conversion)
+    eps, order, notes, rdp = _certify(args, key, orders, args.conversion)
     out = {
         "epsilon": eps,
         "delta": args.delta,
@@ -315,8 +306,7 @@ def _handle_checkin(args: argparse.Namespace) -> int:
         if method not in _GAUSS_METHODS:
             raise ParameterError(f"Argument '--method' must be one of {_GAUSS_METHODS} with --sigma, not {method!r}.")
         key, bound, cert, caveats, label = _CHECKIN_GAUSSIAN[method]
-        rdp = _round_rdp(key, orders, args.n, args.sigma, args.gamma)
-        eps, order, notes = _convert(orders, rdp, args.rounds, args.delta)
+        eps, order, notes, rdp = _certify(args, key, orders)
         out = {
             "epsilon": eps,
             "delta": args.delta,
@@ -346,13 +336,11 @@ def _handle_ldp(args: argparse.Namespace, orders: Orders) -> int:
                 f"not {args.delta0!r}."
             )
         upper = method == "seed000-upper"
-        fn = ls.seed000_upper_rdp if upper else ls.seed000_lower_rdp
-        rdp = fn(args.eps0, n=args.n, gamma=args.gamma, orders=orders)
-        eps, order, notes = _convert(orders, rdp, args.rounds, args.delta)
+        eps, order, notes, rdp = _certify(args, "ldp-draft-upper" if upper else "ldp-draft-lower", orders)
         res = ls.LDPResult(
             eps,
             args.delta,
-            order,
+            math.nan if order is None else order,  # None only for an empty composition (rounds >= 1 here)
             f"{_DRAFT}, Thm "
             + ("2 (read as an estimate)" if upper else "3 (RDP lower bound, binary randomized response)"),
             bound="estimate" if upper else RDP_LOWER,

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import warnings
 from collections.abc import Iterator
@@ -154,7 +155,7 @@ class CheckinAccountant(PrivacyAccountant):
         self._rdp = RdpAccountant(neighbouring, DEFAULT_ORDERS if orders is None else orders, observer=observer)
         if not np.array_equal(self._rdp.orders, np.round(self._rdp.orders)):
             raise ParameterError("Argument 'orders' must be integers >= 2 for the check-in mixture.")
-        self._moment = np.zeros(self._rdp.orders.size)  # ex_post: sum of count * (lam - 1) eps_ex-post(lam)
+        self._ex_post_rdp = np.zeros(self._rdp.orders.size)  # ex_post: sum of count * eps_ex-post(lam)
         self._round: CheckinRound | None = None  # window / pld: the one round being repeated
         self._count = 0  # window / pld: repetitions of that round
         self._rounds = 0
@@ -196,8 +197,6 @@ class CheckinAccountant(PrivacyAccountant):
             return ev, f"the {self.observer} view needs a provider with a base 'mechanism' (a SubsampledCheckin)"
         if self.coalition is not None and self.coalition.min_sum > ev.clients:
             return ev, f"its n = {ev.clients} clients is below the coalition's min_sum = {self.coalition.min_sum}"
-        if self.ex_post and ev.gamma is None:
-            return ev, "the ex-post view needs check-in with probability gamma (not fixed-size sampling)"
         if self.method == "rdp":
             return None
         if self.method == "window" and ev.gamma is None:
@@ -216,13 +215,8 @@ class CheckinAccountant(PrivacyAccountant):
             raise ParameterError(f"Event {type(event).__name__} is not a check-in round.")
         ev, reps = r
         if self.ex_post:
-            from secagg_dp.accounting.checkin.observers import server_ex_post_log_moment
-
-            m = ev.provider.mechanism
-            o = self._rdp.orders.astype(np.int64)
-            gamma = float(ev.gamma or 0.0)  # unsupported() refused gamma=None for ex_post
-            moment = server_ex_post_log_moment(m, ev.clients, gamma, o, neighbouring=ev.neighbouring)
-            self._moment = self._moment + (reps * count) * moment
+            o = tuple(int(x) for x in self._rdp.orders)
+            self._ex_post_rdp = self._ex_post_rdp + (reps * count) * _ex_post_round_rdp(ev, o)
         elif self.method == "rdp":
             self._rdp.compose(self._view(ev), reps * count)
         elif reps * count:
@@ -235,7 +229,7 @@ class CheckinAccountant(PrivacyAccountant):
             from secagg_dp.accounting.checkin.mixture import rdp_to_epsilon
 
             o = self._rdp.orders.astype(np.int64)
-            eps_i, order_i = rdp_to_epsilon(orders=o, rdp=self._moment / (o - 1.0), delta=delta)
+            eps_i, order_i = rdp_to_epsilon(orders=o, rdp=self._ex_post_rdp, delta=delta)
             return (
                 eps_i,
                 float(order_i),
@@ -256,7 +250,7 @@ class CheckinAccountant(PrivacyAccountant):
             orders = self._rdp.orders.astype(np.int64)
             cert = window_certificate(view.provider, ev.clients, gamma, t, delta, orders, window=self.window)
             detail = {"window": list(cert.window or ()), "delta_rdp": cert.delta_rdp, "delta_window": cert.delta_window}
-            return cert.epsilon, float(cert.order), 0.0, detail
+            return cert.epsilon, None if cert.order is None else float(cert.order), 0.0, detail
         from secagg_dp.accounting.checkin.pld import checkin_pld
 
         pld = checkin_pld(
@@ -278,7 +272,7 @@ class CheckinAccountant(PrivacyAccountant):
         if self.ex_post:
             from secagg_dp.accounting.core.conversion import dp_delta
 
-            return dp_delta(self._rdp.orders, self._moment / (self._rdp.orders - 1.0), epsilon)[0]
+            return dp_delta(self._rdp.orders, self._ex_post_rdp, epsilon)[0]
         if self.method == "rdp":
             return self._rdp.get_delta(epsilon)
         if self._round is None or self._count == 0:
@@ -319,6 +313,40 @@ class CheckinAccountant(PrivacyAccountant):
             coalition=self.coalition,
             ex_post=self.ex_post,
         )
+
+
+def _ex_post_round_rdp(ev: CheckinRound, orders: tuple[int, ...]) -> npt.NDArray[np.float64]:
+    """Per-round RDP against the server for a client that took part (ex-post; docs/accounting/observers.md):
+    check-in, 1/(lam-1) log E[e^{(lam-1) eps_base,1+K'(lam)}], K' ~ Bin(n-1, gamma)
+    (:func:`~secagg_dp.accounting.checkin.observers.server_ex_post_log_moment`); fixed-size sampling of m
+    clients, the base mechanism at K = m. T rounds compose to T times this curve (Mironov 2017, Prop. 1).
+    Cached for hashable (frozen) rounds: a run certifies round after round with one curve."""
+    try:
+        return _cached_ex_post_round_rdp(ev, orders)
+    except TypeError:  # an unhashable provider or mechanism: no cache
+        return _ex_post_round_rdp_uncached(ev, orders)
+
+
+def _ex_post_round_rdp_uncached(ev: CheckinRound, orders: tuple[int, ...]) -> npt.NDArray[np.float64]:
+    o = np.asarray(orders, dtype=np.int64)
+    mech = ev.provider.mechanism
+    if ev.gamma is None:  # fixed-size: the target is one of the m clients of every round it is in
+        m = np.array([float(ev.sample_size or 0)])
+        curve: npt.NDArray[np.float64] = np.asarray(mech.rdp_upper(m, m, o), dtype=np.float64)[0]
+        return curve
+    from secagg_dp.accounting.checkin.observers import server_ex_post_log_moment
+
+    with warnings.catch_warnings():  # n = 1: the binomial pmf takes log(0) (numpy's RuntimeWarning), nothing else
+        warnings.simplefilter("ignore", RuntimeWarning)
+        moment = server_ex_post_log_moment(mech, ev.clients, float(ev.gamma), o, neighbouring=ev.neighbouring)
+    return np.asarray(moment / (o - 1.0), dtype=np.float64)
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_ex_post_round_rdp(ev: CheckinRound, orders: tuple[int, ...]) -> npt.NDArray[np.float64]:
+    out = _ex_post_round_rdp_uncached(ev, orders)
+    out.setflags(write=False)
+    return out
 
 
 def _check_coalition_arg(observer: str, coalition: Any) -> Coalition | None:

@@ -261,4 +261,4 @@ def coalition_certificate(
 
     provider = coalition_view_provider(mechanism, n, coalition, neighbouring)
     cert = checkin_epsilon(provider, n, gamma, rounds, delta, orders, method=method)
-    return replace(cert, observer="coalition", colluders=coalition.colluders, min_sum=coalition.min_sum)
+    return replace(cert, observer="coalition", detail={**cert.detail, **coalition.as_dict()})

@@ -31,7 +31,8 @@ from __future__ import annotations
 import functools
 import math
 import warnings
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 import numpy as np
@@ -39,8 +40,8 @@ import numpy.typing as npt
 
 from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.accounting.checkin.tails import binom_window_edge, log_binom_pmf, log_binom_tail_ub
+from secagg_dp.accounting.core.accountant import _UNSET, Certificate, _field_or_detail
 from secagg_dp.accounting.core.accountant import OBSERVERS as _CORE_OBSERVERS
-from secagg_dp.accounting.core.accountant import Certificate
 from secagg_dp.accounting.core.conversion import LargestOrderWarning, rdp_to_dp
 from secagg_dp.accounting.core.logspace import log_expm1
 from secagg_dp.accounting.core.pairs import wor_gaussian_pair_log_am1
@@ -442,75 +443,149 @@ def rdp_to_epsilon(*args: Any, orders: Any = None, rdp: Any = None, delta: float
 OBSERVERS = _CORE_OBSERVERS  # the core's: one definition of who can observe
 
 
-@dataclass(frozen=True)
-class CheckinCertificate:
-    """An (epsilon, delta) certificate of T rounds of distributed check-in (an upper bound) for ``observer``.
+class CheckinCertificate(Certificate):
+    """A :class:`~secagg_dp.accounting.core.accountant.Certificate` of T rounds of distributed check-in (the
+    RDP mixture or the window certificate; an upper bound) for ``observer``.
 
     ``observer="analyst"``: sees K and the aggregate (the released model); ``"server"``: the secure-aggregation
     server, which also sees who took part and who dropped; ``"coalition"``: that server colluding with
     ``colluders`` clients, sums of at least ``min_sum`` clients (:mod:`~secagg_dp.accounting.checkin.coalition`).
-    ``certificate`` is False for labelled comparisons that are not upper bounds; ``ex_post`` marks a bound
-    conditioned on the target's participation.
+    ``certificate`` is False for labelled comparisons that are not upper bounds (``bound="estimate"``);
+    ``ex_post`` marks a bound conditioned on the target's participation.
+
+    The one certificate record with the check-in fields kept as before: the constructor takes them in their
+    old order (``epsilon, delta, order, method, neighbouring, rounds, rdp, window, delta_rdp, delta_window``,
+    then ``observer, certificate, ex_post, colluders, min_sum``) and stores them in ``detail``, read back as
+    attributes; ``order`` stays an int; ``as_dict()`` is the ``"checkin"`` layout;
+    :func:`dataclasses.replace` works. Equality compares ``detail`` as well.
     """
 
-    epsilon: float
-    delta: float
-    order: int
-    method: str  # "rdp" (the full binomial mixture) or "window"
-    neighbouring: str
-    rounds: int
-    rdp: dict[int, float] = field(repr=False)  # composed RDP of the certified mechanism per order
-    window: tuple[int, int] | None = None
-    delta_rdp: float | None = None
-    delta_window: float | None = None
-    observer: str = "analyst"
-    certificate: bool = True
-    ex_post: bool = False
-    colluders: int | None = None  # observer "coalition": c corrupt clients colluding with the server
-    min_sum: int | None = None  # observer "coalition": the smallest sum the protocol lets finish
-
-    def __post_init__(self) -> None:
-        if self.observer not in OBSERVERS:
-            raise ParameterError(f"Argument 'observer' must be one of {OBSERVERS}, not {self.observer!r}.")
-        if (self.observer == "coalition") != (self.colluders is not None and self.min_sum is not None):
+    def __init__(
+        self,
+        epsilon: float,
+        delta: float,
+        order: float | None,
+        method: str,
+        neighbouring: str,
+        rounds: Any = _UNSET,
+        rdp: Any = _UNSET,
+        window: Any = _UNSET,
+        delta_rdp: Any = _UNSET,
+        delta_window: Any = _UNSET,
+        observer: str = "analyst",
+        certificate: bool = True,
+        ex_post: Any = _UNSET,
+        colluders: Any = _UNSET,
+        min_sum: Any = _UNSET,
+        *,
+        citation: str = "",
+        slack: float = 0.0,
+        bound: str | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> None:
+        ex_post = bool(_field_or_detail("ex_post", ex_post, detail, False))
+        colluders = _field_or_detail("colluders", colluders, detail, None)
+        min_sum = _field_or_detail("min_sum", min_sum, detail, None)
+        if observer not in OBSERVERS:
+            raise ParameterError(f"Argument 'observer' must be one of {OBSERVERS}, not {observer!r}.")
+        if (observer == "coalition") != (colluders is not None and min_sum is not None):
             raise ParameterError(
                 "Arguments 'colluders' and 'min_sum' must be given exactly for observer 'coalition', "
-                f"not colluders={self.colluders!r}, min_sum={self.min_sum!r} for observer {self.observer!r}."
+                f"not colluders={colluders!r}, min_sum={min_sum!r} for observer {observer!r}."
             )
-
-    def as_certificate(self) -> Certificate:
-        """The same numbers as the contract's one record, :class:`~secagg_dp.accounting.core.accountant.Certificate`
-        (the per-order RDP, window and delta split, ex-post flag and coalition in its ``detail``)."""
-        coalition = {"colluders": self.colluders, "min_sum": self.min_sum} if self.observer == "coalition" else {}
-        return Certificate(
-            epsilon=self.epsilon,
-            delta=self.delta,
-            observer=self.observer,
-            neighbouring=self.neighbouring,
-            method=self.method,
-            certificate=self.certificate,
-            bound="upper" if self.certificate else "estimate",
-            citation=_CITATION,
-            order=float(self.order),
+        coalition = {"colluders": colluders, "min_sum": min_sum} if observer == "coalition" else {}
+        super().__init__(
+            epsilon=epsilon,
+            delta=delta,
+            observer=observer,
+            neighbouring=neighbouring,
+            method=method,
+            certificate=certificate,
+            citation=citation or (_EX_POST_CITATION if ex_post else _CITATION),
+            slack=slack,
+            bound=bound or ("upper" if certificate else "estimate"),
+            order=order,
             detail={
-                "ex_post": self.ex_post,
-                "rounds": self.rounds,
-                "window": self.window,
-                "delta_rdp": self.delta_rdp,
-                "delta_window": self.delta_window,
-                "rdp": self.rdp,
+                "ex_post": ex_post,
+                "rounds": _field_or_detail("rounds", rounds, detail),
+                "window": _field_or_detail("window", window, detail, None),
+                "delta_rdp": _field_or_detail("delta_rdp", delta_rdp, detail, None),
+                "delta_window": _field_or_detail("delta_window", delta_window, detail, None),
+                "rdp": _field_or_detail("rdp", rdp, detail),
                 **coalition,
             },
         )
+        if order is not None and float(order).is_integer():  # the integer Rényi order, as before
+            object.__setattr__(self, "order", int(order))
 
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready record: ``Certificate.as_dict(schema="checkin")`` of :meth:`as_certificate`."""
-        return self.as_certificate().as_dict(schema="checkin")
+    @property
+    def rounds(self) -> int:
+        """T, the number of rounds certified."""
+        return int(self.detail["rounds"])
+
+    @property
+    def rdp(self) -> dict[int, float]:
+        """The composed RDP of the certified mechanism per order."""
+        out: dict[int, float] = self.detail["rdp"]
+        return out
+
+    @property
+    def window(self) -> tuple[int, int] | None:
+        """The client-count window [k_lo, k_hi] of the window certificate (None for the full mixture)."""
+        w = self.detail["window"]
+        return None if w is None else (int(w[0]), int(w[1]))
+
+    @property
+    def delta_rdp(self) -> float | None:
+        """The part of delta spent by the RDP conversion."""
+        return self.detail["delta_rdp"]  # type: ignore[no-any-return]  # a float or None, set in __init__
+
+    @property
+    def delta_window(self) -> float | None:
+        """The part of delta spent on client counts outside the window."""
+        return self.detail["delta_window"]  # type: ignore[no-any-return]  # a float or None, set in __init__
+
+    @property
+    def ex_post(self) -> bool:
+        """True for a bound conditioned on the target's participation (not the ex-ante guarantee)."""
+        return bool(self.detail["ex_post"])
+
+    @property
+    def colluders(self) -> int | None:
+        """Observer ``"coalition"``: c corrupt clients colluding with the server (None otherwise)."""
+        return self.detail.get("colluders")
+
+    @property
+    def min_sum(self) -> int | None:
+        """Observer ``"coalition"``: the smallest sum the protocol lets finish (None otherwise)."""
+        return self.detail.get("min_sum")
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self) or not isinstance(other, Certificate):
+            return NotImplemented
+        return super().__eq__(other) is True and dict(self.detail) == dict(other.detail)
+
+    __hash__ = Certificate.__hash__
+
+    def as_certificate(self) -> Certificate:
+        """The same numbers as a plain :class:`~secagg_dp.accounting.core.accountant.Certificate` (whose
+        ``as_dict()`` is the general layout)."""
+        return Certificate(**{f.name: getattr(self, f.name) for f in fields(Certificate)})
+
+    def as_dict(self, *, schema: str = "checkin") -> dict[str, Any]:
+        """JSON-ready record: ``Certificate.as_dict`` in the ``"checkin"`` layout by default (the keys
+        ``secagg-dp account checkin --json`` has always printed)."""
+        return super().as_dict(schema=schema)
 
 
 _CITATION = (
     "check-in mixture RDP: SCI22 Thm 1 / Eq. 5, Liew, Hasegawa & Takahashi 2022, Thm 2 and 4; composition: "
     "Mironov 2017, Prop. 1; RDP -> (epsilon, delta): Canonne, Kamath & Steinke 2020, Prop. 12"
+)
+_EX_POST_CITATION = (
+    "server ex-post view (participation revealed, the target in every round: K = 1 + K', K' ~ Bin(n - 1, gamma)), "
+    "docs/accounting/observers.md; composition: Mironov 2017, Prop. 1; RDP -> (epsilon, delta): Canonne, Kamath & "
+    "Steinke 2020, Prop. 12"
 )
 
 

@@ -137,7 +137,10 @@ def server_ex_post_certificate(
     rounds = check_int("rounds", rounds, lo=1)
     delta = check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     orders = np.asarray(orders, dtype=np.int64)
-    total = rounds * server_ex_post_log_moment(mechanism, n, gamma, orders, neighbouring=neighbouring) / (orders - 1.0)
+    # T times the per-round curve, the expression of CheckinAccountant(observer="server", ex_post=True)
+    total = rounds * (
+        server_ex_post_log_moment(mechanism, n, gamma, orders, neighbouring=neighbouring) / (orders - 1.0)
+    )
     eps, order = rdp_to_epsilon(orders=orders, rdp=total, delta=delta)
     return CheckinCertificate(
         eps,

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -43,7 +43,7 @@ from scipy import special
 from secagg_dp._parallel import idle_cpus
 from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.accounting.checkin.tails import binom_window_edge, log_binom_pmf, log_binom_tail_ub
-from secagg_dp.accounting.core.accountant import Certificate
+from secagg_dp.accounting.core.accountant import _UNSET, Certificate, _field_or_detail
 from secagg_dp.errors import ParameterError
 
 __all__ = [
@@ -63,79 +63,194 @@ _MAX_POINTS = 10_000_001
 _MAX_WINDOW = 2**20  # client counts in the window (its binomial pmf is evaluated at each)
 
 
-@dataclass(frozen=True)
-class PLDCertificate:
-    """(epsilon, delta) of T rounds of Gaussian distributed check-in from the round's PLD.
+_TAIL_HANDLING = "binomial mass outside the window moved to privacy loss +infinity (counted in delta)"
+#: The PLD-specific fields, in ``detail`` (read back as attributes of :class:`PLDCertificate`).
+_PLD_DETAIL = (
+    "epsilon_optimistic",
+    "rounds",
+    "sigma",
+    "n",
+    "gamma",
+    "window",
+    "blocks",
+    "delta_tail",
+    "delta_truncation",
+    "discretization",
+)
+
+
+class PLDCertificate(Certificate):
+    """A :class:`~secagg_dp.accounting.core.accountant.Certificate` of T rounds of Gaussian distributed
+    check-in from the round's PLD.
 
     ``epsilon`` is the certificate (pessimistic discretisation, an upper bound for ``observer``);
-    ``epsilon_optimistic`` is the same computation with every loss rounded down (not a certificate).
-    ``delta_tail`` = 1 - (1 - p_out)^T is the part of delta spent on client counts outside ``window``
-    (moved to loss +infinity, never dropped); ``delta_truncation`` is dp-accounting's FFT tail allowance.
+    ``epsilon_optimistic`` is the same computation with every loss rounded down (not a certificate; ``slack``
+    = epsilon - epsilon_optimistic). ``delta_tail`` = 1 - (1 - p_out)^T is the part of delta spent on client
+    counts outside ``window`` (moved to loss +infinity, never dropped); ``delta_truncation`` is dp-accounting's
+    FFT tail allowance.
+
+    The one certificate record with the PLD fields kept as before: the constructor takes the former keyword
+    fields and stores them in ``detail``, read back as attributes; ``as_dict()`` is the ``"pld"`` layout;
+    :func:`dataclasses.replace` works. Equality compares ``detail`` as well.
     """
 
-    epsilon: float
-    epsilon_optimistic: float
-    delta: float
-    rounds: int
-    sigma: float
-    n: int
-    gamma: float
-    observer: str
-    window: tuple[int, int]
-    blocks: int
-    delta_tail: float
-    delta_truncation: float
-    discretization: float
-    method: str = "pld"
-    neighbouring: str = "replace-one"
-    certificate: bool = True
-    tail_handling: str = "binomial mass outside the window moved to privacy loss +infinity (counted in delta)"
-    colluders: int | None = None  # observer "coalition" only
-    min_sum: int | None = None  # observer "coalition" only
-
-    def __post_init__(self) -> None:
-        if self.observer not in PLD_OBSERVERS:
-            raise ParameterError(f"Argument 'observer' must be one of {PLD_OBSERVERS}, not {self.observer!r}.")
-        if (self.observer == "coalition") != (self.colluders is not None and self.min_sum is not None):
+    def __init__(
+        self,
+        epsilon: float,
+        epsilon_optimistic: Any = _UNSET,
+        delta: float = 0.0,
+        rounds: Any = _UNSET,
+        sigma: Any = _UNSET,
+        n: Any = _UNSET,
+        gamma: Any = _UNSET,
+        observer: str = "analyst",
+        window: Any = _UNSET,
+        blocks: Any = _UNSET,
+        delta_tail: Any = _UNSET,
+        delta_truncation: Any = _UNSET,
+        discretization: Any = _UNSET,
+        method: str = "pld",
+        neighbouring: str = "replace-one",
+        certificate: bool = True,
+        tail_handling: Any = _UNSET,
+        colluders: Any = _UNSET,
+        min_sum: Any = _UNSET,
+        *,
+        citation: str = "",
+        slack: Any = _UNSET,
+        bound: str | None = None,
+        order: None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> None:
+        if observer not in PLD_OBSERVERS:
+            raise ParameterError(f"Argument 'observer' must be one of {PLD_OBSERVERS}, not {observer!r}.")
+        colluders = _field_or_detail("colluders", colluders, detail, None)
+        min_sum = _field_or_detail("min_sum", min_sum, detail, None)
+        if (observer == "coalition") != (colluders is not None and min_sum is not None):
             raise ParameterError(
                 "Arguments 'colluders' and 'min_sum' must be given exactly for observer 'coalition', "
-                f"not colluders={self.colluders!r}, min_sum={self.min_sum!r} for observer {self.observer!r}."
+                f"not colluders={colluders!r}, min_sum={min_sum!r} for observer {observer!r}."
             )
-
-    def as_certificate(self) -> Certificate:
-        """The same numbers as the contract's one record, :class:`~secagg_dp.accounting.core.accountant.Certificate`
-        (``slack`` = epsilon - epsilon_optimistic; the discretisation fields in its ``detail``)."""
-        coalition = {"colluders": self.colluders, "min_sum": self.min_sum} if self.observer == "coalition" else {}
-        finite = math.isfinite(self.epsilon)
-        return Certificate(
-            epsilon=self.epsilon,
-            delta=self.delta,
-            observer=self.observer,
-            neighbouring=self.neighbouring,
-            method=self.method,
-            certificate=self.certificate,
-            bound="upper" if self.certificate else "estimate",
-            citation=_PLD_CITATION,
-            slack=self.epsilon - min(self.epsilon_optimistic, self.epsilon) if finite else math.inf,
-            detail={
-                "epsilon_optimistic": self.epsilon_optimistic,
-                "rounds": self.rounds,
-                "sigma": self.sigma,
-                "n": self.n,
-                "gamma": self.gamma,
-                "window": self.window,
-                "blocks": self.blocks,
-                "delta_tail": self.delta_tail,
-                "delta_truncation": self.delta_truncation,
-                "discretization": self.discretization,
-                "tail_handling": self.tail_handling,
-                **coalition,
-            },
+        given = dict(
+            zip(
+                _PLD_DETAIL,
+                (
+                    epsilon_optimistic,
+                    rounds,
+                    sigma,
+                    n,
+                    gamma,
+                    window,
+                    blocks,
+                    delta_tail,
+                    delta_truncation,
+                    discretization,
+                ),
+                strict=True,
+            )
+        )
+        values = {k: _field_or_detail(k, v, detail) for k, v in given.items()}
+        values["tail_handling"] = _field_or_detail("tail_handling", tail_handling, detail, _TAIL_HANDLING)
+        if observer == "coalition":
+            values.update(colluders=colluders, min_sum=min_sum)
+        low = values["epsilon_optimistic"]
+        finite = math.isfinite(epsilon)
+        super().__init__(
+            epsilon=epsilon,
+            delta=delta,
+            observer=observer,
+            neighbouring=neighbouring,
+            method=method,
+            certificate=certificate,
+            bound=bound or ("upper" if certificate else "estimate"),
+            citation=citation or _PLD_CITATION,
+            slack=(epsilon - min(low, epsilon) if finite else math.inf) if slack is _UNSET else slack,
+            order=order,
+            detail=values,
         )
 
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready record: ``Certificate.as_dict(schema="pld")`` of :meth:`as_certificate`."""
-        return self.as_certificate().as_dict(schema="pld")
+    @property
+    def epsilon_optimistic(self) -> float:
+        """The same computation with every loss rounded down: a lower estimate, not a certificate."""
+        return float(self.detail["epsilon_optimistic"])
+
+    @property
+    def rounds(self) -> int:
+        """T, the number of rounds certified."""
+        return int(self.detail["rounds"])
+
+    @property
+    def sigma(self) -> float:
+        """The noise multiplier of the Gaussian sum."""
+        return float(self.detail["sigma"])
+
+    @property
+    def n(self) -> int:
+        """The number of clients."""
+        return int(self.detail["n"])
+
+    @property
+    def gamma(self) -> float:
+        """The check-in probability."""
+        return float(self.detail["gamma"])
+
+    @property
+    def window(self) -> tuple[int, int]:
+        """The client-count window [k_lo, k_hi] the PLD is computed on."""
+        w = self.detail["window"]
+        return (int(w[0]), int(w[1]))
+
+    @property
+    def blocks(self) -> int:
+        """The number of client-count blocks of the mixture."""
+        return int(self.detail["blocks"])
+
+    @property
+    def delta_tail(self) -> float:
+        """The part of delta spent on client counts outside the window."""
+        return float(self.detail["delta_tail"])
+
+    @property
+    def delta_truncation(self) -> float:
+        """dp-accounting's FFT tail allowance."""
+        return float(self.detail["delta_truncation"])
+
+    @property
+    def discretization(self) -> float:
+        """The step h of the privacy-loss grid."""
+        return float(self.detail["discretization"])
+
+    @property
+    def tail_handling(self) -> str:
+        """How the client counts outside the window are accounted."""
+        return str(self.detail["tail_handling"])
+
+    @property
+    def colluders(self) -> int | None:
+        """Observer ``"coalition"``: c corrupt clients colluding with the server (None otherwise)."""
+        return self.detail.get("colluders")
+
+    @property
+    def min_sum(self) -> int | None:
+        """Observer ``"coalition"``: the smallest sum the protocol lets finish (None otherwise)."""
+        return self.detail.get("min_sum")
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self) or not isinstance(other, Certificate):
+            return NotImplemented
+        return super().__eq__(other) is True and dict(self.detail) == dict(other.detail)
+
+    __hash__ = Certificate.__hash__
+
+    def as_certificate(self) -> Certificate:
+        """The same numbers as a plain :class:`~secagg_dp.accounting.core.accountant.Certificate` (whose
+        ``as_dict()`` is the general layout)."""
+        return Certificate(**{f.name: getattr(self, f.name) for f in fields(Certificate)})
+
+    def as_dict(self, *, schema: str = "pld") -> dict[str, Any]:
+        """JSON-ready record: ``Certificate.as_dict`` in the ``"pld"`` layout by default (the keys
+        ``secagg-dp account checkin --json`` has always printed)."""
+        return super().as_dict(schema=schema)
 
 
 _PLD_CITATION = (

@@ -14,7 +14,7 @@ from __future__ import annotations
 import abc
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Self
 
@@ -107,6 +107,13 @@ class Certificate:
             object.__setattr__(self, "order", _nonneg_or_inf("order", self.order))
         object.__setattr__(self, "detail", MappingProxyType(dict(self.detail)))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle and deep-copy by field values (``detail`` is a read-only mapping proxy, which does not
+        pickle); a subclass keeps its class and its fields as they are."""
+        state = {f.name: getattr(self, f.name) for f in fields(Certificate)}
+        state["detail"] = dict(self.detail)
+        return (_restore_certificate, (type(self), state))
+
     def as_dict(self, *, schema: str = "certificate") -> dict[str, Any]:
         """JSON-ready record: the one serialiser of every certificate.
 
@@ -193,6 +200,30 @@ class Certificate:
             "tail_handling": d["tail_handling"],
             **self._coalition(),
         }
+
+
+#: Marks an argument a :class:`Certificate` subclass's constructor was not given (then read from ``detail``).
+_UNSET: Any = object()
+
+
+def _field_or_detail(name: str, value: Any, detail: Mapping[str, Any] | None, default: Any = _UNSET) -> Any:
+    """A subclass constructor's argument ``name``: ``value`` if given, else ``detail[name]``, else ``default``
+    (required when there is no default). Lets :func:`dataclasses.replace` rebuild a subclass from its fields."""
+    if value is not _UNSET:
+        return value
+    if detail is not None and name in detail:
+        return detail[name]
+    if default is _UNSET:
+        raise ParameterError(f"Argument {name!r} is required.")
+    return default
+
+
+def _restore_certificate(cls: type[Certificate], state: dict[str, Any]) -> Certificate:
+    """The :class:`Certificate` (or subclass) of :meth:`Certificate.__reduce__`'s ``state``."""
+    out = object.__new__(cls)
+    for name, value in state.items():
+        object.__setattr__(out, name, MappingProxyType(value) if name == "detail" else value)
+    return out
 
 
 class PrivacyAccountant(abc.ABC):

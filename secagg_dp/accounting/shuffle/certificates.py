@@ -10,6 +10,7 @@ curve is neither an upper nor a lower bound on the mechanism's epsilon. Neighbou
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -20,11 +21,18 @@ import numpy.typing as npt
 
 from secagg_dp._validate import check_int, check_real
 from secagg_dp.accounting.core.accountant import Certificate, PrivacyAccountant
-from secagg_dp.accounting.core.conversion import dp_delta, rdp_to_dp
+from secagg_dp.accounting.core.conversion import dp_delta, rdp_to_dp, rdp_to_dp_mironov
 from secagg_dp.accounting.core.events import PrivacyEvent, SelfComposed
 from secagg_dp.errors import ParameterError
 
-__all__ = ["SHUFFLE_BOUNDS", "ShuffleAccountant", "ShuffleRound", "shuffle_certificate"]
+__all__ = [
+    "LDP_SHUFFLE_BOUNDS",
+    "SHUFFLE_BOUNDS",
+    "LDPShuffleRound",
+    "ShuffleAccountant",
+    "ShuffleRound",
+    "shuffle_certificate",
+]
 
 _Curve = Callable[[list[int], int, float, float | None], npt.NDArray[np.float64]]
 
@@ -136,6 +144,93 @@ class ShuffleRound(PrivacyEvent):
         return {"type": type(self).__name__, "n": self.n, "sigma": self.sigma, "gamma": self.gamma}
 
 
+@dataclass(frozen=True)
+class LDPShuffleRound(PrivacyEvent):
+    """One round of the shuffle model with pure ``eps0``-LDP randomizers (the self check-in draft of Liew,
+    Hasegawa & Takahashi): each of ``n`` users reports through an eps0-DP local randomizer and the reports are
+    shuffled; with ``gamma``, each user checks in independently with probability gamma. Neighbouring relation:
+    ``replace-one``. Carries no bound: the :class:`ShuffleAccountant`'s ``method`` (a key of
+    :data:`LDP_SHUFFLE_BOUNDS`) or ``observer="server"`` says which RDP curve is used.
+    """
+
+    n: int
+    eps0: float
+    gamma: float | None = None
+    neighbouring: str = "replace-one"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "n", check_int("n", self.n, lo=1))
+        object.__setattr__(self, "eps0", check_real("eps0", self.eps0, lo=0.0, lo_open=True))
+        if self.gamma is not None:
+            object.__setattr__(self, "gamma", check_real("gamma", self.gamma, lo=0.0, hi=1.0, lo_open=True))
+        if self.neighbouring != "replace-one":
+            raise ParameterError(
+                f"Argument 'neighbouring' must be 'replace-one' for a shuffle round, not {self.neighbouring!r}."
+            )
+
+    def describe(self) -> dict[str, Any]:
+        return {"type": type(self).__name__, "n": self.n, "eps0": self.eps0, "gamma": self.gamma}
+
+
+def _ldp_draft(upper: bool) -> _Curve:
+    def curve(o: list[int], n: int, eps0: float, gamma: float | None) -> npt.NDArray[np.float64]:
+        from secagg_dp.accounting.shuffle import ldp
+
+        if gamma is None:
+            raise ParameterError("Argument 'gamma' is required for the self check-in draft's bounds, not None.")
+        fn = ldp.seed000_upper_rdp if upper else ldp.seed000_lower_rdp
+        return np.asarray(fn(eps0, n=n, gamma=gamma, orders=o), dtype=np.float64)
+
+    return curve
+
+
+_DRAFT = "self check-in draft (Liew, Hasegawa & Takahashi, workshop draft)"
+#: name -> (RDP curve of an :class:`LDPShuffleRound`, certificate?, what the curve is, citation); neither certifies.
+LDP_SHUFFLE_BOUNDS: Mapping[str, tuple[_Curve, bool, str, str]] = MappingProxyType(
+    {
+        "ldp-draft-upper": (
+            _ldp_draft(True),
+            False,
+            "estimate: the draft's Thm 2 as read, below the exact RDP of binary randomized response at small n gamma",
+            f"{_DRAFT}, Thm 2 (read as an estimate)",
+        ),
+        "ldp-draft-lower": (
+            _ldp_draft(False),
+            False,
+            "lower bound on the RDP for one eps0-LDP randomizer (binary randomized response)",
+            f"{_DRAFT}, Thm 3 (RDP lower bound, binary randomized response)",
+        ),
+    }
+)
+
+_SERVER_CITATION = (
+    "server view (reports seen before shuffling, participation revealed): Gaussian randomizer Mironov 2017, "
+    "Prop. 7, or eps0-DP via randomized response (Kairouz, Oh & Viswanath 2015, Thm 2.5); revealed flag: exact "
+    "Rényi moment of the flag-weighted mixture; Canonne, Kamath & Steinke 2020, Prop. 12"
+)
+#: RDP -> (epsilon, delta) conversions of :class:`ShuffleAccountant`: Canonne, Kamath & Steinke 2020, Prop. 12
+#: (``"cks"``) or the looser Mironov 2017, Prop. 3 (``"mironov"``, a labelled comparison).
+_CONVERSIONS: tuple[str, str] = ("cks", "mironov")
+
+
+def _server_round_rdp(ev: ShuffleRound | LDPShuffleRound, orders: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """Per-round RDP against a party that sees each report before shuffling: the local randomizer alone
+    (Gaussian with L2 sensitivity 1, Mironov 2017 Prop. 7; eps0-DP via ``pure_dp_to_rdp``), with check-in the
+    revealed participation flag (``revealed_participation_rdp``; exact for a revealed flag)."""
+    from secagg_dp.accounting.core.conversion import pure_dp_to_rdp
+    from secagg_dp.accounting.core.rdp import gaussian_rdp
+    from secagg_dp.accounting.core.subsampling import revealed_participation_rdp
+
+    base = pure_dp_to_rdp(ev.eps0, orders) if isinstance(ev, LDPShuffleRound) else gaussian_rdp(orders, ev.sigma, 1.0)
+    rate = 1.0 if ev.gamma is None else ev.gamma
+    return np.asarray(revealed_participation_rdp(base, rate, orders), dtype=np.float64)
+
+
+def _fields_of(ev: ShuffleRound | LDPShuffleRound) -> dict[str, Any]:
+    """The round's parameters (``n``, ``sigma`` or ``eps0``, ``gamma``) for a certificate's ``detail``."""
+    return {k: v for k, v in ev.describe().items() if k != "type"}
+
+
 def _check_shuffle_orders(orders: Any) -> npt.NDArray[np.int64]:
     raw = np.arange(2, 257) if orders is None else np.asarray(orders)
     o = raw.astype(np.int64) if raw.dtype.kind in "iuf" else np.zeros(0, dtype=np.int64)
@@ -145,36 +240,68 @@ def _check_shuffle_orders(orders: Any) -> npt.NDArray[np.int64]:
 
 
 class ShuffleAccountant(PrivacyAccountant):
-    """Accountant for :class:`ShuffleRound` events under one shuffle bound (the :class:`PrivacyAccountant`
-    contract).
+    """Accountant for :class:`ShuffleRound` (and :class:`LDPShuffleRound`) events under one shuffle bound
+    (the :class:`PrivacyAccountant` contract).
 
-    ``method``: a key of :data:`SHUFFLE_BOUNDS`; its RDP curve of one round is composed over the rounds by
-    addition (Mironov 2017, Prop. 1) and converted by Canonne, Kamath & Steinke 2020, Prop. 12. The
-    certificate is labelled by the bound: ``certificate=True`` (``bound="upper"``) only for
-    ``"gaussian-upper"`` and ``"checkin-upper"``, else ``certificate=False`` with ``bound="estimate"`` (the
-    upper-bound conversion of a lower RDP curve is neither bound on epsilon). Repetitions of one round only
-    (the certificate's ``detail`` names its n, sigma and gamma). ``orders``: integers >= 2 (default 2..256).
-    Observer: the analyst; relation: replace-one.
+    ``method``: a key of :data:`SHUFFLE_BOUNDS` (Gaussian randomizers, :class:`ShuffleRound`) or of
+    :data:`LDP_SHUFFLE_BOUNDS` (eps0-LDP randomizers, :class:`LDPShuffleRound`); its RDP curve of one round
+    is composed over the rounds by addition (Mironov 2017, Prop. 1) and converted by ``conversion``:
+    ``"cks"`` (Canonne, Kamath & Steinke 2020, Prop. 12, default) or ``"mironov"`` (Mironov 2017, Prop. 3,
+    looser; a labelled comparison). Negative curve values (a Rényi divergence is >= 0; they are rounding of
+    a bound near 0) are converted as 0; the conversion's warnings (e.g. the optimum at the largest order)
+    are returned in the certificate's ``detail["caveats"]``. The certificate is labelled by the bound:
+    ``certificate=True`` (``bound="upper"``) only for ``"gaussian-upper"`` and ``"checkin-upper"``, else
+    ``certificate=False`` with ``bound="estimate"`` (the upper-bound conversion of a lower RDP curve is
+    neither bound on epsilon). Repetitions of one round only (the certificate's ``detail`` names the round).
+    ``orders``: integers >= 2 (default 2..256). Relation: replace-one.
+
+    ``observer="analyst"`` (default) sees the shuffled reports. ``observer="server"`` sees each report
+    before shuffling (an untrusted shuffler or collecting server): only the local randomizer protects, with
+    check-in the revealed participation flag (``method`` is then not used; a certificate for either event).
     """
 
-    def __init__(self, method: str = "gaussian-upper", *, orders: Any = None) -> None:
-        if method not in SHUFFLE_BOUNDS:
-            raise ParameterError(f"Argument 'method' must be one of {tuple(SHUFFLE_BOUNDS)}, not {method!r}.")
-        super().__init__("replace-one", observer="analyst")
+    def __init__(
+        self,
+        method: str = "gaussian-upper",
+        *,
+        orders: Any = None,
+        observer: str = "analyst",
+        conversion: str = "cks",
+    ) -> None:
+        if method not in SHUFFLE_BOUNDS and method not in LDP_SHUFFLE_BOUNDS:
+            raise ParameterError(
+                f"Argument 'method' must be one of {tuple(SHUFFLE_BOUNDS) + tuple(LDP_SHUFFLE_BOUNDS)}, not {method!r}."
+            )
+        if observer not in ("analyst", "server"):
+            raise ParameterError(f"Argument 'observer' must be 'analyst' or 'server', not {observer!r}.")
+        if conversion not in _CONVERSIONS:
+            raise ParameterError(f"Argument 'conversion' must be one of {_CONVERSIONS}, not {conversion!r}.")
+        super().__init__("replace-one", observer=observer)
         self.bound_name = method
-        self.method = f"shuffle-{method}"
-        self.citation = SHUFFLE_BOUNDS[method][3]
+        self.conversion = conversion
+        bounds = SHUFFLE_BOUNDS if method in SHUFFLE_BOUNDS else LDP_SHUFFLE_BOUNDS
+        self._bound: tuple[_Curve | None, bool, str, str] = (
+            bounds[method] if observer == "analyst" else (None, True, "upper bound", _SERVER_CITATION)
+        )
+        self.method = f"shuffle-{method}" if observer == "analyst" else "shuffle-server-view"
+        self.citation = self._bound[3]
         self.orders = _check_shuffle_orders(orders)
         self._total = np.zeros(self.orders.size, dtype=np.float64)
-        self._round: ShuffleRound | None = None
+        self._curve = np.zeros(self.orders.size, dtype=np.float64)
+        self._round: ShuffleRound | LDPShuffleRound | None = None
         self._count = 0
 
     def unsupported(self, event: Any) -> tuple[Any, str] | None:
         ev = event.event if isinstance(event, SelfComposed) else event
-        if not isinstance(ev, ShuffleRound):
-            return ev, "the shuffle accountant composes ShuffleRound events (or a SelfComposed of one)"
-        if self.bound_name.startswith("checkin") and ev.gamma is None:
-            return ev, f"the shuffled check-in bound {self.bound_name!r} needs the round's check-in rate 'gamma'"
+        if not isinstance(ev, ShuffleRound | LDPShuffleRound):
+            return ev, "the shuffle accountant composes ShuffleRound or LDPShuffleRound events (or a SelfComposed)"
+        if self.observer == "analyst":
+            kind = ShuffleRound if self.bound_name in SHUFFLE_BOUNDS else LDPShuffleRound
+            if not isinstance(ev, kind):
+                return ev, f"the bound {self.bound_name!r} is for {kind.__name__} events"
+            needs_gamma = self.bound_name.startswith("checkin") or kind is LDPShuffleRound
+            if needs_gamma and ev.gamma is None:
+                return ev, f"the shuffled check-in bound {self.bound_name!r} needs the round's check-in rate 'gamma'"
         if self._round is not None and ev != self._round:
             return ev, "the shuffle accountant certifies repetitions of one round; a different round is composed"
         return None
@@ -182,34 +309,48 @@ class ShuffleAccountant(PrivacyAccountant):
     def _compose(self, event: PrivacyEvent, count: int) -> None:
         reps = event.count if isinstance(event, SelfComposed) else 1
         ev = event.event if isinstance(event, SelfComposed) else event
-        if not isinstance(ev, ShuffleRound):  # pragma: no cover - compose() checked support first
+        if not isinstance(ev, ShuffleRound | LDPShuffleRound):  # pragma: no cover - compose() checked support
             raise ParameterError(f"Event {type(ev).__name__} is not a shuffle round.")
-        curve = SHUFFLE_BOUNDS[self.bound_name][0]
+        fn = self._bound[0]
+        if fn is None:  # the server's view: the local randomizer alone
+            curve = _server_round_rdp(ev, self.orders)
+        else:
+            param = ev.sigma if isinstance(ev, ShuffleRound) else ev.eps0
+            curve = fn([int(x) for x in self.orders], ev.n, param, ev.gamma)
         with np.errstate(over="ignore"):
-            total = self._total + (reps * count) * curve([int(x) for x in self.orders], ev.n, ev.sigma, ev.gamma)
-        self._total, self._round, self._count = total, ev, self._count + reps * count
+            total = self._total + (reps * count) * curve
+        self._total, self._curve, self._round, self._count = total, curve, ev, self._count + reps * count
 
     @property
     def rdp(self) -> npt.NDArray[np.float64]:
         """The composed RDP curve at :attr:`orders` (a copy): the bound's curve times the rounds."""
         return self._total.copy()
 
+    @property
+    def round_rdp(self) -> npt.NDArray[np.float64]:
+        """The RDP curve of one round of the composed round (a copy; zeros before any composition)."""
+        return self._curve.copy()
+
     def get_epsilon(self, delta: float) -> float:
         return self.certificate(delta).epsilon
 
     def get_delta(self, epsilon: float) -> float:
+        """Smallest delta at ``epsilon`` by the CKS20 inversion (valid for either ``conversion``)."""
         e = check_real("epsilon", epsilon, lo=0.0)
-        return dp_delta(self.orders, self._total, e)[0]
+        return dp_delta(self.orders, np.maximum(self._total, 0.0), e)[0]
 
     def certificate(self, delta: float) -> Certificate:
         d = check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
-        _, certifies, what, citation = SHUFFLE_BOUNDS[self.bound_name]
-        eps, order = rdp_to_dp(self.orders, self._total, d, warn=False)
+        _, certifies, what, citation = self._bound
+        conv = rdp_to_dp if self.conversion == "cks" else rdp_to_dp_mironov
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            eps, order = conv(self.orders, np.maximum(self._total, 0.0), d, warn=True)
         ev = self._round
         return Certificate(
             epsilon=eps,
             delta=d,
-            observer="analyst",
+            observer=self.observer,
             neighbouring="replace-one",
             method=self.method,
             certificate=certifies,
@@ -219,14 +360,14 @@ class ShuffleAccountant(PrivacyAccountant):
             detail={
                 "rdp_curve": what,
                 "rounds": self._count,
-                "n": None if ev is None else ev.n,
-                "sigma": None if ev is None else ev.sigma,
-                "gamma": None if ev is None else ev.gamma,
+                "conversion": self.conversion,
+                "caveats": [str(w.message) for w in caught],
+                **({"n": None, "sigma": None, "gamma": None} if ev is None else _fields_of(ev)),
             },
         )
 
     def fresh(self) -> Self:
-        return type(self)(self.bound_name, orders=self.orders)
+        return type(self)(self.bound_name, orders=self.orders, observer=self.observer, conversion=self.conversion)
 
 
 def shuffle_certificate(

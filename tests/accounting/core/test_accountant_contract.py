@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
 import pytest
 
 from secagg_dp.accounting import (
@@ -21,6 +22,7 @@ from secagg_dp.accounting import (
     Composed,
     DiscreteGaussian,
     GaussianSum,
+    PerKTable,
     PLDAccountant,
     PoissonSampled,
     PrivacyAccountant,
@@ -231,8 +233,9 @@ def test_rdp_certificate_flags_an_optimum_at_the_largest_order():
 
 class TestCheckinServerExPost(AccountantContract):
     event_a = event_b = GAUSS_ROUND
-    refused = CheckinRound(SubsampledCheckin(GaussianSum(1.0), 30), 30, None, 10, "replace-one")
-    refused_name = "CheckinRound"  # fixed-size sampling: the ex-post view needs gamma
+    # a per-k table has no base mechanism to re-evaluate at K = 1 + K'
+    refused = CheckinRound(PerKTable(np.zeros((31, 2)), np.array([2, 3])), 30, 0.3, None, "replace-one")
+    refused_name = "CheckinRound"
 
     def make(self):
         return CheckinAccountant(observer="server", ex_post=True)
@@ -254,6 +257,18 @@ class TestCheckinServerExPost(AccountantContract):
         moment = np.logaddexp(np.log(0.5) + (a - 1) * 2 * a, np.log(0.5) + (a - 1) * a)
         expected, _ = rdp_to_dp(a, 3 * moment / (a - 1), DELTA, warn=False)
         assert acc.compose(two, 3).get_epsilon(DELTA) == pytest.approx(expected, rel=1e-9)
+
+    def test_fixed_size_ex_post_is_the_base_at_the_sample_size(self):
+        # fixed-size sampling of m = 10 of 30: a client in every round is in a sum of exactly m clients, so its
+        # per-round RDP is the Gaussian sum's eps_m(a) = 2a / (m sigma^2) (Mironov 2017, Prop. 7), T = 4 rounds
+        from secagg_dp.accounting import rdp_to_dp
+
+        fixed = CheckinRound(SubsampledCheckin(GaussianSum(1.5), 30), 30, None, 10, "replace-one")
+        acc = self.make()
+        a = acc.orders
+        expected, _ = rdp_to_dp(a, 4 * (2 * a / (10 * 1.5**2)), DELTA, warn=False)
+        cert = acc.compose(fixed, 4).certificate(DELTA)
+        assert cert.epsilon == pytest.approx(expected, rel=1e-12) and cert.detail["ex_post"] is True
 
     def test_ex_post_needs_the_server_and_rdp(self):
         with pytest.raises(ParameterError, match="ex_post"):
@@ -298,6 +313,59 @@ class TestShuffleAccountant(AccountantContract):
         with pytest.raises(UnsupportedEventError, match="gamma"):
             self.make().compose(ShuffleRound(1000, 2.0))
 
+    def test_server_view_is_the_randomizer_with_the_revealed_flag(self):
+        # the server sees each report before shuffling: Gaussian RDP a / (2 sigma^2) (Mironov 2017, Prop. 7),
+        # the revealed flag giving log(1 + g expm1((a-1) r)) / (a-1) (the flag-weighted Rényi moment, written out
+        # here); eps0-DP: the randomized-response moment log((e^{a e} + e^{(1-a) e}) / (1 + e^e)) / (a-1)
+        import numpy as np
+
+        from secagg_dp.accounting import LDPShuffleRound, ShuffleAccountant, ShuffleRound, rdp_to_dp
+
+        o = np.arange(2, 65).astype(float)
+        r = o / (2 * 2.0**2)
+        per = np.log1p(0.1 * np.expm1((o - 1) * r)) / (o - 1)
+        acc = ShuffleAccountant(observer="server", orders=o).compose(ShuffleRound(1000, 2.0, 0.1), 5)
+        expected, _ = rdp_to_dp(o, 5 * per, DELTA, warn=False)
+        c = acc.certificate(DELTA)
+        assert c.epsilon == pytest.approx(expected, rel=1e-12)
+        assert (c.observer, c.certificate, c.bound) == ("server", True, "upper")
+        e = 0.5
+        rr = np.log((np.exp(o * e) + np.exp((1 - o) * e)) / (1 + np.exp(e))) / (o - 1)
+        ldp = ShuffleAccountant(observer="server", orders=o).compose(LDPShuffleRound(7, e), 3)
+        assert ldp.get_epsilon(DELTA) == pytest.approx(rdp_to_dp(o, 3 * rr, DELTA, warn=False)[0], rel=1e-12)
+
+    def test_conversion_option_and_caveats(self):
+        # Mironov 2017, Prop. 3: eps = min_a T a / (2 sigma^2) + log(1/delta) / (a-1), written out here
+        import math
+
+        import numpy as np
+
+        from secagg_dp.accounting import ShuffleAccountant, ShuffleRound
+
+        o = np.arange(2, 65)
+        acc = ShuffleAccountant("gaussian-upper", orders=o, conversion="mironov").compose(ShuffleRound(50, 2.0), 4)
+        expected = float(np.min(4 * o / 8.0 + math.log(1 / DELTA) / (o - 1)))
+        c = acc.certificate(DELTA)
+        assert c.epsilon == pytest.approx(expected, rel=1e-12) and c.detail["conversion"] == "mironov"
+        assert acc.fresh().conversion == "mironov"
+        # orders 2..3 only: the optimum at sigma = 20 is the largest order, a caveat in the detail (not raised)
+        few = ShuffleAccountant("gaussian-upper", orders=[2, 3]).compose(ShuffleRound(50, 20.0), 1)
+        assert any("largest" in n for n in few.certificate(DELTA).detail["caveats"])
+        with pytest.raises(ParameterError, match="conversion"):
+            ShuffleAccountant(conversion="renyi")
+
+    def test_ldp_draft_bounds_are_estimates_of_ldp_rounds(self):
+        from secagg_dp.accounting import LDPShuffleRound, ShuffleAccountant, ShuffleRound, seed000_lower_rdp
+
+        acc = ShuffleAccountant("ldp-draft-lower", orders=range(2, 17))
+        with pytest.raises(UnsupportedEventError, match="LDPShuffleRound"):
+            acc.compose(ShuffleRound(10, 1.0, 0.5))
+        acc.compose(LDPShuffleRound(10, 1.0, 0.5), 2)
+        # the per-round curve is the draft's Thm 3 function itself (its own tests check it against brute force)
+        assert list(acc.round_rdp) == list(seed000_lower_rdp(1.0, n=10, gamma=0.5, orders=list(range(2, 17))))
+        c = acc.certificate(DELTA)
+        assert (c.certificate, c.bound) == (False, "estimate")
+
 
 def test_registry_builds_one_class_per_method():
     from secagg_dp.accounting import ACCOUNTANTS, ShuffleAccountant, make_accountant
@@ -323,6 +391,37 @@ def test_registry_builds_one_class_per_method():
         make_accountant("window", obsever="server")  # a typo is not swallowed
     with pytest.raises(ParameterError, match="method"):
         ACCOUNTANTS["window"]("rdp")
+
+
+def test_checkin_records_are_certificates_with_their_fields():
+    import copy
+    import pickle
+
+    from secagg_dp.accounting import (
+        CheckinCertificate,
+        Coalition,
+        PLDCertificate,
+        checkin_epsilon,
+        checkin_pld,
+        coalition_certificate,
+    )
+
+    rdp = checkin_epsilon(SubsampledCheckin(GaussianSum(1.0), 30), 30, 0.3, 3, DELTA, method="window")
+    assert isinstance(rdp, CheckinCertificate) and isinstance(rdp, Certificate)
+    assert rdp.window == tuple(rdp.detail["window"]) and rdp.delta_rdp + rdp.delta_window == pytest.approx(DELTA)
+    assert isinstance(rdp.order, int) and rdp.rounds == 3 and rdp.ex_post is False and rdp.colluders is None
+    assert rdp.as_dict()["window"] == list(rdp.window)  # the "checkin" layout by default
+    assert pickle.loads(pickle.dumps(rdp)) == rdp and copy.deepcopy(rdp) == rdp
+    assert dataclasses.replace(rdp, epsilon=9.0).window == rdp.window
+    assert dataclasses.replace(rdp, epsilon=9.0) != rdp
+    with pytest.raises(ParameterError, match="colluders"):
+        dataclasses.replace(rdp, observer="coalition")
+    coal = coalition_certificate(GaussianSum(1.0), 30, 0.3, 2, DELTA, Coalition(1, 3))
+    assert (coal.observer, coal.colluders, coal.min_sum) == ("coalition", 1, 3)
+    pld = checkin_pld(30, 0.3, 1.0, 3, DELTA)
+    assert isinstance(pld, PLDCertificate) and isinstance(pld, Certificate) and pld.order is None
+    assert pld.slack == pld.epsilon - min(pld.epsilon_optimistic, pld.epsilon) and pld.sigma == 1.0
+    assert pickle.loads(pickle.dumps(pld)) == pld and pld.as_dict()["epsilon_optimistic"] == pld.epsilon_optimistic
 
 
 def test_legacy_records_convert_to_one_certificate_with_the_same_numbers():

@@ -22,6 +22,7 @@ from secagg_dp.accounting import (
     DistributedDiscreteGaussian,
     Gaussian,
     GaussianSum,
+    LDPShuffleRound,
     LocalStepsSkellam,
     PerKTable,
     PoissonSampled,
@@ -73,6 +74,7 @@ EXAMPLES: dict[type, list[PrivacyEvent]] = {
     ],
     RecordedRdp: [RecordedRdp((2.0, 2.5, 64.0), (0.0, 0.125, 1e300), "add-remove")],
     ShuffleRound: [ShuffleRound(1000, 2.0, 0.1), ShuffleRound(60000, 9.48)],
+    LDPShuffleRound: [LDPShuffleRound(100, 1.0, 0.1), LDPShuffleRound(2, 0.5)],
     RandomCheckinEpoch: [
         RandomCheckinEpoch(SkellamSum(9.0, 2.0, 4.0), 1000, 0.5, 10, slots=2),
         RandomCheckinEpoch(CentralGaussian(1.0, "add-remove"), 100, 1.0, 100, neighbouring="add-remove"),
