@@ -24,11 +24,12 @@ from secagg_dp._validate import check_int
 from secagg_dp.crypto import shamir
 from secagg_dp.errors import ParameterError, ProtocolError
 from secagg_dp.noise.add_then_remove import NoiseSpec
+from secagg_dp.stages import PROTOCOL_STAGES, stages_for
 from secagg_dp.zq import check_bits, check_residues
 
 __all__ = ["SecAggResult", "run_secagg_round", "run_pooled_round", "round_plan", "run_plan", "drive_round", "STAGES"]
 
-STAGES = tuple(STAGE_NAMES)  # ("advertise_keys", "share_keys", "masked_input", "consistency", "unmasking")
+STAGES = PROTOCOL_STAGES  # the library's stage model (secagg_dp.stages), the keys of STAGE_NAMES in order
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ def drive_round(
     reports: list[str] = []
     timings: dict[str, float] = {}
     downlink: Sequence[Envelope] = [Envelope(m.SERVER, m.BROADCAST, server.open_round())]
-    for stage in (s for s in STAGES if server.security == "active" or s != "consistency"):
+    for stage in stages_for(server.security):
         t0 = time.perf_counter()
         delivered = transport.deliver(f"{stage}:down", downlink)
         downlink = []  # the pool consumes ``delivered`` message by message (an in-process pool clears it)

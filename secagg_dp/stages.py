@@ -18,6 +18,11 @@ __all__ = [
     "ACTIVE_ONLY_STAGES",
     "NOISE_LOST_STAGES",
     "INPUT_STAGE",
+    "ROSTER_STAGE",
+    "ROSTER_LOST_STAGES",
+    "DROPOUT_STAGES",
+    "PROTOCOL_DROPOUT_STAGES",
+    "ROSTER_DROPOUT_STAGES",
     "stages_for",
 ]
 
@@ -41,3 +46,24 @@ def stages_for(security: str) -> tuple[str, ...]:
     if security == "active":
         return PROTOCOL_STAGES
     return tuple(s for s in PROTOCOL_STAGES if s not in ACTIVE_ONLY_STAGES)
+
+
+#: The stage whose messages fix the roster: the clients that advertised keys form the key roster the clients
+#: receive at share_keys (its size N is what add-then-remove noise is scheduled for).
+ROSTER_STAGE = "advertise_keys"
+
+#: Stages at which a client that stops responding is left out of the roster: up to and including
+#: :data:`ROSTER_STAGE` (so P(in the roster) = p (1 - p')^len(ROSTER_LOST_STAGES), one stage).
+ROSTER_LOST_STAGES: tuple[str, ...] = PROTOCOL_STAGES[: PROTOCOL_STAGES.index(ROSTER_STAGE) + 1]
+
+#: The stages the simulator draws one dropout coin for, in order: every stage but the active-only consistency
+#: stage, which it does not draw (a client silent there has already sent its masked input, so it is in the sum
+#: like one silent at unmasking; the random stream is that of these 4 stages).
+DROPOUT_STAGES: tuple[str, ...] = stages_for("semi-honest")
+
+#: How many stages can lose a dropped client's noise (advertise_keys, share_keys, masked_input): the exponent
+#: of gamma = p (1 - p')^3 (:func:`secagg_dp.accounting.checkin.dropout.effective_checkin_rate`).
+PROTOCOL_DROPOUT_STAGES = len(NOISE_LOST_STAGES)
+
+#: How many stages can keep a client out of the roster (advertise_keys): roster rate p (1 - p').
+ROSTER_DROPOUT_STAGES = len(ROSTER_LOST_STAGES)

@@ -20,7 +20,8 @@ import numpy as np
 
 from secagg_dp import zq
 from secagg_dp.errors import AbortError
-from secagg_dp.stages import NOISE_LOST_STAGES, stages_for
+from secagg_dp.stages import DROPOUT_STAGES, NOISE_LOST_STAGES
+from secagg_dp.stages import ROSTER_STAGE as _ROSTER_STAGE
 
 if TYPE_CHECKING:  # the protocol is imported where a round runs (the ideal mode never loads it)
     from protocols import ClientPool, LazyInputs, RoundPlan, SecAggResult
@@ -38,14 +39,14 @@ __all__ = [
     "aborts_from_counts",
     "abort_reason",
     "ROSTER_STAGE",
+    "IN_ROSTER_FROM",
     "round_plan",
     "crypto_round",
 ]
 
-# The protocol's stages (secagg_dp.stages) without the active-only consistency stage, which the dropout model does
-# not draw: a client silent there has already sent its masked input, so it is in the sum like one silent at
-# unmasking. One dropout coin per stage, so the random stream is that of these 4 stages.
-STAGES = stages_for("semi-honest")
+# The stages the dropout model draws a coin for: the library's secagg_dp.stages.DROPOUT_STAGES (the protocol's
+# stages without the active-only consistency stage, whose silent client is in the sum like one silent at unmasking).
+STAGES = DROPOUT_STAGES
 INCLUDED_FROM = len(NOISE_LOST_STAGES)  # dropping at this stage or later keeps the input in the sum
 NO_DROP = len(STAGES)  # stage index of a client that never drops
 _ROWS = 1 << 18  # clients per chunk of coins: bounded memory at n = 10^7
@@ -101,8 +102,11 @@ def aborts_from_counts(
     return abort_reason(checked_in, dropped, threshold, min_roster) is not None
 
 
-#: The stage after which the roster is fixed: the clients that advertised keys (the server's key roster).
-ROSTER_STAGE = STAGES[0]
+#: The stage after which the roster is fixed: the clients that advertised keys (secagg_dp.stages.ROSTER_STAGE).
+ROSTER_STAGE = _ROSTER_STAGE
+#: Index in :data:`STAGES` of the first stage after the roster: a client whose first dropped stage index is at
+#: least this is in the roster.
+IN_ROSTER_FROM = STAGES.index(ROSTER_STAGE) + 1
 
 
 def abort_reason(

@@ -22,6 +22,8 @@ import numpy as np
 from secagg_dp import zq
 from secagg_dp._validate import all_finite
 from secagg_dp.errors import ParameterError
+from secagg_dp.noise.add_then_remove import NoiseSchedule
+from secagg_dp.plan import Mechanism
 
 __all__ = [
     "RoundSpec",
@@ -69,7 +71,7 @@ class RoundSpec:
     scale: float
     rotation_seed: int
     beta: float
-    mechanism: str
+    mechanism: Mechanism  # the grid noise (secagg_dp.plan.Mechanism; a name "ddg" | "skellam" is converted)
     sigma_int: float  # per-client, per-step noise std on the integer grid
     local_steps: int = 1
     sample_rate: float = 1.0
@@ -80,14 +82,19 @@ class RoundSpec:
     # False: the clients encode without noise and the ideal aggregator adds the sum of the included clients'
     # noise as one draw (simulations.runner.aggregate_round; secagg_dp.noise.aggregate)
     client_noise: bool = True
-    # add-then-remove noise (privacy.noise_enforcement): the round's schedule (target variance in the sum,
-    # roster size N, tolerance) and the groups whose components stay in the client's own vector: the groups
-    # kept after removal (ideal mode: the removal is applied here), or () (crypto mode: the protocol client
-    # adds every group and the server removes them). None: no enforcement.
-    enforcement: tuple[float, int, float] | None = None
+    # add-then-remove noise (privacy.noise_enforcement): the round's NoiseSchedule (target variance in the sum,
+    # roster size N, tolerance, grouping; built once by the runner from the run's NoiseSpec) and the groups whose
+    # components stay in the client's own vector: the groups kept after removal (ideal mode: the removal is
+    # applied here), or () (crypto mode: the protocol client adds every group and the server removes them).
+    # None: no enforcement.
+    enforcement: NoiseSchedule | None = None
     kept_groups: tuple[int, ...] = ()
     noise_seed: int = 0  # the round's crypto seed: the clients' master seeds derive from it and the round id
     noise_in_protocol: bool = False  # crypto mode: the protocol client adds every level (the vector has none)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.mechanism, Mechanism):
+            object.__setattr__(self, "mechanism", Mechanism(self.mechanism))
 
 
 @functools.lru_cache(maxsize=16)
@@ -142,13 +149,11 @@ def chunks_of(blocks: list[Block], size: int = CHUNK) -> list[list[Block]]:
     return [blocks[i : i + size] for i in range(0, len(blocks), size)]
 
 
-def draw_noise(mechanism: str, sigma_int: float, size: int, rng: np.random.Generator) -> np.ndarray:
-    """One client's int64 noise: discrete Gaussian N_Z(0, sigma^2) or symmetric Skellam of variance sigma^2."""
-    from secagg_dp.noise import sample_discrete_gaussian, sample_skellam
-
-    if mechanism == "ddg":
-        return sample_discrete_gaussian(sigma_int, size, rng=rng)
-    return sample_skellam(sigma_int**2, size, rng=rng)
+def draw_noise(mechanism: str | Mechanism, sigma_int: float, size: int, rng: np.random.Generator) -> np.ndarray:
+    """One client's int64 noise: discrete Gaussian N_Z(0, sigma^2) or symmetric Skellam of variance sigma^2
+    (:meth:`secagg_dp.plan.Mechanism.draw`)."""
+    mech = mechanism if isinstance(mechanism, Mechanism) else Mechanism(mechanism)
+    return mech.draw(sigma_int, size, rng)
 
 
 def noise_master(spec: RoundSpec, client: int) -> bytes:
@@ -168,14 +173,9 @@ def _round_id(seed: int) -> bytes:
     return seeded_sources(seed)[0]
 
 
-def noise_schedule(spec: RoundSpec):  # noqa: ANN201  (a NoiseSchedule, or None without enforcement)
+def noise_schedule(spec: RoundSpec) -> NoiseSchedule | None:
     """The round's :class:`~secagg_dp.noise.add_then_remove.NoiseSchedule` (None without enforcement)."""
-    if spec.enforcement is None:
-        return None
-    from secagg_dp.noise.add_then_remove import NoiseSchedule
-
-    target, roster, tolerance = spec.enforcement
-    return NoiseSchedule(target, roster, tolerance)
+    return spec.enforcement
 
 
 def _client_noise(spec: RoundSpec, ids: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
@@ -183,7 +183,7 @@ def _client_noise(spec: RoundSpec, ids: np.ndarray, size: int, rng: np.random.Ge
     from each client's master seed (deterministic, so the protocol's removal matches bit for bit)."""
     schedule = noise_schedule(spec)
     if schedule is None:
-        return draw_noise(spec.mechanism, spec.sigma_int, len(ids) * size, rng).reshape(len(ids), size)
+        return spec.mechanism.draw(spec.sigma_int, len(ids) * size, rng).reshape(len(ids), size)
     if spec.noise_in_protocol:
         return np.zeros((len(ids), size), dtype=np.int64)
     from secagg_dp.noise.add_then_remove import client_noise
@@ -229,7 +229,7 @@ def _encode_sample_level(spec: RoundSpec, codec: Any, cid: int, rng: np.random.G
     total = np.zeros(codec.padded_dim, dtype=np.uint64)
     for step in range(spec.local_steps):
         chosen = rng.random(m) < spec.sample_rate  # Poisson sampling inside the client
-        vec = zq.wrap_int64(draw_noise(spec.mechanism, spec.sigma_int, codec.padded_dim, rng), spec.bits)
+        vec = zq.wrap_int64(spec.mechanism.draw(spec.sigma_int, codec.padded_dim, rng), spec.bits)
         if chosen.any():
             examples = np.flatnonzero(chosen)
             rows = task.sample_vectors(model, cid, examples, spec.round, spec.root_seed)
@@ -389,7 +389,7 @@ def _noise_residues(spec: RoundSpec, cids: list[int], d: int, rng: np.random.Gen
     from secagg_dp.noise.discrete_gaussian import iter_discrete_gaussian
 
     bits = spec.bits
-    if spec.mechanism == "ddg":
+    if spec.mechanism.name == "ddg":
         buf = np.empty(d, dtype=np.int64)
         fill, row = 0, 0
         for piece in iter_discrete_gaussian(spec.sigma_int, len(cids) * d, rng=rng):

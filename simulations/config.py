@@ -266,10 +266,13 @@ class PrivacyParams:
     dropout_tolerance: float = 0.1  # D / N: dropouts the enforced noise tolerates (add-then-remove)
 
     def __post_init__(self) -> None:
+        from secagg_dp.noise.add_then_remove import NOISE_ENFORCEMENTS  # the library's names (imported lazily)
+        from secagg_dp.plan import MECHANISMS
+
         _choice("privacy.unit", self.unit, ("client", "sample"))
-        _choice("privacy.noise_enforcement", self.noise_enforcement, ("none", "add-then-remove"))
+        _choice("privacy.noise_enforcement", self.noise_enforcement, NOISE_ENFORCEMENTS)
         _real("privacy.dropout_tolerance", self.dropout_tolerance, 0.0, 1.0, hi_open=True)
-        _choice("privacy.mechanism", self.mechanism, ("ddg", "skellam"))
+        _choice("privacy.mechanism", self.mechanism, MECHANISMS)
         _real("privacy.clip", self.clip, 0.0, lo_open=True)
         _real("privacy.noise_multiplier", self.noise_multiplier, 0.0, lo_open=True)
         _real("privacy.k_stddevs", self.k_stddevs, 0.0, lo_open=True)
@@ -392,7 +395,9 @@ class SimConfig:
                 f"not {self.privacy.unit!r}."
             )
         if self.privacy.noise_enforcement == "add-then-remove":
-            if self.privacy.mechanism != "skellam":
+            from secagg_dp.plan import Mechanism
+
+            if not Mechanism(self.privacy.mechanism).infinitely_divisible:
                 raise ConfigError(
                     "Config key 'privacy.mechanism' must be 'skellam' with noise_enforcement = 'add-then-remove' "
                     f"(the discrete Gaussian is not infinitely divisible), not {self.privacy.mechanism!r}."

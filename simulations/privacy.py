@@ -62,15 +62,16 @@ import numpy as np
 from secagg_dp.accounting.checkin.accountant import CheckinAccountant, tightest_method
 from secagg_dp.accounting.checkin.coalition import Coalition
 from secagg_dp.accounting.checkin.events import CheckinRound
-from secagg_dp.accounting.checkin.mixture import checkin_orders
+from secagg_dp.accounting.checkin.mixture import LEDGER_ORDERS
 from secagg_dp.accounting.core.accountant import Certificate
 from secagg_dp.accounting.core.ledger import PrivacyLedger
 from secagg_dp.errors import ConfigError, ParameterError
 
 __all__ = ["CheckinRound", "SimAccountant", "make_accountant", "effective_gamma", "coalition_min_sum", "ORDERS"]
 
-#: Orders of the simulator's ledger: the check-in accountant's grid up to 256 (the integers 2..256).
-ORDERS = checkin_orders(256)
+#: Orders of the simulator's ledger: the library's :data:`~secagg_dp.accounting.checkin.mixture.LEDGER_ORDERS`
+#: (the check-in accountant's grid up to 256, the integers 2..256).
+ORDERS = LEDGER_ORDERS
 
 
 def effective_gamma(checkin: float, dropout: float) -> float:
@@ -92,6 +93,7 @@ class SimAccountant:
         self.method_requested = cfg.privacy.method
         self.n = cfg.population.clients
         self.gamma = effective_gamma(cfg.population.checkin, cfg.population.dropout)
+        self.noise = plan.noise  # privacy.noise_enforcement as parsed by the plan (NoiseSpec, or None)
         self.provider, self.label = _provider(cfg, plan)
         self.neighbouring = self.provider.neighbouring
         self.event = CheckinRound(
@@ -253,7 +255,7 @@ class SimAccountant:
             "sees": "who took part and who dropped, and the aggregate"
             + (
                 " (and the noise components it removed: the noise left in the sum is the analyst's)"
-                if self.cfg.privacy.noise_enforcement == "add-then-remove"
+                if self.noise is not None
                 else ""
             ),
             "ex_post": {
@@ -412,58 +414,51 @@ def coalition_min_sum(cfg) -> tuple[int, str]:  # noqa: ANN001
 
 
 def checkin_provider_for(cfg, plan):  # noqa: ANN001, ANN201
-    """The check-in accountant's provider for a scenario: :func:`secagg_dp.accounting.checkin.checkin_provider`
-    with the codec's sensitivities of one client's vector (client level) or one sample's encoded gradient
-    (``task.name = "logreg"`` with ``privacy.unit = "sample"``: S local steps, rate q inside each client)."""
-    from secagg_dp.accounting.checkin.providers import checkin_provider
+    """The check-in accountant's provider for a scenario: the library's
+    :func:`~secagg_dp.accounting.checkin.providers.plan_checkin_provider` with the codec's sensitivities of one
+    client's vector (client level) or one sample's encoded gradient (``task.name = "logreg"`` with
+    ``privacy.unit = "sample"``: S local steps, rate q inside each client)."""
+    from secagg_dp.accounting.checkin.providers import plan_checkin_provider
 
     sample_level = cfg.privacy.unit == "sample"  # config: task 'mean' is client level only
-    return checkin_provider(
-        cfg.privacy.mechanism,
+    return plan_checkin_provider(
+        plan,
         cfg.population.clients,
-        sigma=plan.sigma_int,
-        l2_sensitivity=plan.l2_sensitivity,
-        l1_sensitivity=plan.l1_sensitivity,
-        dim=plan.padded_dim,
+        mechanism=cfg.privacy.mechanism,
         local_steps=cfg.task.local_steps if sample_level else None,
         sample_rate=cfg.task.sample_rate if sample_level else 1.0,
     )
 
 
 def enforced_provider_for(cfg, plan):  # noqa: ANN001, ANN201
-    """The per-k provider with add-then-remove noise (``privacy.noise_enforcement``): target variance in the sum
-    mu = K_exp sigma_int^2 (what the expected check-ins add without enforcement), tolerance
+    """The per-k provider with add-then-remove noise (``plan.noise``, the parsed ``privacy.noise_enforcement``):
+    the library's :func:`~secagg_dp.accounting.checkin.providers.plan_enforced_provider` with target variance in
+    the sum mu = K_exp sigma_int^2 (what the expected check-ins add without enforcement), tolerance
     ``privacy.dropout_tolerance``, roster rate r = p (1 - p') (survived advertise_keys) and sum rate gamma."""
-    from secagg_dp.accounting.checkin.enforced import enforced_checkin_provider
+    from secagg_dp.accounting.checkin.providers import plan_enforced_provider
 
     pop = cfg.population
-    return enforced_checkin_provider(
+    return plan_enforced_provider(
+        plan,
+        plan.noise,
         pop.clients,
-        target_variance=enforced_target_variance(plan),
-        l2_sensitivity=plan.l2_sensitivity,
-        l1_sensitivity=plan.l1_sensitivity,
-        dim=plan.padded_dim,
-        tolerance=cfg.privacy.dropout_tolerance,
         roster_rate=effective_roster_rate(pop.checkin, pop.dropout),
         sum_rate=effective_gamma(pop.checkin, pop.dropout),
     )
 
 
-def enforced_target_variance(plan) -> float:  # noqa: ANN001
-    """mu: the target noise variance of the sum on the grid, K_exp sigma_int^2 (the expected check-ins' noise)."""
-    return float(plan.expected_checkins * plan.sigma_int**2)
-
-
 def effective_roster_rate(checkin: float, dropout: float) -> float:
-    """P(a client is in the roster) = p (1 - p'): it checked in and did not drop at advertise_keys."""
+    """P(a client is in the roster) = p (1 - p'): it checked in and did not drop at advertise_keys
+    (:data:`secagg_dp.stages.ROSTER_DROPOUT_STAGES` stage)."""
     from secagg_dp.accounting.checkin.dropout import effective_checkin_rate
+    from secagg_dp.stages import ROSTER_DROPOUT_STAGES
 
-    return effective_checkin_rate(checkin, dropout, 1)
+    return effective_checkin_rate(checkin, dropout, ROSTER_DROPOUT_STAGES)
 
 
 def _provider(cfg, plan):  # noqa: ANN001, ANN202
     """The per-k provider of the check-in mixture for this config, and a one-line label."""
-    if cfg.privacy.noise_enforcement == "add-then-remove":
+    if plan.noise is not None:
         provider = enforced_provider_for(cfg, plan)
         mech = provider.mechanism
         return provider, (

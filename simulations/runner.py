@@ -18,7 +18,7 @@ import platform
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,9 @@ import numpy as np
 
 from secagg_dp import zq
 from secagg_dp.errors import AbortError, ConfigError, ParameterError, ProtocolError
-from secagg_dp.noise import SIGMA_MAX
+from secagg_dp.noise.add_then_remove import NoiseSpec, check_enforceable
+from secagg_dp.plan import SIGMA_INT_MAX as PLAN_SIGMA_INT_MAX
+from secagg_dp.plan import DPPlan, Mechanism
 from simulations import aggregators
 from simulations.clients import (
     BLOCK,
@@ -61,9 +63,9 @@ __all__ = [
     "SIGMA_INT_MAX",
 ]
 
-#: Largest per-client grid noise std the simulator uses: the range of ``sample_discrete_gaussian``
-#: (sigma in (0, 1e6]) and of ``sample_skellam`` (variance in (0, 1e12]); a test ties it to the samplers.
-SIGMA_INT_MAX = SIGMA_MAX
+#: Largest per-client grid noise std the simulator uses (:data:`secagg_dp.plan.SIGMA_INT_MAX`, the samplers'
+#: range); a test ties it to the samplers.
+SIGMA_INT_MAX = PLAN_SIGMA_INT_MAX
 
 SEED_DERIVATION = (
     "numpy SeedSequence(root, spawn_key=...): data (0, ...) [mean: PCG64 of (0, 1), client i from draw i*2^70]; "
@@ -78,7 +80,8 @@ _DRAW_CHUNK = 1 << 20  # check-in coins drawn per call: bounded memory at n = 10
 
 @dataclass(frozen=True)
 class Plan:
-    """Quantities derived from a config before any work: the codec scale and the noise on the grid."""
+    """Quantities derived from a config before any work: the codec scale and the noise on the grid (from the
+    library's :class:`~secagg_dp.plan.DPPlan`, kept as ``dp``), recorded as results.json's ``derived``."""
 
     dim: int
     padded_dim: int
@@ -96,9 +99,14 @@ class Plan:
     wrap_probability_bound: float | None
     # secagg.min_roster resolved (SimConfig.min_roster): the smallest roster every active client accepts
     min_roster: int = 2
+    dp: DPPlan | None = field(default=None, repr=False, compare=False)  # the library plan these fields come from
+    # privacy.noise_enforcement parsed once: the add-then-remove NoiseSpec (target variance K_exp sigma_int^2 in the
+    # sum, privacy.dropout_tolerance, grouping), or None without enforcement
+    noise: NoiseSpec | None = field(default=None, repr=False, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The recorded fields (``derived`` in results.json): every field but ``dp`` and ``noise``."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("dp", "noise")}
 
 
 def resolve_task(cfg: SimConfig, task: Any = None) -> Any:
@@ -107,7 +115,8 @@ def resolve_task(cfg: SimConfig, task: Any = None) -> Any:
 
 
 def plan(cfg: SimConfig, root_seed: int = 0, task: Any = None) -> Plan:
-    """Derive the codec scale and noise; raise one ConfigError if the bit width cannot carry the sum.
+    """Derive the codec scale and noise (:class:`~secagg_dp.plan.DPPlan`, computed once); raise one ConfigError
+    if the bit width cannot carry the sum or the samplers' cap inflates the sensitivity above x2.
 
     ``task`` (default: the config's) is checked first (:func:`simulations.tasks.check_task`: the protocol,
     ``vector_dim``, and the rows of ``client_vectors`` for a few clients of round 1): a malformed task is
@@ -118,81 +127,79 @@ def plan(cfg: SimConfig, root_seed: int = 0, task: Any = None) -> Plan:
         n_scale = pop.fixed_size
     else:  # a high-probability upper bound on the number of participants K ~ Bin(n, p)
         n_scale = min(pop.clients, math.ceil(n_exp + 4.0 * math.sqrt(n_exp * (1.0 - pop.checkin)) + 1.0))
-    sigma_local = priv.noise_multiplier * priv.clip / math.sqrt(n_exp)
     task = resolve_task(cfg, task)
     from simulations.tasks.protocol import check_task
 
     check_task(task, root_seed=root_seed, clients=pop.clients, unit=priv.unit)
     shard = int(task.shard_size(root_seed)) if callable(getattr(task, "shard_size", None)) else None
     if priv.unit == "client":  # the clipped update, noised once
-        signal, sigma_total = priv.clip, sigma_local
+        signal, steps = priv.clip, 1
     else:
         assert shard is not None  # check_task: a sample-level task has shard_size
-        signal = task_cfg.local_steps * task_cfg.sample_rate * shard * priv.clip
-        sigma_total = sigma_local * math.sqrt(task_cfg.local_steps)
+        signal, steps = task_cfg.local_steps * task_cfg.sample_rate * shard * priv.clip, task_cfg.local_steps
     dim = int(task.vector_dim)
-    from secagg_dp.quantize import ZqCodec
-    from secagg_dp.quantize.scale import sampler_capped_scale
-
     try:
-        scale = ZqCodec.scale_for(
+        dp = DPPlan(
+            clip=priv.clip,
+            noise_multiplier=priv.noise_multiplier,
+            expected_clients=n_exp,
             bits=cfg.secagg.bits,
-            n_clients=n_scale,
-            clip=signal,
             dim=dim,
-            sigma=sigma_total,
-            k=priv.k_stddevs,
+            k_stddevs=priv.k_stddevs,
             beta=priv.beta,
+            mechanism=Mechanism(priv.mechanism),
+            scale_clients=n_scale,
+            signal_norm=signal,
+            local_steps=steps,
         )
     except ParameterError as exc:
+        if isinstance(exc.__cause__, ParameterError):  # the scale rule refused the bit width
+            raise ConfigError(
+                f"Config key 'secagg.bits' = {cfg.secagg.bits} is too small for up to {n_scale} clients of "
+                f"dimension {dim} (clip {signal:g}, noise std {_budget_sigma(priv, n_exp, steps):.4g}, "
+                f"k = {priv.k_stddevs:g}): {exc.__cause__}"
+            ) from exc.__cause__
+        # the samplers' cap: the library's message under the config key's name
         raise ConfigError(
-            f"Config key 'secagg.bits' = {cfg.secagg.bits} is too small for up to {n_scale} clients of dimension "
-            f"{dim} (clip {signal:g}, noise std {sigma_total:.4g}, k = {priv.k_stddevs:g}): {exc}"
+            str(exc).replace("Argument 'noise_multiplier'", "Config key 'privacy.noise_multiplier'", 1)
         ) from exc
-    scale_rule = scale
-    # Sampler range: the grid noise std is capped at SIGMA_INT_MAX (secagg_dp.quantize.sampler_capped_scale)
-    scale, inflation = sampler_capped_scale(
-        scale, sigma=sigma_local, clip=priv.clip, dim=dim, beta=priv.beta, sigma_int_max=SIGMA_INT_MAX
-    )
-    capped = inflation is not None
-    if inflation is not None and inflation > 2.0:  # the same criterion ZqCodec.scale_for applies uncapped
-        raise ConfigError(
-            f"Config key 'privacy.noise_multiplier' = {priv.noise_multiplier:g} is too large for the samplers: "
-            f"the grid noise std is capped at {SIGMA_INT_MAX:g}, which leaves scale {scale:.4g} and rounding "
-            f"inflates the L2 sensitivity by x{inflation:.3g} (> 2). To fix, lower the noise multiplier or clip."
-        )
-    codec = ZqCodec(dim, cfg.secagg.bits, priv.clip, scale, rotation_seed=0, beta=priv.beta)
-    from secagg_dp.quantize import wrap_around_bound
-
-    # P(some coordinate of the aggregate wraps) for the budgeted signal and noise (codec's sub-Gaussian bound)
-    wrap = float(
-        wrap_around_bound(
-            bits=cfg.secagg.bits,
-            scale=scale,
-            clip=signal,
-            dim=dim,
-            n_clients=n_scale,
-            sigma=sigma_total,
-            beta=priv.beta,
-        ).any_coordinate
-    )
     return Plan(
         dim=dim,
-        padded_dim=codec.padded_dim,
+        padded_dim=dp.padded_dim,
         expected_checkins=n_exp,
         scale_clients=n_scale,
         signal_norm=signal,
-        sigma_local=sigma_local,
-        sigma_int=min(sigma_local * scale, SIGMA_INT_MAX),
-        scale=scale,
-        scale_rule=scale_rule,
-        scale_capped=capped,
-        l2_sensitivity=float(codec.l2_sensitivity),
-        l1_sensitivity=float(codec.l1_sensitivity),
+        sigma_local=dp.sigma_local,
+        sigma_int=dp.sigma_int,
+        scale=dp.scale,
+        scale_rule=dp.scale_rule,
+        scale_capped=dp.scale_capped,
+        l2_sensitivity=dp.l2_sensitivity,
+        l1_sensitivity=dp.l1_sensitivity,
         shard_size=shard,
-        wrap_probability_bound=wrap,
+        wrap_probability_bound=dp.wrap_probability(),
         min_roster=cfg.min_roster,
+        dp=dp,
+        noise=noise_spec(cfg, dp),
     )
+
+
+def noise_spec(cfg: SimConfig, dp: DPPlan) -> NoiseSpec | None:
+    """``privacy.noise_enforcement`` as a value: None for ``"none"``; for ``"add-then-remove"`` the
+    :class:`~secagg_dp.noise.add_then_remove.NoiseSpec` of target variance mu = K_exp sigma_int^2 in the sum
+    (what the expected check-ins' noise adds without enforcement, :meth:`DPPlan.enforced_target_variance`) and
+    tolerance ``privacy.dropout_tolerance``, for a mechanism :func:`check_enforceable` accepts."""
+    priv = cfg.privacy
+    if priv.noise_enforcement == "none":
+        return None
+    check_enforceable(priv.mechanism)  # the config refused it already, naming its key
+    return NoiseSpec(dp.enforced_target_variance(), priv.dropout_tolerance)
+
+
+def _budget_sigma(priv: Any, expected: float, steps: int) -> float:
+    """The per-client noise std the scale budgets for, z C / sqrt(K_exp) sqrt(S) (for error messages)."""
+    sigma_local = priv.noise_multiplier * priv.clip / math.sqrt(expected)
+    return sigma_local if steps == 1 else sigma_local * math.sqrt(steps)
 
 
 @dataclass
@@ -474,7 +481,7 @@ def aggregate_noise_groups(cfg: SimConfig, p: Plan, included: int) -> list[int] 
     """
     if cfg.privacy.unit != "client":
         return None
-    if cfg.privacy.noise_enforcement != "none":
+    if p.noise is not None:
         return None  # add-then-remove: each client's components come from its own seeds (removal is per group)
     from secagg_dp.noise.aggregate import noise_sum_plan
 
@@ -520,7 +527,7 @@ def aggregate_round(
         scale=p.scale,
         rotation_seed=_round_int(root, r, PURPOSE_ROTATION),
         beta=cfg.privacy.beta,
-        mechanism=cfg.privacy.mechanism,
+        mechanism=Mechanism(cfg.privacy.mechanism),
         sigma_int=p.sigma_int,
         local_steps=cfg.task.local_steps,
         sample_rate=cfg.task.sample_rate,
@@ -530,8 +537,8 @@ def aggregate_round(
         generator=cfg.rng,
         client_noise=groups is None,
     )
-    if cfg.privacy.noise_enforcement == "add-then-remove":
-        spec = _enforced_spec(cfg, p, spec, stages, len(included), mode)
+    if p.noise is not None:
+        spec = _enforced_spec(p.noise, spec, stages, len(included), mode)
     aggregate = truth = comm = None
     t1 = time.perf_counter()
     if mode == "ideal":
@@ -566,7 +573,7 @@ def aggregate_round(
                     neighbours=cfg.secagg.neighbours,
                     seed=_round_int(root, r, PURPOSE_CRYPTO),
                     security=cfg.secagg.security,
-                    noise=_noise_spec(cfg, p),
+                    noise=p.noise,
                     min_roster=roster_floor(cfg, p),
                 )
             except AbortError:  # fewer check-ins than the clients' minimum roster: every client refuses it
@@ -615,40 +622,27 @@ def aggregate_round(
     return RoundAggregate(ids, stages, included, t, spec, aggregate, truth, secs, comm)
 
 
-def _enforced_spec(cfg: SimConfig, p: Plan, spec: RoundSpec, stages: np.ndarray, included: int, mode: str) -> RoundSpec:
-    """The round's add-then-remove schedule: roster N = the clients that advertised keys (did not drop at
-    advertise_keys), d = N - (inputs in the sum), target mu = K_exp sigma_int^2. Ideal mode applies the removal
-    the server would make (each client keeps level 0 and the groups not removable at d); crypto mode keeps
-    level 0 only in the client's input and lets the protocol add and remove the groups."""
+def _enforced_spec(noise: NoiseSpec, spec: RoundSpec, stages: np.ndarray, included: int, mode: str) -> RoundSpec:
+    """The round's add-then-remove schedule, built here once from the run's ``noise``: roster N = the clients that
+    advertised keys (did not drop at or before :data:`secagg_dp.stages.ROSTER_STAGE`), d = N - (inputs in the
+    sum), target mu = K_exp sigma_int^2. Ideal mode applies the removal the server would make (each client keeps
+    level 0 and the groups not removable at d); crypto mode keeps level 0 only in the client's input and lets the
+    protocol add and remove the groups."""
     from dataclasses import replace
 
-    from secagg_dp.noise.add_then_remove import NoiseSchedule
-    from simulations.privacy import enforced_target_variance
-
-    roster = max(int(np.count_nonzero(stages >= 1)), 1)
-    target, tolerance = enforced_target_variance(p), cfg.privacy.dropout_tolerance
-    schedule = NoiseSchedule(target, roster, tolerance)
+    roster = max(int(np.count_nonzero(stages >= aggregators.IN_ROSTER_FROM)), 1)
+    schedule = noise.schedule(roster)
     kept: tuple[int, ...] = ()
     if mode == "ideal":
         gone = set(schedule.removable(min(max(roster - included, 0), roster)))
         kept = tuple(g for g in range(1, schedule.groups + 1) if g not in gone)
     return replace(
         spec,
-        enforcement=(target, roster, tolerance),
+        enforcement=schedule,
         kept_groups=kept,
         noise_seed=_round_int(spec.root_seed, spec.round, PURPOSE_CRYPTO),
         noise_in_protocol=mode == "crypto",
     )
-
-
-def _noise_spec(cfg: SimConfig, p: Plan):  # noqa: ANN202
-    """The protocol's :class:`~secagg_dp.noise.add_then_remove.NoiseSpec` (None without enforcement)."""
-    if cfg.privacy.noise_enforcement != "add-then-remove":
-        return None
-    from secagg_dp.noise.add_then_remove import NoiseSpec
-    from simulations.privacy import enforced_target_variance
-
-    return NoiseSpec(enforced_target_variance(p), cfg.privacy.dropout_tolerance)
 
 
 def _one_round(cfg, p: Plan, task, model, root: int, r: int, executor, acct) -> tuple[RoundRecord, Any]:

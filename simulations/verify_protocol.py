@@ -12,12 +12,14 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from secagg_dp.accounting.checkin.dropout import effective_checkin_rate
 from secagg_dp.errors import ProtocolError
+from secagg_dp.stages import DROPOUT_STAGES, NOISE_LOST_STAGES
 
 __all__ = ["Row", "protocol_checks", "dropout_model_checks", "mode_equivalence_checks", "all_checks"]
 
 Row = tuple[str, dict, bool, str]
-STAGES = ("advertise_keys", "share_keys", "masked_input", "unmasking")
+STAGES = DROPOUT_STAGES  # the stages the simulator draws dropouts at (secagg_dp.stages)
 
 
 def _oracle(inputs: dict[int, list[int]], survivors: set[int], bits: int, dim: int) -> list[int]:
@@ -52,7 +54,7 @@ def _one_case(
 
     inputs_py = {c: _edge_vector(kind if c % 2 == 0 else "random", dim, bits, pyrng) for c in range(n)}
     inputs = {c: np.array(v, dtype=np.uint64) for c, v in inputs_py.items()}
-    gone = set().union(*(drops.get(s, set()) for s in STAGES[:3]))
+    gone = set().union(*(drops.get(s, set()) for s in NOISE_LOST_STAGES))
     expected_survivors = set(range(n)) - gone
     alive = n
     must_abort = n < t
@@ -138,7 +140,7 @@ def protocol_checks(*, cases: int = 24, seed: int = 0) -> list[Row]:
             max(2, holders - 2 if security == "semi-honest" else holders),
         )
         if i % 4 == 0:  # one stage at a time, so every stage is exercised deterministically
-            stage = STAGES[(i // 4) % 4]
+            stage = STAGES[(i // 4) % len(STAGES)]
             drops = {stage: {pyrng.randrange(n)}}
         else:
             drops = _random_drops(n, pyrng, 0.15)
@@ -156,7 +158,9 @@ def protocol_checks(*, cases: int = 24, seed: int = 0) -> list[Row]:
 
 
 def dropout_model_checks(*, trials: int = 2000, seed: int = 0) -> list[Row]:
-    """The simulator's per-stage dropout draw: inclusion rate (1-p')^3 within 6 binomial std errors."""
+    """The simulator's per-stage dropout draw: inclusion rate (1-p')^3 (the library's dropout model,
+    :func:`~secagg_dp.accounting.checkin.dropout.effective_checkin_rate` at p = 1 over the 3 stages that lose a
+    dropped client's input) within 6 binomial std errors."""
     from simulations.aggregators import draw_dropouts, included_clients
 
     rows: list[Row] = []
@@ -165,8 +169,9 @@ def dropout_model_checks(*, trials: int = 2000, seed: int = 0) -> list[Row]:
         ids = list(range(trials))
         drops = draw_dropouts(ids, p_drop, rng)
         inc = len(included_clients(ids, drops))
-        want = trials * (1 - p_drop) ** 3
-        sd = max(np.sqrt(trials * (1 - p_drop) ** 3 * (1 - (1 - p_drop) ** 3)), 1e-12)
+        rate = effective_checkin_rate(1.0, p_drop)  # (1 - p')^PROTOCOL_DROPOUT_STAGES
+        want = trials * rate
+        sd = max(np.sqrt(trials * rate * (1 - rate)), 1e-12)
         ok = abs(inc - want) <= 6 * sd if p_drop else inc == trials
         disjoint = all(not (drops[a] & drops[b]) for a in drops for b in drops if a < b)
         rows.append(

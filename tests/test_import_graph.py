@@ -127,3 +127,18 @@ def test_no_cycles():
 def _is_parent(pkg: str, mod: str) -> bool:
     """A module importing a name through its own parent package's ``__init__`` (a re-export) is not a cycle."""
     return mod.startswith(pkg + ".")
+
+
+def test_flower_adapter_stands_on_the_library_not_the_simulator():
+    """The deployment adapter (``simulations.flower``) takes its round plan, noise draw and ledger orders from the
+    library (``secagg_dp.plan``, ``secagg_dp.accounting``), never from the simulator's clients or accountant."""
+    banned = ("simulations.clients", "simulations.privacy")
+    bad = [
+        (a, b)
+        for a, edges in GRAPH.items()
+        if a == "simulations.flower" or a.startswith("simulations.flower.")
+        for b in edges
+        if any(b == x or b.startswith(x + ".") for x in banned)
+    ]
+    assert "simulations.flower.core" in GRAPH and "secagg_dp.plan" in GRAPH["simulations.flower.core"]
+    assert not bad, f"the Flower path imports the simulator: {bad}"

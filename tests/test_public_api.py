@@ -23,6 +23,7 @@ PACKAGES = [
     "secagg_dp.errors",
     "secagg_dp.rng",
     "secagg_dp.stages",
+    "secagg_dp.plan",
 ]
 
 

@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # the names, for type checkers and the API reference; at run 
     )
     from secagg_dp.accounting.checkin.dropout import (
         PROTOCOL_DROPOUT_STAGES,
+        ROSTER_DROPOUT_STAGES,
         DropoutStage,
         calibrate_gaussian_multiplier,
         effective_checkin_rate,
@@ -66,6 +67,7 @@ if TYPE_CHECKING:  # the names, for type checkers and the API reference; at run 
     )
     from secagg_dp.accounting.checkin.mixture import (
         CHECKIN_ORDERS,
+        LEDGER_ORDERS,
         OBSERVERS,
         BaseMechanism,
         CheckinCertificate,
@@ -93,7 +95,12 @@ if TYPE_CHECKING:  # the names, for type checkers and the API reference; at run 
         epsilon_for_delta,
         wor_gaussian_delta,
     )
-    from secagg_dp.accounting.checkin.providers import CHECKIN_MECHANISMS, checkin_provider
+    from secagg_dp.accounting.checkin.providers import (
+        CHECKIN_MECHANISMS,
+        checkin_provider,
+        plan_checkin_provider,
+        plan_enforced_provider,
+    )
     from secagg_dp.accounting.checkin.tails import binom_window_edge, log_binom_pmf, log_binom_tail_ub
     from secagg_dp.accounting.core.accountant import BOUNDS, Certificate, PrivacyAccountant, check_observer
     from secagg_dp.accounting.core.calibration import (
@@ -213,7 +220,10 @@ __all__ = [
     "wor_gaussian_pair_rdp",
     "checkin_orders",
     "CHECKIN_ORDERS",
+    "LEDGER_ORDERS",
     "checkin_provider",
+    "plan_checkin_provider",
+    "plan_enforced_provider",
     "CHECKIN_MECHANISMS",
     "poisson_subsampled_gaussian_log_am1",
     "poisson_subsampled_gaussian_rdp",
@@ -280,6 +290,7 @@ __all__ = [
     "binom_window_edge",
     "effective_checkin_rate",
     "PROTOCOL_DROPOUT_STAGES",
+    "ROSTER_DROPOUT_STAGES",
     "DropoutStage",
     "staged_checkin_rate",
     "gaussian_composed_epsilon",
@@ -333,8 +344,8 @@ _EXPORTS = {
     ),
     "checkin.bases": "DDGSum GaussianSum SkellamSum",
     "checkin.dropout": (
-        "PROTOCOL_DROPOUT_STAGES DropoutStage calibrate_gaussian_multiplier effective_checkin_rate "
-        "gaussian_composed_epsilon p_versus_gamma staged_checkin_rate underdelivered_epsilon"
+        "PROTOCOL_DROPOUT_STAGES ROSTER_DROPOUT_STAGES DropoutStage calibrate_gaussian_multiplier "
+        "effective_checkin_rate gaussian_composed_epsilon p_versus_gamma staged_checkin_rate underdelivered_epsilon"
     ),
     "checkin.events": "CheckinRound",
     "checkin.local_steps": (
@@ -343,7 +354,7 @@ _EXPORTS = {
         "sum_dominating_step table1_comparison"
     ),
     "checkin.mixture": (
-        "CHECKIN_ORDERS OBSERVERS BaseMechanism CheckinCertificate MixtureResult PerKProvider PerKTable "
+        "CHECKIN_ORDERS LEDGER_ORDERS OBSERVERS BaseMechanism CheckinCertificate MixtureResult PerKProvider PerKTable "
         "SubsampledCheckin checkin_epsilon checkin_mixture checkin_orders checkin_rdp window_certificate"
     ),
     "checkin.coalition": "Coalition coalition_certificate coalition_view_provider",
@@ -352,7 +363,7 @@ _EXPORTS = {
         "PLD_OBSERVERS PLDCertificate calibrate_checkin_pld checkin_pld checkin_round_delta epsilon_for_delta "
         "wor_gaussian_delta"
     ),
-    "checkin.providers": "CHECKIN_MECHANISMS checkin_provider",
+    "checkin.providers": "CHECKIN_MECHANISMS checkin_provider plan_checkin_provider plan_enforced_provider",
     "checkin.tails": "binom_window_edge log_binom_pmf log_binom_tail_ub",
     "core.accountant": "BOUNDS Certificate PrivacyAccountant check_observer",
     "core.calibration": "calibrate_gaussian_noise_multiplier calibrate_noise gaussian_epsilon",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from secagg_dp.stages import PROTOCOL_DROPOUT_STAGES
 from simulations.cli._args import DELTA, MAX_CHECKIN_ORDER, POSITIVE, PROBABILITY, int_in, real_in
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ def register_account(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--dropout-stages",
         type=int_in(1),
-        default=3,
+        default=PROTOCOL_DROPOUT_STAGES,
         metavar="N",
         help="dropout chances before the masked input is received: 3 (default) = our protocol "
         "(advertise_keys, share_keys, masked_input), gamma = p (1 - p')^3; 1 = the single-dropout "

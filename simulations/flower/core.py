@@ -1,10 +1,11 @@
 """The Flower path's parts that need no ``flwr``: the round's public parameters, the client's encoding, the
 client's state between Flower messages, the ideal-mode reference and the privacy event of a round.
 
-A client's encoding is the simulator's (:mod:`simulations.clients`): L2-clip to C, the Z_q codec of Kairouz, Liu
-& Steinke (2021, Alg. 1-2) and per-client discrete Gaussian or Skellam noise of grid std ``sigma_int``; the noise
-per client is sigma_local = z C / sqrt(m) in model units for the m sampled clients, as in the simulator's plan
-(:func:`simulations.runner.plan`), so the m clients' noise sums to std z C.
+A client's encoding is the simulator's: L2-clip to C, the Z_q codec of Kairouz, Liu & Steinke (2021, Alg. 1-2) and
+per-client discrete Gaussian or Skellam noise of grid std ``sigma_int``; the noise per client is
+sigma_local = z C / sqrt(m) in model units for the m sampled clients. Scale, ``sigma_int`` and sensitivities are
+the library's :class:`secagg_dp.plan.DPPlan`, on which the simulator's plan stands too, so the m clients' noise
+sums to std z C.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from protocols.security import ClientPolicy
 from secagg_dp import zq
 from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.errors import ParameterError
-from secagg_dp.noise import SIGMA_MAX
+from secagg_dp.plan import MECHANISMS as PLAN_MECHANISMS
+from secagg_dp.plan import DPPlan, Mechanism
 from secagg_dp.quantize import ZqCodec
-from secagg_dp.quantize.scale import DEFAULT_BETA, sampler_capped_scale
+from secagg_dp.quantize.scale import DEFAULT_BETA
 
 __all__ = [
     "FlowerDPConfig",
@@ -37,7 +39,7 @@ __all__ = [
     "MECHANISMS",
 ]
 
-MECHANISMS = ("ddg", "skellam")
+MECHANISMS = PLAN_MECHANISMS  # the library's (secagg_dp.plan.MECHANISMS), kept importable here
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,7 @@ class FlowerDPConfig:
     min_roster: int | None = None
     scale: float = field(init=False)
     sigma_int: float = field(init=False)
+    plan: DPPlan = field(init=False, repr=False, compare=False)  # the library's plan (secagg_dp.plan)
 
     def __post_init__(self) -> None:
         check_int("dim", self.dim, lo=1)
@@ -87,8 +90,7 @@ class FlowerDPConfig:
         check_int("sample_size", self.sample_size, lo=2, hi=self.population)
         check_int("threshold", self.threshold, lo=2, hi=self.sample_size)
         zq.check_bits(self.bits, "bits")
-        if self.mechanism not in MECHANISMS:
-            raise ParameterError(f"Argument 'mechanism' must be one of {MECHANISMS}, not {self.mechanism!r}.")
+        Mechanism(self.mechanism)  # ParameterError naming 'mechanism'
         if self.neighbours is not None:
             check_int("neighbours", self.neighbours, lo=2)
         if self.security not in ("semi-honest", "active"):
@@ -100,44 +102,32 @@ class FlowerDPConfig:
         if self.min_roster is not None:
             check_int("min_roster", self.min_roster, lo=2, hi=self.sample_size)
         self.client_policy()  # an active SecAgg+ config without min_roster: ParameterError naming it
-        sigma_local = self.sigma_local
-        try:
-            scale = ZqCodec.scale_for(
-                bits=self.bits,
-                n_clients=self.sample_size,
-                clip=self.clip,
-                dim=self.dim,
-                sigma=sigma_local,
-                k=self.k_stddevs,
-                beta=self.beta,
-            )
-        except ParameterError as exc:
-            raise ParameterError(
-                f"Argument 'bits' = {self.bits} is too small for {self.sample_size} clients of dimension {self.dim}: "
-                f"{exc}"
-            ) from exc
-        # the samplers' range, capped as the simulator's plan caps it
-        scale, inflation = sampler_capped_scale(
-            scale, sigma=sigma_local, clip=self.clip, dim=self.dim, beta=self.beta, sigma_int_max=SIGMA_MAX
+        # the library's plan: scale rule over the m sampled clients, capped to the samplers' range (as the
+        # simulator's plan); its refusals name 'bits' and 'noise_multiplier'
+        plan = DPPlan(
+            clip=self.clip,
+            noise_multiplier=self.noise_multiplier,
+            expected_clients=self.sample_size,
+            bits=self.bits,
+            dim=self.dim,
+            k_stddevs=self.k_stddevs,
+            beta=self.beta,
+            mechanism=Mechanism(self.mechanism),
+            scale_clients=self.sample_size,
         )
-        if inflation is not None and inflation > 2.0:  # the criterion ZqCodec.scale_for applies uncapped
-            raise ParameterError(
-                f"Argument 'noise_multiplier' = {self.noise_multiplier:g} is too large for the samplers: the grid "
-                f"noise std is capped at {SIGMA_MAX:g}, which leaves scale {scale:.4g} and rounding inflates the L2 "
-                f"sensitivity by x{inflation:.3g} (> 2). To fix, lower the noise multiplier or clip."
-            )
-        object.__setattr__(self, "scale", float(scale))
-        object.__setattr__(self, "sigma_int", float(sigma_local * scale))
+        object.__setattr__(self, "plan", plan)
+        object.__setattr__(self, "scale", plan.scale)
+        object.__setattr__(self, "sigma_int", plan.sigma_int)
 
     @property
     def sigma_local(self) -> float:
         """Each client's noise std in model units, z C / sqrt(m)."""
-        return self.noise_multiplier * self.clip / math.sqrt(self.sample_size)
+        return self.plan.sigma_local
 
     @property
     def codec(self) -> ZqCodec:
         """The Z_q codec every client and the server use (public rotation seed 0)."""
-        return ZqCodec(self.dim, self.bits, self.clip, self.scale, rotation_seed=0, beta=self.beta)
+        return self.plan.codec
 
     @property
     def round_neighbours(self) -> int | None:
@@ -249,13 +239,11 @@ def encode_update(cfg: FlowerDPConfig, update: np.ndarray, rng: np.random.Genera
     conditionally rounded, rotated, scaled clipped update and z discrete Gaussian N_Z(0, sigma_int^2)
     (Canonne, Kamath & Steinke 2020) or symmetric Skellam of variance sigma_int^2 (Agarwal, Kairouz & Liu
     2021) per coordinate. The codec clips: an update above C is never trusted."""
-    from simulations.clients import draw_noise
-
     codec = cfg.codec
     x = np.asarray(update, dtype=np.float64).reshape(-1)
     if x.size != cfg.dim:
         raise ParameterError(f"Argument 'update' must have {cfg.dim} entries (config 'dim'), not {x.size}.")
-    noise = draw_noise(cfg.mechanism, cfg.sigma_int, codec.padded_dim, rng)
+    noise = cfg.plan.mechanism.draw(cfg.sigma_int, codec.padded_dim, rng)
     return codec.encode(x, noise=noise, rng=rng)
 
 

@@ -161,7 +161,7 @@ class SecAggDPWorkflow:
     ) -> None:
         from secagg_dp.accounting import PrivacyLedger
         from secagg_dp.accounting.checkin import CheckinAccountant
-        from simulations.privacy import ORDERS
+        from secagg_dp.accounting.checkin.mixture import LEDGER_ORDERS as ORDERS
 
         if not isinstance(cfg, FlowerDPConfig):
             raise TypeError(f"Argument 'cfg' must be a FlowerDPConfig, not {type(cfg).__name__}.")

@@ -67,7 +67,7 @@ def test_noise_left_in_the_sum_has_the_target_variance() -> None:
         spec = RoundSpec(
             task="mean", round=3, root_seed=5, n_clients=40, dim=m, bits=30, clip=1.0, scale=1.0,
             rotation_seed=0, beta=0.5, mechanism="skellam", sigma_int=1.0,
-            enforcement=(mu, roster, 0.1), kept_groups=kept,
+            enforcement=schedule, kept_groups=kept,
         )  # fmt: skip
         ids = np.arange(roster - grouping_d)
         total = _client_noise(spec, ids, m, np.random.default_rng(0)).sum(axis=0)

@@ -31,10 +31,11 @@ from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.accounting.core.conversion import rdp_to_dp
 from secagg_dp.accounting.core.rdp import DEFAULT_ORDERS, gaussian_rdp
 from secagg_dp.errors import ParameterError
-from secagg_dp.stages import NOISE_LOST_STAGES
+from secagg_dp.stages import PROTOCOL_DROPOUT_STAGES, ROSTER_DROPOUT_STAGES
 
 __all__ = [
     "PROTOCOL_DROPOUT_STAGES",
+    "ROSTER_DROPOUT_STAGES",
     "effective_checkin_rate",
     "DropoutStage",
     "staged_checkin_rate",
@@ -45,9 +46,8 @@ __all__ = [
 ]
 
 
-#: Stages of our secure-aggregation protocol at which a client can drop before its masked input is received
-#: (advertise_keys, share_keys, masked_input): derived from the protocol's stage definition.
-PROTOCOL_DROPOUT_STAGES = len(NOISE_LOST_STAGES)
+# PROTOCOL_DROPOUT_STAGES (3: advertise_keys, share_keys, masked_input, before the masked input is received) and
+# ROSTER_DROPOUT_STAGES (1: before the roster) are defined with the stage model (secagg_dp.stages), re-exported here.
 
 
 def effective_checkin_rate(p: float, dropout: float, dropout_stages: int = PROTOCOL_DROPOUT_STAGES) -> float:

@@ -48,6 +48,7 @@ from secagg_dp.errors import ParameterError
 
 __all__ = [
     "CHECKIN_ORDERS",
+    "LEDGER_ORDERS",
     "DEFAULT_ORDERS",
     "checkin_orders",
     "BaseMechanism",
@@ -81,6 +82,9 @@ CHECKIN_ORDERS = checkin_orders(1024)
 """The check-in accountant's default orders: integers only (its subsampling bounds need them), 2..256 then every
 16th to 1024. Differs on purpose from the core's ``DEFAULT_ORDERS`` (which has fractional orders)."""
 CHECKIN_ORDERS.setflags(write=False)
+#: The ledger grid of the simulator and of the Flower server: the integers 2..256 (``checkin_orders(256)``).
+LEDGER_ORDERS = checkin_orders(256)
+LEDGER_ORDERS.setflags(write=False)
 DEFAULT_ORDERS = CHECKIN_ORDERS  # the former name, kept importable: checkin.DEFAULT_ORDERS is CHECKIN_ORDERS
 #: Largest exact core (client counts k evaluated one by one): bounds the work at about a minute and 2.5 GB
 #: (n = 1e9 at gamma = 0.1 has 113 843); larger cores are refused, naming the limit.

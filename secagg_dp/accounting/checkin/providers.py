@@ -16,17 +16,36 @@ The L1 bound defaults to Delta_2 * min(sqrt(d), Delta_2): an integer vector of L
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any, Protocol
 
 from secagg_dp._validate import check_int, check_real
-from secagg_dp.accounting.checkin.bases import DDGSum, GaussianSum, SkellamSum
-from secagg_dp.accounting.checkin.local_steps import LocalStepsDDG, LocalStepsGaussian, LocalStepsSkellam
+from secagg_dp.accounting.checkin.bases import GaussianSum
+from secagg_dp.accounting.checkin.local_steps import LocalStepsGaussian
 from secagg_dp.accounting.checkin.mixture import BaseMechanism, SubsampledCheckin
 from secagg_dp.errors import ParameterError
+from secagg_dp.plan import Mechanism
 
-__all__ = ["CHECKIN_MECHANISMS", "checkin_provider"]
+if TYPE_CHECKING:
+    from secagg_dp.noise.add_then_remove import NoiseSpec
+
+__all__ = ["CHECKIN_MECHANISMS", "checkin_provider", "plan_checkin_provider", "plan_enforced_provider"]
 
 CHECKIN_MECHANISMS = ("gaussian", "ddg", "skellam")
-_TINY = 5e-324  # a variance that underflows to 0 becomes the smallest positive double: less noise, larger epsilon
+
+
+class DPPlanLike(Protocol):
+    """What the plan builders read of a round's plan (:class:`secagg_dp.plan.DPPlan` has it all)."""
+
+    @property
+    def mechanism(self) -> Any: ...
+    @property
+    def sigma_int(self) -> float: ...
+    @property
+    def l2_sensitivity(self) -> float: ...
+    @property
+    def l1_sensitivity(self) -> float: ...
+    @property
+    def padded_dim(self) -> int: ...
 
 
 def checkin_provider(
@@ -54,24 +73,64 @@ def checkin_provider(
     l2 = check_real("l2_sensitivity", l2_sensitivity, lo=0.0, lo_open=True)
     dim = check_int("dim", dim, lo=1)
     l1 = l2 * min(math.sqrt(dim), l2) if l1_sensitivity is None else check_real("l1_sensitivity", l1_sensitivity)
-    variance = max(sigma * sigma, _TINY)
     mech: BaseMechanism
     if local_steps is not None:
         steps = check_int("local_steps", local_steps, lo=1)
         if mechanism == "gaussian":
             mech = LocalStepsGaussian(sigma / l2, steps, sample_rate)
-        elif mechanism == "skellam":
-            mech = LocalStepsSkellam(variance, l2, l1, steps, sample_rate)
-        else:
-            mech = LocalStepsDDG(sigma, dim, l2, l1, steps, sample_rate)
+        else:  # the grid mechanism's own builder (secagg_dp.plan.Mechanism)
+            mech = Mechanism(mechanism).local_steps_base(sigma, dim, l2, l1, steps, sample_rate)
         return SubsampledCheckin(mech, n, amplification="joint-convexity", neighbouring="add-remove")
     if sample_rate != 1.0:
         raise ParameterError("Argument 'sample_rate' needs 'local_steps' (sampling inside each client).")
     d2, d1 = 2.0 * l2, 2.0 * l1  # replace-one: twice one client's bounds
     if mechanism == "gaussian":
         mech = GaussianSum(sigma / l2)  # GaussianSum takes C = 1 and doubles it itself
-    elif mechanism == "skellam":
-        mech = SkellamSum(variance, d2, d1)
     else:
-        mech = DDGSum(sigma, dim, d2, d1)
+        mech = Mechanism(mechanism).sum_base(sigma, dim, d2, d1)
     return SubsampledCheckin(mech, n, amplification=amplification)
+
+
+def plan_checkin_provider(
+    plan: DPPlanLike,
+    n: int,
+    *,
+    mechanism: str | None = None,
+    local_steps: int | None = None,
+    sample_rate: float = 1.0,
+) -> SubsampledCheckin:
+    """:func:`checkin_provider` for a round's plan (:class:`secagg_dp.plan.DPPlan`): noise std ``plan.sigma_int``
+    on the grid, the codec's sensitivities of one client's vector (client level, ``local_steps=None``) or of one
+    sample's encoded gradient (``local_steps`` S, rate ``sample_rate`` inside each client), dimension
+    ``plan.padded_dim``. ``mechanism`` defaults to the plan's."""
+    name = str(plan.mechanism) if mechanism is None else mechanism
+    return checkin_provider(
+        name,
+        n,
+        sigma=plan.sigma_int,
+        l2_sensitivity=plan.l2_sensitivity,
+        l1_sensitivity=plan.l1_sensitivity,
+        dim=plan.padded_dim,
+        local_steps=local_steps,
+        sample_rate=sample_rate,
+    )
+
+
+def plan_enforced_provider(
+    plan: DPPlanLike, noise: NoiseSpec, n: int, *, roster_rate: float, sum_rate: float
+) -> SubsampledCheckin:
+    """The per-k provider with add-then-remove noise ``noise`` (target variance mu in the sum, tolerance) for a
+    round's plan: :func:`~secagg_dp.accounting.checkin.enforced.enforced_checkin_provider` with the codec's
+    sensitivities of one client's vector, roster rate r (a client is in the roster) and sum rate gamma."""
+    from secagg_dp.accounting.checkin.enforced import enforced_checkin_provider
+
+    return enforced_checkin_provider(
+        n,
+        target_variance=noise.target_variance,
+        l2_sensitivity=plan.l2_sensitivity,
+        l1_sensitivity=plan.l1_sensitivity,
+        dim=plan.padded_dim,
+        tolerance=noise.tolerance,
+        roster_rate=roster_rate,
+        sum_rate=sum_rate,
+    )
