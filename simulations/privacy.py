@@ -66,8 +66,18 @@ from secagg_dp.accounting.checkin.mixture import LEDGER_ORDERS
 from secagg_dp.accounting.core.accountant import Certificate
 from secagg_dp.accounting.core.ledger import PrivacyLedger
 from secagg_dp.errors import ConfigError, ParameterError
+from simulations.results import NO_PRIVACY_REASON
 
-__all__ = ["CheckinRound", "SimAccountant", "make_accountant", "effective_gamma", "coalition_min_sum", "ORDERS"]
+__all__ = [
+    "CheckinRound",
+    "SimAccountant",
+    "NoPrivacyAccountant",
+    "NO_PRIVACY_REASON",
+    "make_accountant",
+    "effective_gamma",
+    "coalition_min_sum",
+    "ORDERS",
+]
 
 #: Orders of the simulator's ledger: the library's :data:`~secagg_dp.accounting.checkin.mixture.LEDGER_ORDERS`
 #: (the check-in accountant's grid up to 256, the integers 2..256).
@@ -499,5 +509,88 @@ def _logreg_provider(cfg, plan):  # noqa: ANN001, ANN202
     return provider, label
 
 
-def make_accountant(cfg, plan, ledger_path: str | Path | None = None) -> SimAccountant:  # noqa: ANN001
+class NoPrivacyAccountant:
+    """The accountant of ``privacy.mechanism = "none"`` (the non-private baseline): its certificate is the valid,
+    trivial statement epsilon = inf for every observer (the aggregate is a deterministic function of the clients'
+    rounded inputs, so no finite epsilon holds at any delta < 1). Nothing is charged to a ledger: a budgeted ledger
+    would refuse the first round, so the config refuses ``privacy.epsilon_budget`` with mechanism none, and an
+    unbudgeted one would only record inf (no ledger file is written)."""
+
+    def __init__(self, cfg) -> None:  # noqa: ANN001
+        if cfg.privacy.epsilon_budget is not None:  # the config refuses it; an accountant built by hand too
+            raise ConfigError(
+                "Config key 'privacy.epsilon_budget' cannot be set with privacy.mechanism = 'none': the run has "
+                f"epsilon = inf and a budgeted ledger would refuse its first round "
+                f"(not {cfg.privacy.epsilon_budget!r})."
+            )
+        self.cfg = cfg
+        self.delta = cfg.privacy.delta
+        self.rounds = 0
+        self.epsilon = math.inf
+        self.planned_epsilon = math.inf
+
+    def _view(self, observer: str, rounds: int) -> dict[str, Any]:
+        return {
+            "observer": observer,
+            "epsilon": math.inf,
+            "epsilon_reason": NO_PRIVACY_REASON,
+            "delta": self.delta,
+            "certificate": True,  # epsilon = inf is a true (trivial) upper bound
+            "rounds": rounds,
+            "planned_epsilon": math.inf,
+            "planned_epsilon_reason": NO_PRIVACY_REASON,
+            "method": None,
+            "colluders": self.cfg.secagg.corrupt_clients,
+            "min_sum": None,
+        }
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "accountant": None,
+            "mechanism": NO_NOISE_MECHANISM,
+            "method": None,
+            "method_requested": self.cfg.privacy.method,
+            "neighbouring": None,
+            "unit": self.cfg.privacy.unit,
+            "noise_enforcement": self.cfg.privacy.noise_enforcement,
+            "observer": "analyst",
+            "delta": self.delta,
+            "event": "no noise: the aggregate of the clients' encoded vectors, released exactly",
+            "ledger": None,
+            "epsilon": math.inf,
+            "epsilon_reason": NO_PRIVACY_REASON,
+            "order": None,
+            "rounds": self.rounds,
+            "planned_epsilon": math.inf,
+            "planned_epsilon_reason": NO_PRIVACY_REASON,
+            "certificate": self._view("analyst", self.rounds),
+            "server": self._view("server", self.rounds),
+            "coalition": self._view("coalition", self.rounds),
+        }
+
+    def epsilon_after(self, rounds: int) -> tuple[float, int | None, dict[str, Any]]:
+        return math.inf, None, self._view("analyst", rounds)
+
+    def record_round(self) -> tuple[float, int | None]:
+        """Count the round (nothing is charged: there is no ledger); epsilon stays inf."""
+        self.rounds += 1
+        return math.inf, None
+
+    def record_outcome(self, outcome: str, reason: str = "") -> None:
+        """Nothing to record: no ledger."""
+
+    def attach_ledger(self, path: str | Path) -> None:
+        """No ledger is written for a run without noise (its epsilon is inf whatever it records)."""
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
+NO_NOISE_MECHANISM = "none"
+
+
+def make_accountant(cfg, plan, ledger_path: str | Path | None = None) -> SimAccountant | NoPrivacyAccountant:  # noqa: ANN001
+    """The run's accountant: :class:`SimAccountant`, or :class:`NoPrivacyAccountant` for mechanism ``"none"``."""
+    if cfg.privacy.mechanism == NO_NOISE_MECHANISM:
+        return NoPrivacyAccountant(cfg)
     return SimAccountant(cfg, plan, ledger_path)

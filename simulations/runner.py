@@ -46,7 +46,7 @@ from simulations.clients import (
     noise_rng,
     run_blocks,
 )
-from simulations.config import SimConfig
+from simulations.config import NO_NOISE, SimConfig
 from simulations.results import METRICS_NOTE, SCHEMA, write_atomic
 from simulations.tasks import LogRegTask, MeanTask, make_task
 from simulations.tasks.protocol import finite_metrics
@@ -147,7 +147,9 @@ def plan(cfg: SimConfig, root_seed: int = 0, task: Any = None) -> Plan:
             dim=dim,
             k_stddevs=priv.k_stddevs,
             beta=priv.beta,
-            mechanism=Mechanism(priv.mechanism),
+            # "none" (the non-private baseline): the scale of the configured noise multiplier, so the codec is the
+            # private run's; the mechanism does not enter the scale, and no noise is drawn (sigma_int = 0 below)
+            mechanism=Mechanism("ddg" if priv.mechanism == NO_NOISE else priv.mechanism),
             scale_clients=n_scale,
             signal_norm=signal,
             local_steps=steps,
@@ -169,8 +171,8 @@ def plan(cfg: SimConfig, root_seed: int = 0, task: Any = None) -> Plan:
         expected_checkins=n_exp,
         scale_clients=n_scale,
         signal_norm=signal,
-        sigma_local=dp.sigma_local,
-        sigma_int=dp.sigma_int,
+        sigma_local=0.0 if priv.mechanism == NO_NOISE else dp.sigma_local,
+        sigma_int=0.0 if priv.mechanism == NO_NOISE else dp.sigma_int,
         scale=dp.scale,
         scale_rule=dp.scale_rule,
         scale_capped=dp.scale_capped,
@@ -483,6 +485,8 @@ def aggregate_noise_groups(cfg: SimConfig, p: Plan, included: int) -> list[int] 
         return None
     if p.noise is not None:
         return None  # add-then-remove: each client's components come from its own seeds (removal is per group)
+    if cfg.privacy.mechanism == NO_NOISE:
+        return None  # the non-private baseline draws no noise (RoundSpec.mechanism None)
     from secagg_dp.noise.aggregate import noise_sum_plan
 
     return noise_sum_plan(cfg.privacy.mechanism, p.sigma_int, included, p.padded_dim)
@@ -527,7 +531,7 @@ def aggregate_round(
         scale=p.scale,
         rotation_seed=_round_int(root, r, PURPOSE_ROTATION),
         beta=cfg.privacy.beta,
-        mechanism=Mechanism(cfg.privacy.mechanism),
+        mechanism=None if cfg.privacy.mechanism == NO_NOISE else Mechanism(cfg.privacy.mechanism),
         sigma_int=p.sigma_int,
         local_steps=cfg.task.local_steps,
         sample_rate=cfg.task.sample_rate,
