@@ -134,6 +134,9 @@ class SimAccountant:
                 f"Config key 'privacy.method' = {self.method_requested!r} cannot certify {cfg.rounds} rounds: {exc} "
                 "To fix, add noise (privacy.noise_multiplier), use fewer rounds, or method = 'rdp'."
             ) from exc
+        # privacy.target_epsilon: the calibration that chose privacy.noise_multiplier (simulations.calibrate),
+        # set by the runner; recorded in describe()
+        self.calibration: dict[str, Any] | None = None
         self.rounds = 0
         self.outcome_pending = False  # the last charged round has no outcome recorded yet
         self.epsilon = 0.0
@@ -205,6 +208,10 @@ class SimAccountant:
             "dropout_tolerance": self.cfg.privacy.dropout_tolerance,
             "observer": "analyst",
             "delta": self.delta,
+            "noise_multiplier": self.cfg.privacy.noise_multiplier,
+            "target_epsilon": self.cfg.privacy.target_epsilon,
+            "calibrated": self.calibration is not None,
+            "calibration": self.calibration,
             "gamma": None if self.fixed else self.gamma,
             "sample_size": self.cfg.population.fixed_size if self.fixed else None,
             "event": self.label,

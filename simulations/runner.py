@@ -314,12 +314,19 @@ def run_scenario(
     root = cfg.seed if cfg.seed is not None else secrets.randbits(63)
     given = task is not None and not isinstance(task, MeanTask | LogRegTask)
     task = resolve_task(cfg, task)
+    calibration = None
+    if cfg.privacy.target_epsilon is not None:  # the noise multiplier meeting the target, before round 1
+        from simulations.calibrate import calibrate
+
+        cfg, calibration = calibrate(cfg, root, task)
     p = plan(cfg, root, task)  # validation that needs the task and the codec: before any work
     if accountant is None:
         from simulations.privacy import make_accountant
 
         accountant = make_accountant(cfg, p, None)  # validates the certificate for the planned rounds
         accountant.attach_ledger(out / "ledger.sqlite")
+        if calibration is not None:
+            accountant.calibration = calibration.as_dict()
     out.mkdir(parents=True, exist_ok=True)
     model = task.init_model(root)
     own_exec = executor is None
