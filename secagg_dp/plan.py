@@ -114,6 +114,10 @@ class DPPlan:
     (``scale_capped`` says whether the cap applied; a cap whose rounding inflates Delta_2 above x2 is refused,
     the criterion ``scale_for`` applies uncapped); ``sigma_int`` = min(sigma_local scale, SIGMA_INT_MAX);
     ``padded_dim``, ``l2_sensitivity``, ``l1_sensitivity``: the codec's (one encoded vector, add-remove).
+
+    Refusals: a bit width the scale rule cannot use raises ParameterError naming ``'bits'``, chained from the
+    scale rule's own error (its ``__cause__``, which callers may quote); a noise multiplier whose capped scale
+    inflates Delta_2 above x2 raises ParameterError naming ``'noise_multiplier'``.
     """
 
     clip: float

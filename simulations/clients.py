@@ -206,10 +206,10 @@ def _client_block(
     noise of the sum, ``client_noise`` False). Without ``keep`` (protocol input): (residue rows, the task's
     rows); with it: (modular sum of the kept rows, plain float sum of their task rows). The same draws either
     way, so the sum equals the kept rows' sum bit for bit."""
-    from simulations.tasks.protocol import check_rows
+    from simulations.tasks.protocol import call_task, check_rows
 
     task = spec.task
-    rows = task.client_vectors(spec.model, ids, spec.round, spec.root_seed)
+    rows = call_task(task, "client_vectors", spec.model, ids, spec.round, spec.root_seed, round=spec.round)
     x = check_rows(task, rows, len(ids), spec.dim, finite=keep is None)
     if keep is not None:  # the column sums check finiteness (a NaN or an infinity makes its column's sum so)
         cols = x.sum(axis=0)
@@ -227,10 +227,10 @@ def _encode_sample_level(spec: RoundSpec, codec: Any, cid: int, rng: np.random.G
     rate q, clip and encode every example's row on its own (one example moves the step's integer vector by at
     most the codec's Delta_2), add one noise share, decode the step locally for the task's local update, and
     add the step's residues to the round vector."""
-    from simulations.tasks.protocol import check_rows
+    from simulations.tasks.protocol import call_task, check_rows
 
     task = spec.task
-    m = int(task.shard_size(spec.root_seed))
+    m = int(call_task(task, "shard_size", spec.root_seed, round=spec.round))
     model = spec.model
     total = np.zeros(codec.padded_dim, dtype=np.uint64)
     for step in range(spec.local_steps):
@@ -241,11 +241,11 @@ def _encode_sample_level(spec: RoundSpec, codec: Any, cid: int, rng: np.random.G
             vec = zq.wrap_int64(spec.mechanism.draw(spec.sigma_int, codec.padded_dim, rng), spec.bits)
         if chosen.any():
             examples = np.flatnonzero(chosen)
-            rows = task.sample_vectors(model, cid, examples, spec.round, spec.root_seed)
+            rows = call_task(task, "sample_vectors", model, cid, examples, spec.round, spec.root_seed, round=spec.round)
             rows = check_rows(task, rows, len(examples), spec.dim, "sample_vectors")
             vec = zq.add_mod(vec, zq.sum_mod(codec.encode(rows, rng=rng), spec.bits), spec.bits)
         if step + 1 < spec.local_steps:
-            model = task.local_update(model, codec.decode(vec), spec.sample_rate * m)
+            model = call_task(task, "local_update", model, codec.decode(vec), spec.sample_rate * m, round=spec.round)
         total = zq.add_mod(total, vec, spec.bits)
     return total
 
@@ -368,11 +368,11 @@ def encode_block_packed(spec: RoundSpec, block: Block) -> dict[int, bytes]:
     step = _rows_per_batch(max(spec.dim, d), len(cids))
 
     def batches() -> Any:
-        from simulations.tasks.protocol import check_rows
+        from simulations.tasks.protocol import call_task, check_rows
 
         for lo in range(0, len(cids), step):
             part = ids[lo : lo + step]
-            rows = task.client_vectors(spec.model, part, spec.round, spec.root_seed)
+            rows = call_task(task, "client_vectors", spec.model, part, spec.round, spec.root_seed, round=spec.round)
             yield check_rows(task, rows, len(part), spec.dim)
 
     out: dict[int, bytes] = {}
@@ -492,19 +492,25 @@ def client_truth(spec: RoundSpec, ids: Any) -> np.ndarray | None:
     """Plain sum of the rows of ``ids`` for tasks with ``truth_metrics`` (else None), in blocks of ``BLOCK``."""
     if spec.unit != "client" or not wants_truth(spec.task):
         return None
+    from simulations.tasks.protocol import call_task, check_rows
+
     arr = np.asarray(ids, dtype=np.int64)
+    task, r = spec.task, spec.round
     total = np.zeros(spec.dim)
     for i in range(0, len(arr), BLOCK):
         block = arr[i : i + BLOCK]
         step = _rows_per_batch(spec.dim, len(block))
         if step >= len(block):
-            total += spec.task.client_vectors(spec.model, block, spec.round, spec.root_seed).sum(axis=0)
+            rows = call_task(task, "client_vectors", spec.model, block, r, spec.root_seed, round=r)
+            total += check_rows(task, rows, len(block), spec.dim).sum(axis=0)
             continue
         # a batch of rows at a time; numpy sums axis 0 row after row, so adding the rows in order into a zero
         # vector gives the block's .sum(axis=0) bit for bit (tested)
         acc = np.zeros(spec.dim)
         for lo in range(0, len(block), step):
-            for row in spec.task.client_vectors(spec.model, block[lo : lo + step], spec.round, spec.root_seed):
+            part = block[lo : lo + step]
+            rows = call_task(task, "client_vectors", spec.model, part, r, spec.root_seed, round=r)
+            for row in check_rows(task, rows, len(part), spec.dim):
                 acc += row
         total += acc
     return total

@@ -49,7 +49,7 @@ from simulations.clients import (
 from simulations.config import NO_NOISE, SimConfig
 from simulations.results import METRICS_NOTE, SCHEMA, write_atomic
 from simulations.tasks import LogRegTask, MeanTask, make_task
-from simulations.tasks.protocol import finite_metrics
+from simulations.tasks.protocol import call_task, check_server_update, finite_metrics, task_description
 
 __all__ = [
     "Plan",
@@ -328,7 +328,7 @@ def run_scenario(
         if calibration is not None:
             accountant.calibration = calibration.as_dict()
     out.mkdir(parents=True, exist_ok=True)
-    model = task.init_model(root)
+    model = call_task(task, "init_model", root)
     own_exec = executor is None
     if own_exec:
         executor = make_executor(cfg.executor, cfg.scheduler)
@@ -337,6 +337,8 @@ def run_scenario(
     config_doc["seed"] = root
     if given:  # a task object passed as task=: results.json names its class
         config_doc["task"]["name"] = f"{type(task).__module__}:{type(task).__qualname__}"
+    if not isinstance(task, MeanTask | LogRegTask):  # a user task: its own settings, not the bundled tasks' keys
+        config_doc["task"] = custom_task_record(config_doc["task"], task, cfg.privacy.unit)
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "status": "running",
@@ -359,8 +361,10 @@ def run_scenario(
     start = time.perf_counter()
     from secagg_dp.errors import PrivacyBudgetExceeded
 
+    running: int | None = None  # the round in progress (for the failure record)
     try:
         for r in range(1, cfg.rounds + 1):
+            running = r
             try:
                 rec, model = _one_round(cfg, p, task, model, root, r, executor, acct)
             except PrivacyBudgetExceeded as exc:  # the ledger refused round r before its release
@@ -369,6 +373,7 @@ def run_scenario(
                 doc["privacy"]["refused"] = {"round": r, "reason": str(exc)}
                 break
             doc["rounds"].append(asdict(rec))
+            running = None
             doc["privacy"] = acct.describe()
             doc["summary"] = _summary(doc, time.perf_counter() - start)
             write_atomic(results_path, doc)
@@ -385,6 +390,7 @@ def run_scenario(
         raise
     except BaseException as exc:
         doc["status"] = "failed"
+        doc["failure"] = failure_record(exc, running, len(doc["rounds"]))
         _record_outcome(acct, "failed", f"the run failed after the round was charged: {type(exc).__name__}: {exc}")
         raise
     finally:
@@ -398,6 +404,31 @@ def run_scenario(
         if close is not None:
             close()
     return doc
+
+
+def failure_record(exc: BaseException, round_: int | None, completed: int) -> dict[str, Any]:
+    """results.json ``failure`` of a run that stopped on an error: the exception's ``type`` and ``message``,
+    the ``round`` that was running when it was raised (``None`` between rounds) and ``rounds_completed``.
+
+    The round that failed may already have been recorded in the privacy ledger (a round is committed before
+    its aggregate is decoded and handed to ``server_update``)."""
+    return {"type": type(exc).__name__, "message": str(exc), "round": round_, "rounds_completed": completed}
+
+
+def custom_task_record(given: dict[str, Any], task: Any, unit: str) -> dict[str, Any]:
+    """``config.task`` of a run with a user task: its ``name``, the constructor ``options`` it was built with,
+    what it ``reported`` about itself (:func:`simulations.tasks.protocol.task_description`) and its
+    ``vector_dim``; ``local_steps`` and ``sample_rate`` at the sample level only, where the simulator runs them.
+    The bundled tasks' keys (``dim``, ``learning_rate``) do not describe a user task and are left out."""
+    rec: dict[str, Any] = {
+        "name": given["name"],
+        "options": dict(given.get("options", {})),
+        "reported": task_description(task, given.get("options")),
+        "vector_dim": int(task.vector_dim),
+    }
+    if unit == "sample":
+        rec.update(local_steps=given["local_steps"], sample_rate=given["sample_rate"])
+    return rec
 
 
 def _record_outcome(acct: Any, outcome: str, reason: str) -> None:
@@ -673,10 +704,11 @@ def _one_round(cfg, p: Plan, task, model, root: int, r: int, executor, acct) -> 
         spec = ra.spec
         codec = make_codec(spec.dim, spec.bits, spec.clip, spec.scale, spec.rotation_seed, spec.beta)
         decoded = codec.decode(ra.aggregate)
-        model, raw = task.server_update(model, decoded, len(ra.included), root)
-        metrics = finite_metrics(task, raw)
+        out = call_task(task, "server_update", model, decoded, len(ra.included), root, round=r)
+        model, metrics = check_server_update(task, out, r)
         if ra.truth is not None:  # tasks with truth_metrics (mean: MSE against the survivors' true mean)
-            metrics.update(finite_metrics(task, task.truth_metrics(decoded, ra.truth, len(ra.included))))
+            truth = call_task(task, "truth_metrics", decoded, ra.truth, len(ra.included), round=r)
+            metrics.update(finite_metrics(task, truth, "truth_metrics"))
     secs["decode"] = time.perf_counter() - t3
     if aborted:  # charged all the same (docs/ledger.md, "Outcomes"): the ledger says why nothing was released
         why = aggregators.abort_reason(len(ra.ids), ra.dropped_counts(), ra.threshold)

@@ -240,7 +240,10 @@ def encode_update(cfg: FlowerDPConfig, update: np.ndarray, rng: np.random.Genera
     (Canonne, Kamath & Steinke 2020) or symmetric Skellam of variance sigma_int^2 (Agarwal, Kairouz & Liu
     2021) per coordinate. The codec clips: an update above C is never trusted."""
     codec = cfg.codec
-    x = np.asarray(update, dtype=np.float64).reshape(-1)
+    raw = np.asarray(update)
+    if raw.dtype.kind not in "biuf":  # a complex update would lose its imaginary part with only a warning
+        raise ParameterError(f"Argument 'update' must be a real numeric array, not dtype {raw.dtype}.")
+    x = raw.astype(np.float64).reshape(-1)
     if x.size != cfg.dim:
         raise ParameterError(f"Argument 'update' must have {cfg.dim} entries (config 'dim'), not {x.size}.")
     noise = cfg.plan.mechanism.draw(cfg.sigma_int, codec.padded_dim, rng)

@@ -3,7 +3,8 @@ round's plan and its noise enforcement moved into the library (``secagg_dp.plan`
 
 The fixture ``data/simulate_golden.json`` holds, per case, the config overrides and the whole ``results.json``
 of :func:`simulations.runner.run_scenario` minus its wall-clock fields (every ``seconds`` and the
-``software`` versions); its ``note`` says on which commit it was recorded. Re-record (only when a figure is
+``software`` versions), the Flower config's plan and the plan's refusal messages; its notes say on which
+commit they were recorded. Re-record (only when a figure is
 meant to change) with ``python -m tests.simulations.test_simulate_golden``.
 """
 
@@ -127,6 +128,36 @@ def test_flower_plan_unchanged() -> None:
         assert flower_case(name) == golden[name], name
 
 
+#: Refusals of the plan (printed messages): simulator overrides, or FlowerDPConfig keywords.
+ERROR_CASES: dict[str, dict[str, Any]] = {
+    "sim-bits": {"overrides": ["population.clients=16", "secagg.bits=4", "task.dim=24"]},
+    "sim-noise": {
+        "overrides": ["population.clients=16", "secagg.bits=62", "privacy.noise_multiplier=1e7", "task.dim=24"]
+    },
+    "flower-bits": {"flower": {"bits": 4, "noise_multiplier": 1.0}},
+    "flower-noise": {"flower": {"bits": 62, "noise_multiplier": 1e7}},
+}
+
+
+def error_message(name: str) -> str:
+    from secagg_dp.errors import ParameterError
+    from simulations.flower.core import FlowerDPConfig
+    from simulations.runner import plan
+
+    case = ERROR_CASES[name]
+    with pytest.raises(ParameterError) as info:
+        if "overrides" in case:
+            plan(build_config(None, case["overrides"]), 3)
+        else:
+            FlowerDPConfig(dim=24, clip=1.0, sample_size=5, population=20, threshold=3, **case["flower"])
+    return str(info.value)
+
+
+@pytest.mark.parametrize("name", list(ERROR_CASES))
+def test_plan_refusals_unchanged(name: str) -> None:
+    assert error_message(name) == json.loads(FIXTURE.read_text())["errors"][name]
+
+
 def _record() -> None:  # pragma: no cover - run by hand
     import tempfile
 
@@ -141,6 +172,8 @@ def _record() -> None:  # pragma: no cover - run by hand
         "python -m tests.simulations.test_simulate_golden; results.json minus 'seconds' and 'software'",
         "cases": cases,
         "flower": {name: flower_case(name) for name in FLOWER},
+        "errors": {name: error_message(name) for name in ERROR_CASES},
+        "errors_note": "the plan's refusal messages, recorded with the cases of ERROR_CASES",
     }
     FIXTURE.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
