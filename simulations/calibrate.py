@@ -23,7 +23,7 @@ from typing import Any
 from secagg_dp.errors import ConfigError, ParameterError
 from simulations.config import NO_NOISE, SimConfig
 
-__all__ = ["Calibration", "calibrate", "planned_epsilon", "Z_MIN", "Z_MAX", "REL_TOL"]
+__all__ = ["Calibration", "calibrate", "calibrate_noise", "planned_epsilon", "Z_MIN", "Z_MAX", "REL_TOL"]
 
 #: The range of noise multipliers searched: below Z_MIN the noise is negligible (any target it meets, Z_MIN meets
 #: too, and Z_MIN is returned); above Z_MAX (or where the samplers' cap refuses the plan) a target is unreachable.
@@ -90,7 +90,21 @@ def planned_epsilon(cfg: SimConfig, observer: str, root_seed: int = 0, task: Any
     return float(eps)
 
 
+_CACHE: dict[str, tuple[SimConfig, Calibration]] = {}  # repr of (cfg, seed, task) -> result: study.run checks
+_CACHE_SIZE = 64  # every variant before any work, then run_scenario asks again
+
+
 def calibrate(cfg: SimConfig, root_seed: int = 0, task: Any = None) -> tuple[SimConfig, Calibration]:
+    """:func:`calibrate_noise`, remembered for the last few configs (the search is deterministic)."""
+    key = repr((cfg, root_seed, None if task is None else id(task)))
+    if key not in _CACHE:
+        if len(_CACHE) >= _CACHE_SIZE:
+            _CACHE.clear()
+        _CACHE[key] = calibrate_noise(cfg, root_seed, task)
+    return _CACHE[key]
+
+
+def calibrate_noise(cfg: SimConfig, root_seed: int = 0, task: Any = None) -> tuple[SimConfig, Calibration]:
     """The smallest noise multiplier z in [Z_MIN, Z_MAX] whose certificate for ``privacy.observer`` after the
     planned rounds is <= ``privacy.target_epsilon`` (to relative tolerance :data:`REL_TOL`, bisection on log z),
     and ``cfg`` with ``privacy.noise_multiplier`` = z.

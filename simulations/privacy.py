@@ -548,7 +548,7 @@ class NoPrivacyAccountant:
             "planned_epsilon_reason": NO_PRIVACY_REASON,
             "method": None,
             "colluders": self.cfg.secagg.corrupt_clients,
-            "min_sum": None,
+            "min_sum": coalition_min_sum(self.cfg)[0],
         }
 
     def describe(self) -> dict[str, Any]:
