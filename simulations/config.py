@@ -301,7 +301,7 @@ class PrivacyParams:
             _real("privacy.epsilon_budget", self.epsilon_budget, 0.0, lo_open=True)
         _choice("privacy.observer", self.observer, OBSERVERS)
         if self.target_epsilon is not None:
-            _real("privacy.target_epsilon", self.target_epsilon, 0.0, lo_open=True)
+            _real("privacy.target_epsilon", self.target_epsilon, 0.0, lo_open=True, hi_open=True)
         if self.mechanism == NO_NOISE:
             for key, val in (("epsilon_budget", self.epsilon_budget), ("target_epsilon", self.target_epsilon)):
                 if val is not None:
