@@ -17,6 +17,7 @@ target (its certificate <= target), and z / (1 + REL_TOL) misses it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -65,16 +66,20 @@ def _with_z(cfg: SimConfig, z: float) -> SimConfig:
     return replace(cfg, privacy=replace(cfg.privacy, noise_multiplier=float(z)))
 
 
-def planned_epsilon(cfg: SimConfig, observer: str, root_seed: int = 0, task: Any = None) -> float:
+#: The run's planning function, :func:`simulations.runner.plan` (passed in: the runner calls this module)
+Planner = Callable[[SimConfig, int, Any], Any]
+
+
+def planned_epsilon(cfg: SimConfig, observer: str, root_seed: int, task: Any, planner: Planner) -> float:
     """The certificate :class:`simulations.privacy.SimAccountant` reports for ``observer`` after ``cfg.rounds``
     rounds at ``privacy.delta`` (``planned_epsilon`` of results.json's ``privacy``, ``privacy.server`` or
     ``privacy.coalition``), for ``cfg`` as given. inf where no finite certificate exists.
 
-    Raises ConfigError when the plan itself is refused (e.g. the bit width or the samplers' cap)."""
+    ``planner`` is :func:`simulations.runner.plan`. Raises ConfigError when the plan itself is refused (e.g. the
+    bit width or the samplers' cap)."""
     from simulations.privacy import SimAccountant
-    from simulations.runner import plan
 
-    p = plan(cfg, root_seed, task)
+    p = planner(cfg, root_seed, task)
     try:
         acct = SimAccountant(cfg, p, None)
     except ConfigError:  # the method cannot certify the planned rounds at this noise: no finite epsilon
@@ -94,24 +99,29 @@ _CACHE: dict[str, tuple[SimConfig, Calibration]] = {}  # repr of (cfg, seed, tas
 _CACHE_SIZE = 64  # every variant before any work, then run_scenario asks again
 
 
-def calibrate(cfg: SimConfig, root_seed: int = 0, task: Any = None) -> tuple[SimConfig, Calibration]:
+def calibrate(
+    cfg: SimConfig, root_seed: int = 0, task: Any = None, *, planner: Planner
+) -> tuple[SimConfig, Calibration]:
     """:func:`calibrate_noise`, remembered for the last few configs (the search is deterministic)."""
-    key = repr((cfg, root_seed, None if task is None else id(task)))
+    key = repr((cfg, root_seed, None if task is None else id(task), planner))
     if key not in _CACHE:
         if len(_CACHE) >= _CACHE_SIZE:
             _CACHE.clear()
-        _CACHE[key] = calibrate_noise(cfg, root_seed, task)
+        _CACHE[key] = calibrate_noise(cfg, root_seed, task, planner=planner)
     return _CACHE[key]
 
 
-def calibrate_noise(cfg: SimConfig, root_seed: int = 0, task: Any = None) -> tuple[SimConfig, Calibration]:
+def calibrate_noise(
+    cfg: SimConfig, root_seed: int = 0, task: Any = None, *, planner: Planner
+) -> tuple[SimConfig, Calibration]:
     """The smallest noise multiplier z in [Z_MIN, Z_MAX] whose certificate for ``privacy.observer`` after the
     planned rounds is <= ``privacy.target_epsilon`` (to relative tolerance :data:`REL_TOL`, bisection on log z),
     and ``cfg`` with ``privacy.noise_multiplier`` = z.
 
     ``privacy.target_epsilon`` wins over ``privacy.noise_multiplier``: the configured z is only where the search
-    starts (a z already calibrated is confirmed with two evaluations). Raises ConfigError naming
-    ``privacy.target_epsilon`` when no z in the range (or none the samplers accept) meets the target."""
+    starts (a z already calibrated is confirmed with two evaluations). ``planner``: :func:`simulations.runner.plan`.
+    Raises ConfigError naming ``privacy.target_epsilon`` when no z in the range (or none the samplers accept)
+    meets the target."""
     priv = cfg.privacy
     target = priv.target_epsilon
     if target is None:
@@ -125,7 +135,7 @@ def calibrate_noise(cfg: SimConfig, root_seed: int = 0, task: Any = None) -> tup
     def eps(z: float) -> float:
         if z not in cache:
             try:
-                cache[z] = planned_epsilon(_with_z(cfg, z), observer, root_seed, task)
+                cache[z] = planned_epsilon(_with_z(cfg, z), observer, root_seed, task, planner)
             except (ConfigError, ParameterError) as exc:  # the plan refuses this z (too much noise for the cap)
                 refused.append(str(exc))
                 cache[z] = math.nan

@@ -318,7 +318,7 @@ def run_scenario(
     if cfg.privacy.target_epsilon is not None:  # the noise multiplier meeting the target, before round 1
         from simulations.calibrate import calibrate
 
-        cfg, calibration = calibrate(cfg, root, task)
+        cfg, calibration = calibrate(cfg, root, task, planner=plan)
     p = plan(cfg, root, task)  # validation that needs the task and the codec: before any work
     if accountant is None:
         from simulations.privacy import make_accountant

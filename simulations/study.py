@@ -57,7 +57,7 @@ def run(
         if v.privacy.target_epsilon is not None:  # calibrated here, before any work
             from simulations.calibrate import calibrate
 
-            calibrated = calibrate(v, root, task)[0]  # cached: run_scenario finds the same z at no cost
+            calibrated = calibrate(v, root, task, planner=plan)[0]  # cached: run_scenario finds the same z at no cost
         else:
             calibrated = v
         make_accountant(calibrated, plan(calibrated, root, task), None).close()

@@ -179,7 +179,7 @@ def _target_cfg(observer: str, target: float = 3.0):
 @pytest.mark.parametrize("observer", ["analyst", "server"])
 def test_target_epsilon_gives_the_smallest_certified_noise(observer):
     cfg = _target_cfg(observer)
-    calibrated, cal = calibrate(cfg, cfg.seed)
+    calibrated, cal = calibrate(cfg, cfg.seed, planner=plan)
     z = calibrated.privacy.noise_multiplier
     assert cal.noise_multiplier == z and cal.observer == observer
     assert _eps(cfg, z, observer) <= 3.0 < _eps(cfg, z * (1 - 2 * REL_TOL), observer)
@@ -217,7 +217,7 @@ def test_target_epsilon_bad_values_are_refused():
         small_config(baseline="yes")
     cfg = small_config(privacy={"target_epsilon": 1e-4})
     with pytest.raises(ConfigError, match=r"'privacy.target_epsilon' = 0.0001 cannot be met for observer 'analyst'"):
-        calibrate(cfg, cfg.seed)
+        calibrate(cfg, cfg.seed, planner=plan)
 
 
 def test_make_accountant_without_noise_is_not_charged():
