@@ -99,6 +99,10 @@ class RoundSpec:
             object.__setattr__(self, "client_noise", False)  # nothing to draw, in the clients or the aggregate
         elif not isinstance(self.mechanism, Mechanism):
             object.__setattr__(self, "mechanism", Mechanism(self.mechanism))
+        if self.enforcement is not None and not isinstance(self.enforcement, NoiseSchedule):
+            raise TypeError(
+                f"Argument 'enforcement' must be a NoiseSchedule or None, not {type(self.enforcement).__name__}."
+            )
 
 
 @functools.lru_cache(maxsize=16)

@@ -160,3 +160,17 @@ def test_stage_constants() -> None:
     argv = ["account", "checkin", "--p", "0.5", "--dropout", "0.1", "--sigma", "1", "--n", "10"]
     args = build_parser().parse_args([*argv, "--rounds", "1", "--delta", "1e-5"])
     assert args.dropout_stages == 3
+
+
+def test_round_spec_carries_values_not_strings_and_tuples() -> None:
+    from secagg_dp.noise.add_then_remove import NoiseSchedule
+    from simulations.clients import RoundSpec, noise_schedule
+
+    base = {"task": "mean", "round": 1, "root_seed": 0, "n_clients": 4, "dim": 2, "bits": 20, "clip": 1.0}
+    base.update(scale=1.0, rotation_seed=0, beta=0.5, sigma_int=1.0)
+    spec = RoundSpec(**base, mechanism="skellam", enforcement=NoiseSchedule(9.0, 4, 0.25))  # type: ignore[arg-type]
+    assert spec.mechanism == Mechanism("skellam") and noise_schedule(spec) is spec.enforcement
+    with pytest.raises(TypeError, match="'enforcement'"):
+        RoundSpec(**base, mechanism="skellam", enforcement=(9.0, 4, 0.25))  # type: ignore[arg-type]
+    with pytest.raises(ParameterError, match="'mechanism'"):
+        RoundSpec(**base, mechanism="laplace")  # type: ignore[arg-type]

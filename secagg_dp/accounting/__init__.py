@@ -3,7 +3,8 @@
 - :mod:`secagg_dp.accounting.core`: events with an explicit neighbouring relation, RDP curves,
   subsampling amplification, log-space kernels, RDP -> (epsilon, delta) conversion, calibration, the
   accountant contract (``PrivacyAccountant``, ``Certificate``) with the RDP and PLD accountants, conversion
-  to and from dp-accounting's events, and the persistent ledger.
+  to and from dp-accounting's events, and the persistent ledger. :mod:`secagg_dp.accounting.core.registry`
+  maps each method's name to its accountant class (``ACCOUNTANTS``, ``make_accountant``).
 - :mod:`secagg_dp.accounting.checkin`: the distributed check-in accountant (binomial mixture, window
   certificate, dropouts, local steps, labelled baselines), built on the core.
 - :mod:`secagg_dp.accounting.shuffle`: shuffle Gaussian, shuffled check-in and LDP randomizers under
@@ -24,6 +25,9 @@ if TYPE_CHECKING:  # the names, for type checkers and the API reference; at run 
     from secagg_dp.accounting.checkin.accountant import (
         CHECKIN_METHODS,
         CheckinAccountant,
+        CheckinPldAccountant,
+        CheckinRdpAccountant,
+        CheckinWindowAccountant,
         pld_supports,
         tightest_method,
     )
@@ -84,6 +88,7 @@ if TYPE_CHECKING:  # the names, for type checkers and the API reference; at run 
     from secagg_dp.accounting.checkin.observers import (
         server_certificate,
         server_ex_post_certificate,
+        server_ex_post_log_moment,
         server_view_provider,
     )
     from secagg_dp.accounting.checkin.pld import (
@@ -151,6 +156,7 @@ if TYPE_CHECKING:  # the names, for type checkers and the API reference; at run 
         gaussian_rdp,
         skellam_rdp,
     )
+    from secagg_dp.accounting.core.registry import ACCOUNTANTS, make_accountant
     from secagg_dp.accounting.core.subsampling import (
         integer_rdp_table,
         poisson_subsampled_gaussian_log_am1,
@@ -162,7 +168,12 @@ if TYPE_CHECKING:  # the names, for type checkers and the API reference; at run 
         wor_subsampled_log_am1,
         wor_subsampled_rdp,
     )
-    from secagg_dp.accounting.shuffle.certificates import SHUFFLE_BOUNDS, shuffle_certificate
+    from secagg_dp.accounting.shuffle.certificates import (
+        SHUFFLE_BOUNDS,
+        ShuffleAccountant,
+        ShuffleRound,
+        shuffle_certificate,
+    )
     from secagg_dp.accounting.shuffle.gaussian import (
         shuffle_gaussian_log_moments,
         shuffle_gaussian_rdp,
@@ -241,6 +252,8 @@ __all__ = [
     "calibrate_gaussian_noise_multiplier",
     "PrivacyAccountant",
     "Certificate",
+    "ACCOUNTANTS",
+    "make_accountant",
     "BOUNDS",
     "check_observer",
     "RdpAccountant",
@@ -255,6 +268,9 @@ __all__ = [
     # distributed check-in
     "CheckinRound",
     "CheckinAccountant",
+    "CheckinRdpAccountant",
+    "CheckinWindowAccountant",
+    "CheckinPldAccountant",
     "CHECKIN_METHODS",
     "pld_supports",
     "tightest_method",
@@ -268,6 +284,7 @@ __all__ = [
     "server_view_provider",
     "server_certificate",
     "server_ex_post_certificate",
+    "server_ex_post_log_moment",
     "Coalition",
     "coalition_view_provider",
     "coalition_certificate",
@@ -315,6 +332,8 @@ __all__ = [
     "chernoff_shortcut_epsilon",
     # shuffle model
     "SHUFFLE_BOUNDS",
+    "ShuffleRound",
+    "ShuffleAccountant",
     "shuffle_certificate",
     "shuffle_gaussian_rdp",
     "shuffle_gaussian_rdp_partition",
@@ -338,7 +357,10 @@ __all__ = [
 # module -> the names this package takes from it: the imports above, for the run-time loader below
 # (tests/test_public_api.py checks that the two lists agree)
 _EXPORTS = {
-    "checkin.accountant": "CHECKIN_METHODS CheckinAccountant pld_supports tightest_method",
+    "checkin.accountant": (
+        "CHECKIN_METHODS CheckinAccountant CheckinPldAccountant CheckinRdpAccountant CheckinWindowAccountant "
+        "pld_supports tightest_method"
+    ),
     "checkin.baselines": (
         "analytic_gaussian_epsilon chernoff_shortcut_epsilon chernoff_shortcut_rdp strong_composition_baseline"
     ),
@@ -358,7 +380,9 @@ _EXPORTS = {
         "SubsampledCheckin checkin_epsilon checkin_mixture checkin_orders checkin_rdp window_certificate"
     ),
     "checkin.coalition": "Coalition coalition_certificate coalition_view_provider",
-    "checkin.observers": "server_certificate server_ex_post_certificate server_view_provider",
+    "checkin.observers": (
+        "server_certificate server_ex_post_certificate server_ex_post_log_moment server_view_provider"
+    ),
     "checkin.pld": (
         "PLD_OBSERVERS PLDCertificate calibrate_checkin_pld checkin_pld checkin_round_delta epsilon_for_delta "
         "wor_gaussian_delta"
@@ -386,7 +410,8 @@ _EXPORTS = {
         "poisson_subsampled_rdp revealed_participation_rdp wor_subsampled_gaussian_log_am1 "
         "wor_subsampled_gaussian_rdp wor_subsampled_log_am1 wor_subsampled_rdp"
     ),
-    "shuffle.certificates": "SHUFFLE_BOUNDS shuffle_certificate",
+    "core.registry": "ACCOUNTANTS make_accountant",
+    "shuffle.certificates": "SHUFFLE_BOUNDS ShuffleAccountant ShuffleRound shuffle_certificate",
     "shuffle.gaussian": (
         "shuffle_gaussian_log_moments shuffle_gaussian_rdp shuffle_gaussian_rdp_partition shuffle_gaussian_rdp_upper"
     ),

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from secagg_dp.stages import PROTOCOL_DROPOUT_STAGES
 from simulations.cli._args import DELTA, MAX_CHECKIN_ORDER, POSITIVE, PROBABILITY, int_in, real_in
@@ -12,8 +14,9 @@ if TYPE_CHECKING:
     import numpy as np
 
     from secagg_dp.accounting.checkin.coalition import Coalition
-    from secagg_dp.accounting.checkin.mixture import BaseMechanism, CheckinCertificate
+    from secagg_dp.accounting.checkin.mixture import BaseMechanism, CheckinCertificate, SubsampledCheckin
     from secagg_dp.accounting.checkin.pld import PLDCertificate
+    from secagg_dp.accounting.core.accountant import Certificate
 
 __all__ = ["register_account", "register_calibrate"]
 
@@ -82,6 +85,13 @@ def register_account(subparsers: argparse._SubParsersAction) -> None:
         "or the server (also sees who took part); both are printed, and JSON has 'server' too",
     )
     _coalition_flags(p)
+    _bound_flags(p)
+    p.set_defaults(handler=_handle)
+
+
+def _bound_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of ``account checkin`` that choose the bounds and the output (window delta, local steps,
+    discrete grid, orders, amplification, baselines, JSON)."""
     p.add_argument(
         "--window-delta",
         choices=("conditioning", "coupling"),
@@ -135,7 +145,6 @@ def register_account(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--rdp", action="store_true", help='with --json: add the composed RDP curve {"orders": [...], "values": [...]}'
     )
-    p.set_defaults(handler=_handle)
 
 
 def _coalition_flags(p: argparse.ArgumentParser) -> None:
@@ -214,29 +223,57 @@ def _print_coalition(cert: CheckinCertificate | PLDCertificate) -> None:
     )
 
 
-def _handle(args: argparse.Namespace) -> int:
-    import math
-    import warnings
+@dataclass
+class _Query:
+    """The command's event and what each accountant certified for it (filled by :func:`_certify`)."""
 
-    import numpy as np
+    args: argparse.Namespace
+    gamma: float
+    coalition: Coalition | None
+    orders: np.ndarray
+    local: bool
+    provider: SubsampledCheckin
+    method: str
+    pld: PLDCertificate | None = None
+    pld_server: PLDCertificate | None = None
+    pld_note: str | None = None
+    coal: CheckinCertificate | PLDCertificate | None = None
+    comparison: dict[str, Any] | None = None
+    baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
 
+
+@dataclass(frozen=True)
+class _Lines:
+    """The RDP-path certificates: the analyst's full mixture and window, the server's, its ex-post bound."""
+
+    rdp: CheckinCertificate
+    window: CheckinCertificate | None
+    server: CheckinCertificate
+    ex_post: Certificate
+    largest_order: bool  # some optimum is the largest order offered (a note)
+
+
+def _gamma_of(args: argparse.Namespace) -> float:
+    """gamma from ``--gamma``, or p (1 - p')^N from ``--p``, ``--dropout`` and ``--dropout-stages``."""
     from secagg_dp.accounting.checkin.dropout import effective_checkin_rate
-    from secagg_dp.accounting.checkin.local_steps import SEED004_LABEL, seed004_joint_noise_rdp
-    from secagg_dp.accounting.checkin.mixture import checkin_epsilon, checkin_orders, rdp_to_epsilon
-    from secagg_dp.accounting.checkin.observers import server_certificate, server_ex_post_certificate
-    from secagg_dp.accounting.checkin.providers import checkin_provider
-    from secagg_dp.accounting.core.conversion import LargestOrderWarning
     from secagg_dp.errors import ParameterError
-    from simulations.cli._output import dumps, rdp_curve
 
     if args.gamma is not None:
         if args.dropout is not None:
             raise ParameterError("Argument '--dropout' goes with '--p', not with '--gamma'.")
-        gamma = args.gamma
-    else:
-        if args.dropout is None:
-            raise ParameterError("Argument '--p' needs '--dropout' (use --dropout 0 for none).")
-        gamma = effective_checkin_rate(args.p, args.dropout, args.dropout_stages)
+        return float(args.gamma)
+    if args.dropout is None:
+        raise ParameterError("Argument '--p' needs '--dropout' (use --dropout 0 for none).")
+    return effective_checkin_rate(args.p, args.dropout, args.dropout_stages)
+
+
+def _query(args: argparse.Namespace) -> _Query:
+    """The event of the command (provider, gamma, orders) and the reported method, flags checked first."""
+    from secagg_dp.accounting.checkin.mixture import checkin_orders
+    from secagg_dp.accounting.checkin.providers import checkin_provider
+    from secagg_dp.errors import ParameterError
+
+    gamma = _gamma_of(args)
     coalition = _coalition_of(args)
     orders = checkin_orders(args.max_order)
     local = args.local_steps is not None
@@ -255,7 +292,6 @@ def _handle(args: argparse.Namespace) -> int:
         sample_rate=args.sample_rate,
         amplification=args.amplification,
     )
-    mech = prov.mechanism
     pld_ok = not local and args.mechanism == "gaussian"
     method = args.method or ("pld" if pld_ok and not args.rdp else "rdp")
     if method == "pld" and not pld_ok:
@@ -265,177 +301,257 @@ def _handle(args: argparse.Namespace) -> int:
         )
     if method == "pld" and args.rdp:
         raise ParameterError("Argument '--rdp' needs '--method rdp' or 'window' (pld has no RDP curve).")
-    pld = pld_server = pld_note = None
-    pool = pld_job = None
-    if method == "pld":
-        from secagg_dp._parallel import idle_cpus
-        from secagg_dp.accounting.checkin.pld import checkin_pld
+    return _Query(args, gamma, coalition, orders, local, prov, method)
 
-        def pld_pair() -> tuple[PLDCertificate, PLDCertificate]:
-            return (
-                checkin_pld(args.n, gamma, args.sigma, args.rounds, args.delta, observer="analyst"),
-                checkin_pld(args.n, gamma, args.sigma, args.rounds, args.delta, observer="server"),
-            )
 
-        if idle_cpus(2) >= 2:
-            # the PLD certificates and the RDP lines below share no state: with an idle CPU the PLD pair runs
-            # on a worker thread while this thread computes the RDP lines (numpy's kernels release the GIL);
-            # the numbers are the same as one after the other
-            from concurrent.futures import ThreadPoolExecutor
+def _pld_pair(q: _Query) -> tuple[PLDCertificate, PLDCertificate]:
+    """The PLD certificates of the analyst and the server (Gaussian, no local steps)."""
+    from secagg_dp.accounting.checkin.pld import checkin_pld
 
-            pool = ThreadPoolExecutor(max_workers=1)
-            pld_job = pool.submit(pld_pair)
-        else:
-            try:
-                pld, pld_server = pld_pair()
-            except ParameterError as exc:  # outside the PLD grid's range: the default falls back to RDP
-                if args.method == "pld":
-                    raise
-                method, pld, pld_server, pld_note = "rdp", None, None, f"pld unavailable, rdp used: {exc}"
+    a = q.args
+    return (
+        checkin_pld(a.n, q.gamma, a.sigma, a.rounds, a.delta, observer="analyst"),
+        checkin_pld(a.n, q.gamma, a.sigma, a.rounds, a.delta, observer="server"),
+    )
+
+
+def _take_pld(q: _Query, get: Callable[[], tuple[PLDCertificate, PLDCertificate]]) -> None:
+    """Store the PLD pair, or fall back to rdp outside the PLD grid's range (unless --method pld asked)."""
+    from secagg_dp.errors import ParameterError
+
     try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            seed_style = checkin_epsilon(prov, args.n, gamma, args.rounds, args.delta, orders, method="rdp")
-            try:
-                window = checkin_epsilon(
-                    prov,
-                    args.n,
-                    gamma,
-                    args.rounds,
-                    args.delta,
-                    orders,
-                    method="window",
-                    delta_split=args.window_delta,
-                )
-            except ParameterError:
-                window = None
-            nb = prov.neighbouring
-            server = server_certificate(mech, args.n, gamma, args.rounds, args.delta, orders, neighbouring=nb)
-            ex_post = server_ex_post_certificate(mech, args.n, gamma, args.rounds, args.delta, orders, neighbouring=nb)
-    except BaseException:
-        if pld_job is not None:  # as before the overlap: an explicit --method pld reports its own error first
-            pld_error = pld_job.exception()
-            if args.method == "pld" and isinstance(pld_error, ParameterError):
-                raise pld_error from None
-        raise
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True)  # an exception above still waits for the worker (no stray thread)
-    if pld_job is not None:
+        q.pld, q.pld_server = get()
+    except ParameterError as exc:
+        if q.args.method == "pld":
+            raise
+        q.method, q.pld, q.pld_server, q.pld_note = "rdp", None, None, f"pld unavailable, rdp used: {exc}"
+
+
+def _rdp_lines(q: _Query) -> _Lines:
+    """The RDP certificates: the full mixture, the window, the server and the server's ex-post bound."""
+    import math
+    import warnings
+
+    import numpy as np
+
+    from secagg_dp.accounting.checkin.accountant import CheckinAccountant
+    from secagg_dp.accounting.checkin.events import CheckinRound
+    from secagg_dp.accounting.checkin.mixture import checkin_epsilon
+    from secagg_dp.accounting.checkin.observers import server_certificate
+    from secagg_dp.accounting.core.conversion import LargestOrderWarning
+    from secagg_dp.errors import ParameterError
+
+    a, prov, nb = q.args, q.provider, q.provider.neighbouring
+    # recorded: the largest-order warning (a note below); numpy's floating-point warnings of the log-space tail
+    # bounds (log 0 = -inf is their intended value) are not printed, as before; any other warning is
+    with warnings.catch_warnings(record=True) as caught, np.errstate(all="ignore"):
+        warnings.simplefilter("always", LargestOrderWarning)
+        rdp = checkin_epsilon(prov, a.n, q.gamma, a.rounds, a.delta, q.orders, method="rdp")
+        window: CheckinCertificate | None
         try:
-            pld, pld_server = pld_job.result()
-        except ParameterError as exc:  # outside the PLD grid's range: the default falls back to RDP
-            if args.method == "pld":
-                raise
-            method, pld, pld_server, pld_note = "rdp", None, None, f"pld unavailable, rdp used: {exc}"
-    coal = None if coalition is None else _coalition_certificate(args, coalition, mech, gamma, orders, nb, bool(pld))
-    comparison = None
-    if local and args.local_steps >= 2 and args.mechanism == "gaussian":
-        from secagg_dp.accounting.checkin.mixture import PerKTable, checkin_rdp
+            window = checkin_epsilon(
+                prov, a.n, q.gamma, a.rounds, a.delta, q.orders, method="window", delta_split=a.window_delta
+            )
+        except ParameterError:
+            window = None
+        server = server_certificate(prov.mechanism, a.n, q.gamma, a.rounds, a.delta, q.orders, neighbouring=nb)
+        ex_post = CheckinAccountant(neighbouring=nb, orders=q.orders, observer="server", ex_post=True)
+        post = ex_post.compose(CheckinRound(prov, a.n, q.gamma, None, nb), a.rounds).certificate(a.delta)
+    # the ex-post accountant reports through its certificate what rdp_to_dp warns of (a finite, positive optimum
+    # at the largest of several orders)
+    e = post.epsilon
+    at_largest = bool(post.detail["optimal_order_is_largest"]) and q.orders.size > 1 and 0.0 < e < math.inf
+    return _Lines(rdp, window, server, post, bool(caught) or at_largest)
 
-        ks = np.arange(args.n + 1, dtype=np.float64)
-        old = seed004_joint_noise_rdp(args.sigma, args.local_steps, args.sample_rate, np.maximum(ks, 1.0), orders)
-        old_prov = PerKTable(np.vstack([np.zeros((1, orders.size)), old[1:]]), orders, neighbouring="add-remove")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            old_rdp = args.rounds * checkin_rdp(_JointConvexityTable(old_prov, args.n), args.n, gamma, orders)
-            old_eps = rdp_to_epsilon(orders=orders, rdp=old_rdp, delta=args.delta)[0]
-        comparison = {
-            "bound": SEED004_LABEL,
-            "certificate": False,
-            "epsilon": old_eps,
-            "method": "Heikkilä 2024 Thm 4.7 joint noise over S local steps, check-in by joint convexity",
-        }
-    chosen = seed_style if method == "rdp" or window is None else window
-    if method == "window" and window is None:
+
+def _certify(q: _Query) -> _Lines:
+    """Ask each accountant: the PLD pair (on a worker thread when a CPU is idle) beside the RDP lines."""
+    from secagg_dp.errors import ParameterError
+
+    if q.method != "pld":
+        return _rdp_lines(q)
+    from secagg_dp._parallel import idle_cpus
+
+    if idle_cpus(2) < 2:
+        _take_pld(q, lambda: _pld_pair(q))
+        return _rdp_lines(q)
+    # the PLD certificates and the RDP lines share no state: with an idle CPU the PLD pair runs on a worker
+    # thread while this thread computes the RDP lines (numpy's kernels release the GIL); same numbers
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:  # an exception below still waits for the worker
+        job = pool.submit(_pld_pair, q)
+        try:
+            lines = _rdp_lines(q)
+        except BaseException:
+            pld_error = job.exception()  # an explicit --method pld reports its own error first
+            if q.args.method == "pld" and isinstance(pld_error, ParameterError):
+                raise pld_error from None
+            raise
+    _take_pld(q, job.result)
+    return lines
+
+
+def _comparison(q: _Query) -> dict[str, Any] | None:
+    """The labelled joint-noise comparison of Heikkilä 2024 (S >= 2 Gaussian local steps; not a certificate)."""
+    a = q.args
+    if not (q.local and a.local_steps >= 2 and a.mechanism == "gaussian"):
+        return None
+    import warnings
+
+    import numpy as np
+
+    from secagg_dp.accounting.checkin.local_steps import SEED004_LABEL, seed004_joint_noise_rdp
+    from secagg_dp.accounting.checkin.mixture import PerKTable, checkin_rdp, rdp_to_epsilon
+    from secagg_dp.accounting.core.conversion import LargestOrderWarning
+
+    o = q.orders
+    ks = np.arange(a.n + 1, dtype=np.float64)
+    old = seed004_joint_noise_rdp(a.sigma, a.local_steps, a.sample_rate, np.maximum(ks, 1.0), o)
+    old_prov = PerKTable(np.vstack([np.zeros((1, o.size)), old[1:]]), o, neighbouring="add-remove")
+    # the joint-noise bound's table divides by k (infinite at k = 0, a term the mixture weights by 0): numpy's
+    # divide-by-zero and the largest-order warning are expected here, nothing else is silenced
+    with warnings.catch_warnings(), np.errstate(divide="ignore"):
+        warnings.simplefilter("ignore", LargestOrderWarning)
+        old_rdp = a.rounds * checkin_rdp(_JointConvexityTable(old_prov, a.n), a.n, q.gamma, o)
+        old_eps = rdp_to_epsilon(orders=o, rdp=old_rdp, delta=a.delta)[0]
+    return {
+        "bound": SEED004_LABEL,
+        "certificate": False,
+        "epsilon": old_eps,
+        "method": "Heikkilä 2024 Thm 4.7 joint noise over S local steps, check-in by joint convexity",
+    }
+
+
+def _baselines(q: _Query) -> dict[str, dict[str, Any]]:
+    """The labelled baselines of ``--baselines`` (Gaussian, no local steps)."""
+    a = q.args
+    if not (a.baselines and not q.local and a.mechanism == "gaussian"):
+        return {}
+    from secagg_dp.accounting.checkin.baselines import chernoff_shortcut_epsilon, strong_composition_baseline
+
+    return {
+        "strong_composition": strong_composition_baseline(a.n, q.gamma, a.sigma, a.rounds, a.delta),
+        "chernoff_shortcut": chernoff_shortcut_epsilon(a.n, q.gamma, a.sigma, a.rounds, a.delta, q.orders),
+    }
+
+
+def _handle(args: argparse.Namespace) -> int:
+    """Build the event, ask each accountant, print the certificates."""
+    from secagg_dp.errors import ParameterError
+
+    q = _query(args)
+    lines = _certify(q)
+    if q.coalition is not None:
+        nb = q.provider.neighbouring
+        q.coal = _coalition_certificate(args, q.coalition, q.provider.mechanism, q.gamma, q.orders, nb, bool(q.pld))
+    q.comparison = _comparison(q)
+    if q.method == "window" and lines.window is None:
         raise ParameterError("No window certificate exists for these parameters (T * P(K outside) >= delta).")
-    base = {}
-    if args.baselines and not local and args.mechanism == "gaussian":
-        from secagg_dp.accounting.checkin.baselines import chernoff_shortcut_epsilon, strong_composition_baseline
-
-        base = {
-            "strong_composition": strong_composition_baseline(args.n, gamma, args.sigma, args.rounds, args.delta),
-            "chernoff_shortcut": chernoff_shortcut_epsilon(args.n, gamma, args.sigma, args.rounds, args.delta, orders),
-        }
+    q.baselines = _baselines(q)
     if args.json:
-        analyst_cert = pld or chosen
-        server_cert = pld_server or server
-        out = (analyst_cert if args.observer == "analyst" else server_cert).as_dict()
-        out["bound"] = "own noise per local step" if local and args.local_steps >= 2 else "joint noise"
-        out["server"] = server_cert.as_dict()
-        out["server_ex_post"] = ex_post.as_dict()
-        if coal is not None:
-            out["coalition"] = coal.as_dict()
-        out["dropout_stages"] = args.dropout_stages if args.gamma is None else None
-        if comparison:
-            out["comparison"] = comparison
-        out.update(
-            {
-                "gamma": gamma,
-                "n": args.n,
-                "mechanism": args.mechanism,
-                "unit": "sample" if local else "client",
-                "amplification": "joint-convexity" if local else args.amplification,
-                "window_delta": args.window_delta,
-            }
-        )
-        analyst = args.observer == "analyst"  # the rdp/window paths here certify the analyst view only
-        out["epsilon_rdp"] = seed_style.epsilon if analyst else None
-        out["epsilon_window"] = window.epsilon if window and analyst else None
-        if analyst and window is None:
-            out["epsilon_window_reason"] = "no check-in window has T * P(K outside window) < delta"
-        if pld:
-            out["epsilon_pld"] = pld.epsilon
-        if pld_note:
-            out["method_note"] = pld_note
-        if not math.isfinite(out["epsilon"]):
-            out["order"] = None
-        if args.rdp:
-            out["rdp"] = rdp_curve(chosen.rdp.keys(), chosen.rdp.values())
-        if base:
-            out["baselines"] = {k: {"epsilon": v["epsilon"], "method": v["method"]} for k, v in base.items()}
-        print(dumps(out))
-        return 0
-    unit = "sample-level add-remove" if local else "client-level replace-one"
+        print(_json_text(q, lines))
+    else:
+        _print_text(q, lines)
+    return 0
+
+
+def _chosen(q: _Query, lines: _Lines) -> CheckinCertificate:
+    """The RDP-path certificate the command reports: the window one for --method window, else the mixture."""
+    return lines.rdp if q.method == "rdp" or lines.window is None else lines.window
+
+
+def _json_text(q: _Query, lines: _Lines) -> str:
+    """The one JSON object of ``--json`` (docs/cli-output.md)."""
+    import math
+
+    from simulations.cli._output import dumps, rdp_curve
+
+    a, local, window, chosen = q.args, q.local, lines.window, _chosen(q, lines)
+    analyst_cert, server_cert = q.pld or chosen, q.pld_server or lines.server
+    out = (analyst_cert if a.observer == "analyst" else server_cert).as_dict()
+    out["bound"] = "own noise per local step" if local and a.local_steps >= 2 else "joint noise"
+    out["server"] = server_cert.as_dict()
+    out["server_ex_post"] = lines.ex_post.as_dict(schema="checkin")
+    if q.coal is not None:
+        out["coalition"] = q.coal.as_dict()
+    out["dropout_stages"] = a.dropout_stages if a.gamma is None else None
+    if q.comparison:
+        out["comparison"] = q.comparison
+    out.update(
+        {
+            "gamma": q.gamma,
+            "n": a.n,
+            "mechanism": a.mechanism,
+            "unit": "sample" if local else "client",
+            "amplification": "joint-convexity" if local else a.amplification,
+            "window_delta": a.window_delta,
+        }
+    )
+    analyst = a.observer == "analyst"  # the rdp/window paths here certify the analyst view only
+    out["epsilon_rdp"] = lines.rdp.epsilon if analyst else None
+    out["epsilon_window"] = window.epsilon if window and analyst else None
+    if analyst and window is None:
+        out["epsilon_window_reason"] = "no check-in window has T * P(K outside window) < delta"
+    if q.pld:
+        out["epsilon_pld"] = q.pld.epsilon
+    if q.pld_note:
+        out["method_note"] = q.pld_note
+    if not math.isfinite(out["epsilon"]):
+        out["order"] = None
+    if a.rdp:
+        out["rdp"] = rdp_curve(chosen.rdp.keys(), chosen.rdp.values())
+    if q.baselines:
+        out["baselines"] = {k: {"epsilon": v["epsilon"], "method": v["method"]} for k, v in q.baselines.items()}
+    return dumps(out)
+
+
+_AMPLIFICATION = {"pair": "ZDW22 dominating pair", "thm27": "WBK19 Thm 27", "thm9": "WBK19 Thm 9"}
+
+
+def _print_text(q: _Query, lines: _Lines) -> None:
+    """The text table: the analyst's rdp, pld and window lines, baselines, then one line per observer."""
+    a = q.args
+    unit = "sample-level add-remove" if q.local else "client-level replace-one"
     print(
-        f"distributed check-in: n={args.n} gamma={gamma:g} sigma={args.sigma:g} ({args.mechanism}, {unit}), "
-        f"T={args.rounds}, delta={args.delta:g}"
+        f"distributed check-in: n={a.n} gamma={q.gamma:g} sigma={a.sigma:g} ({a.mechanism}, {unit}), "
+        f"T={a.rounds}, delta={a.delta:g}"
     )
     print(f"  {'certificate':<34}{'epsilon':>12}{'order':>7}  detail")
     print("  (the rdp, pld and window lines certify the analyst view; the observer lines below say who)")
-    amp = (
-        "joint convexity"
-        if local
-        else {
-            "auto": "ZDW22 dominating pair" if args.mechanism == "gaussian" else "WBK19 Thm 9",
-            "pair": "ZDW22 dominating pair",
-            "thm27": "WBK19 Thm 27",
-            "thm9": "WBK19 Thm 9",
-        }[args.amplification]
-    )
-    print(
-        f"  {'full mixture (rdp)':<34}{seed_style.epsilon:>12.6g}{seed_style.order:>7}  rate k/n ({amp}), k=0 term kept"
-    )
-    if pld_note:
-        print(f"  note: {pld_note}")
-    if pld:
+    auto = "ZDW22 dominating pair" if a.mechanism == "gaussian" else "WBK19 Thm 9"
+    amp = "joint convexity" if q.local else _AMPLIFICATION.get(a.amplification, auto)
+    rdp = lines.rdp
+    print(f"  {'full mixture (rdp)':<34}{rdp.epsilon:>12.6g}{rdp.order:>7}  rate k/n ({amp}), k=0 term kept")
+    if q.pld_note:
+        print(f"  note: {q.pld_note}")
+    if q.pld:
         print(
-            f"  {'privacy loss distribution (pld)':<34}{pld.epsilon:>12.6g}{'':>7}  analyst view, "
-            f"optimistic {pld.epsilon_optimistic:.6g}, delta_tail={pld.delta_tail:.3g}"
+            f"  {'privacy loss distribution (pld)':<34}{q.pld.epsilon:>12.6g}{'':>7}  analyst view, "
+            f"optimistic {q.pld.epsilon_optimistic:.6g}, delta_tail={q.pld.delta_tail:.3g}"
         )
-    if window:
+    w = lines.window
+    if w:
         print(
-            f"  {'window certificate (window)':<34}{window.epsilon:>12.6g}{window.order:>7}  "
-            f"K in [{window.window[0]}, {window.window[1]}], "  # type: ignore[index]  # set by method="window"
-            f"delta_window={window.delta_window:.3g}"
+            f"  {'window certificate (window)':<34}{w.epsilon:>12.6g}{w.order:>7}  "
+            f"K in [{w.window[0]}, {w.window[1]}], "  # type: ignore[index]  # set by method="window"
+            f"delta_window={w.delta_window:.3g}"
         )
     else:
         print(f"  {'window certificate (window)':<34}{'n/a':>12}")
-    for name, v in base.items():
+    for name, v in q.baselines.items():
         print(f"  {'baseline: ' + name:<34}{v['epsilon']:>12.6g}{'':>7}  {v['method']}")
-    a_cert, s_cert = pld or chosen, pld_server or server
-    a_order = "" if pld else a_cert.order  # type: ignore[union-attr]  # a PLD certificate (no order) only when pld
-    s_order = "" if pld_server else s_cert.order  # type: ignore[union-attr]  # likewise for pld_server
+    _print_observers(q, lines)
+
+
+def _print_observers(q: _Query, lines: _Lines) -> None:
+    """One line per observer (analyst, server, coalition, the server's ex-post bound), the comparison, notes."""
+    from secagg_dp.accounting.checkin.local_steps import SEED004_LABEL
+
+    chosen, ex_post = _chosen(q, lines), lines.ex_post
+    a_cert, s_cert = q.pld or chosen, q.pld_server or lines.server
+    a_order = "" if q.pld else a_cert.order  # type: ignore[union-attr]  # a PLD certificate (no order) only when pld
+    s_order = "" if q.pld_server else s_cert.order  # type: ignore[union-attr]  # likewise for pld_server
     print(
         f"  {'observer analyst (' + a_cert.method + ')':<34}{a_cert.epsilon:>12.6g}{a_order:>7}  "
         "sees K and the aggregate"
@@ -444,22 +560,24 @@ def _handle(args: argparse.Namespace) -> int:
         f"  {'observer server (' + s_cert.method + ')':<34}{s_cert.epsilon:>12.6g}{s_order:>7}  "
         "also sees who took part and who dropped"
     )
-    if coal is not None:
-        _print_coalition(coal)
+    if q.coal is not None:
+        _print_coalition(q.coal)
     print(
-        f"  {'server, ex-post (took part in all)':<34}{ex_post.epsilon:>12.6g}{ex_post.order:>7}  "
+        f"  {'server, ex-post (took part in all)':<34}{ex_post.epsilon:>12.6g}{_int_or_blank(ex_post.order):>7}  "
         "ex-post: for a client seen in every round"
     )
-    if comparison:
+    if q.comparison:
         print(
-            f"  {'comparison: ' + SEED004_LABEL:<34}{comparison['epsilon']:>12.6g}{'':>7}  "
+            f"  {'comparison: ' + SEED004_LABEL:<34}{q.comparison['epsilon']:>12.6g}{'':>7}  "
             "certificate: false (adaptive local steps beat it)"
         )
-    for w in caught:
-        if issubclass(w.category, LargestOrderWarning):
-            print("  note: optimal order is the largest offered; raise --max-order for a smaller epsilon")
-            break
-    return 0
+    if lines.largest_order:
+        print("  note: optimal order is the largest offered; raise --max-order for a smaller epsilon")
+
+
+def _int_or_blank(order: float | None) -> int | str:
+    """A Rényi order as the integer it is (the check-in grid is integral), blank when there is none."""
+    return "" if order is None else int(order)
 
 
 class _JointConvexityTable:

@@ -194,20 +194,67 @@ def _convert(orders, rdp, rounds, delta, conversion="cks"):
     return eps, order, notes
 
 
+def _round_rdp(bound: str, orders, n: int, sigma: float, gamma: float | None = None):
+    """The per-round RDP curve of the shuffle bound ``bound`` (a key of ``SHUFFLE_BOUNDS``), from the
+    :class:`ShuffleAccountant` over one :class:`ShuffleRound`; this command labels and converts it."""
+    from secagg_dp.accounting.shuffle.certificates import ShuffleAccountant, ShuffleRound
+
+    return ShuffleAccountant(bound, orders=orders).compose(ShuffleRound(n, sigma, gamma)).rdp
+
+
+#: --bound of shuffle-gaussian -> (key of SHUFFLE_BOUNDS, method label, caveats, certificate?, bound of the
+#: epsilon, bound of the RDP curve)
+_SHUFFLE_GAUSSIAN = {
+    "lower": (
+        "gaussian-pair",
+        "shuffle-gaussian (LT22 Thm 1 / LHT22 Thm 3)",
+        [_CAVEAT_LOWER],
+        False,
+        RDP_LOWER,
+        "lower",
+    ),
+    "upper": ("gaussian-upper", "gaussian-no-shuffle (LT22 Corollary 1)", [], True, "upper", "upper"),
+}
+
+#: --method of shuffled-checkin --sigma -> (key of SHUFFLE_BOUNDS, bound, certificate?, caveats, method label)
+_CHECKIN_GAUSSIAN = {
+    "windowed": (
+        "checkin-shuffle-estimate",
+        "estimate",
+        False,
+        [_CAVEAT_WBK_ON_LOWER],
+        "shuffled-checkin-gaussian windowed k/n sum (LHT22 Thm 2 + LT22 Thm 2)",
+    ),
+    "chernoff": (
+        "checkin-chernoff",
+        "estimate",
+        False,
+        ["rests on Conjecture 1 (LT22), unproven", "uses rate gamma in place of k/n as printed", _CAVEAT_WBK_ON_LOWER],
+        "shuffled-checkin-gaussian Chernoff (LT22 Thm 3)",
+    ),
+    "pair-lower": (
+        "checkin-pair",
+        RDP_LOWER,
+        False,
+        [_CAVEAT_PAIR_CHECKIN],
+        "shuffled-checkin-gaussian exact pair moment",
+    ),
+    "gaussian-upper": (
+        "checkin-upper",
+        "upper",
+        True,
+        [],
+        "shuffled-checkin-gaussian windowed k/n sum, Gaussian base (LHT22 Thm 2 + LT22 Cor. 1)",
+    ),
+}
+
+
 def _handle_gaussian(args) -> int:
     import numpy as np
 
-    from secagg_dp.accounting.shuffle.gaussian import shuffle_gaussian_rdp, shuffle_gaussian_rdp_upper
-
     orders = np.arange(2, args.max_order + 1)
-    if args.bound == "lower":
-        rdp = shuffle_gaussian_rdp(orders, n=args.n, sigma=args.sigma)
-        method, caveats, cert = "shuffle-gaussian (LT22 Thm 1 / LHT22 Thm 3)", [_CAVEAT_LOWER], False
-        bound, rdp_bound = RDP_LOWER, "lower"
-    else:
-        rdp = shuffle_gaussian_rdp_upper(orders, sigma=args.sigma)
-        method, caveats, cert = "gaussian-no-shuffle (LT22 Corollary 1)", [], True
-        bound, rdp_bound = "upper", "upper"
+    key, method, caveats, cert, bound, rdp_bound = _SHUFFLE_GAUSSIAN[args.bound]
+    rdp = _round_rdp(key, orders, args.n, args.sigma)
     eps, order, notes = _convert(orders, rdp, args.rounds, args.delta, args.conversion)
     out = {
         "epsilon": eps,
@@ -249,34 +296,11 @@ def _handle_checkin(args) -> int:
         raise ParameterError("Give exactly one of '--sigma' (Gaussian) or '--eps0' (LDP randomizer).")
     orders = np.arange(2, args.max_order + 1)
     if args.sigma is not None:
-        from secagg_dp.accounting.shuffle import shuffled_checkin as sc
-
         method = args.method or "windowed"
         if method not in _GAUSS_METHODS:
             raise ParameterError(f"Argument '--method' must be one of {_GAUSS_METHODS} with --sigma, not {method!r}.")
-        kw = dict(n=args.n, gamma=args.gamma, sigma=args.sigma)
-        if method == "windowed":
-            rdp = sc.shuffled_checkin_gaussian_rdp_windowed(orders, **kw)
-            bound, cert = "estimate", False
-            caveats = [_CAVEAT_WBK_ON_LOWER]
-            label = "shuffled-checkin-gaussian windowed k/n sum (LHT22 Thm 2 + LT22 Thm 2)"
-        elif method == "chernoff":
-            rdp = sc.shuffled_checkin_gaussian_rdp_chernoff(orders, **kw)
-            bound, cert = "estimate", False
-            caveats = [
-                "rests on Conjecture 1 (LT22), unproven",
-                "uses rate gamma in place of k/n as printed",
-                _CAVEAT_WBK_ON_LOWER,
-            ]
-            label = "shuffled-checkin-gaussian Chernoff (LT22 Thm 3)"
-        elif method == "pair-lower":
-            rdp = sc.shuffled_checkin_gaussian_rdp_pair_lower(orders, **kw)
-            bound, cert, caveats = RDP_LOWER, False, [_CAVEAT_PAIR_CHECKIN]
-            label = "shuffled-checkin-gaussian exact pair moment"
-        else:
-            rdp = sc.shuffled_checkin_gaussian_rdp_windowed(orders, base="gaussian-upper", **kw)
-            bound, cert, caveats = "upper", True, []
-            label = "shuffled-checkin-gaussian windowed k/n sum, Gaussian base (LHT22 Thm 2 + LT22 Cor. 1)"
+        key, bound, cert, caveats, label = _CHECKIN_GAUSSIAN[method]
+        rdp = _round_rdp(key, orders, args.n, args.sigma, args.gamma)
         eps, order, notes = _convert(orders, rdp, args.rounds, args.delta)
         out = {
             "epsilon": eps,
@@ -289,8 +313,13 @@ def _handle_checkin(args) -> int:
             "caveats": caveats + notes,
         }
         return _emit(args, out, orders, rdp, _RDP_BOUND_OF[bound])
+    return _handle_ldp(args, orders)
 
+
+def _handle_ldp(args, orders) -> int:
+    """``shuffled-checkin --eps0``: the LDP approaches (estimates) and the draft's Thm 2 / Thm 3 curves."""
     from secagg_dp.accounting.shuffle import ldp as ls
+    from secagg_dp.errors import ParameterError
 
     method = args.method or "approach1"
     if method not in _LDP_METHODS:
@@ -316,27 +345,11 @@ def _handle_checkin(args) -> int:
         )
         caveats = [_CAVEAT_DRAFT_UPPER if upper else _CAVEAT_SEED000_LOWER]
         return _emit(args, _ldp_out(res, caveats + notes), orders, rdp, "estimate" if upper else "lower")
+    kw = dict(n=args.n, gamma=args.gamma, rounds=args.rounds, delta=args.delta, max_order=args.max_order)
     if method == "first-cut":
-        res = ls.first_cut_epsilon(
-            args.eps0,
-            args.delta0,
-            n=args.n,
-            gamma=args.gamma,
-            rounds=args.rounds,
-            delta=args.delta,
-            max_order=args.max_order,
-        )
+        res = ls.first_cut_epsilon(args.eps0, args.delta0, **kw)
     else:
-        res = ls.approach_epsilon(
-            args.eps0,
-            args.delta0,
-            n=args.n,
-            gamma=args.gamma,
-            rounds=args.rounds,
-            delta=args.delta,
-            approach=int(method[-1]),
-            max_order=args.max_order,
-        )
+        res = ls.approach_epsilon(args.eps0, args.delta0, approach=int(method[-1]), **kw)
     args.rdp = False  # the LDP approaches report (epsilon, delta) only
     return _emit(args, _ldp_out(res, [_CAVEAT_LDP_DELTA]), orders, [])
 

@@ -14,6 +14,7 @@ import pytest
 
 import simulations.clients as sc
 from protocols import wire
+from secagg_dp.noise.add_then_remove import NoiseSchedule
 from secagg_dp.noise.discrete_gaussian import iter_discrete_gaussian, sample_discrete_gaussian
 from secagg_dp.quantize import ZqCodec
 from simulations.executors import InProcessExecutor
@@ -65,7 +66,7 @@ def test_packed_block_rows_are_run_blocks_rows(monkeypatch, mechanism, rng, beta
 def test_packed_block_rows_with_enforced_noise_and_at_the_sample_level():
     ra = _spec("skellam", "aes-counter", 0.6065306597126334, 20)
     # add-then-remove applied by the encoder (as the ideal mode does): each client's seeded groups
-    spec = dataclasses.replace(ra.spec, enforcement=(4.0e4, 150, 0.1), kept_groups=(1,), noise_seed=5)
+    spec = dataclasses.replace(ra.spec, enforcement=NoiseSchedule(4.0e4, 150, 0.1), kept_groups=(1,), noise_seed=5)
     block = sc.blocks_of(ra.ids)[0]
     ids, rows, _ = sc.run_blocks(spec, [block])
     assert _unpacked(sc.encode_block_packed(spec, block), rows.shape[1]) == rows.tolist()

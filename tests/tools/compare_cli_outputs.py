@@ -22,6 +22,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from record_cli_golden import GRID  # noqa: E402  (the sibling tool's grid; one list for both)
 
 # The README's examples (quick tour and reference sections) plus every --help page.
 COMMANDS: tuple[str, ...] = (
@@ -53,6 +56,10 @@ COMMANDS: tuple[str, ...] = (
     "account shuffle-gaussian --n 60000 --sigma 9.48 --max-order 30 --rounds 1 --delta 1.6667e-5 --json",
     "account shuffled-checkin --n 10000 --gamma 0.1 --sigma 1 --rounds 10 --delta 1e-5 --json",
     "simulate --json --out {tmp}/sim seed=3 rounds=2 population.clients=20",
+    # the golden grid of tests/simulations/test_cli_golden.py: account checkin (rdp / window / pld, observers,
+    # coalition, JSON, --rdp, local steps, dropout, errors), calibrate checkin, the shuffle commands, account
+    # gaussian / ddg / skellam
+    *GRID,
 )
 
 

@@ -43,7 +43,15 @@ from secagg_dp.errors import ParameterError
 if TYPE_CHECKING:
     from secagg_dp.accounting.checkin.coalition import Coalition
 
-__all__ = ["CHECKIN_METHODS", "CheckinAccountant", "pld_supports", "tightest_method"]
+__all__ = [
+    "CHECKIN_METHODS",
+    "CheckinAccountant",
+    "CheckinPldAccountant",
+    "CheckinRdpAccountant",
+    "CheckinWindowAccountant",
+    "pld_supports",
+    "tightest_method",
+]
 
 #: The check-in accountant's methods.
 CHECKIN_METHODS: tuple[str, str, str] = ("rdp", "window", "pld")
@@ -56,6 +64,11 @@ _CITATIONS = {
     "pld": "Zhu, Dong & Wang 2022, Thm 10 (dominating pair of the subsampled Gaussian); Connect-the-Dots, "
     "Doroshenko, Ghazi, Kamath, Kumar & Manurangsi 2022, Alg. 1; proofs in docs/accounting/pld.md",
 }
+_EX_POST_CITATION = (
+    "server ex-post view (participation revealed, the target in every round: K = 1 + K', K' ~ Bin(n - 1, gamma)), "
+    "docs/accounting/observers.md; composition: Mironov 2017, Prop. 1; RDP -> (epsilon, delta): Canonne, Kamath & "
+    "Steinke 2020, Prop. 12"
+)
 _COALITION_CITATION = (
     "; coalition view (server + colluders, sums of at least min_sum clients): Bonawitz et al. 2017, Sec. 6; "
     "Bell et al. 2020; docs/accounting/observers.md"
@@ -101,7 +114,10 @@ class CheckinAccountant(PrivacyAccountant):
     instead of the best of the candidate windows (valid for any window with T P(K outside) < delta; fixing it
     lets round-by-round certificates reuse one mixture). ``coalition``: the
     :class:`~secagg_dp.accounting.checkin.coalition.Coalition` (colluders, min_sum), required for and only for
-    ``observer="coalition"``. See the module docstring for mechanisms and sources.
+    ``observer="coalition"``. ``ex_post`` (observer ``"server"``, method ``"rdp"`` only): the EX-POST bound for a
+    client the server saw in every round (:func:`~secagg_dp.accounting.checkin.observers.server_ex_post_certificate`;
+    labelled ``detail["ex_post"] = True``; not the ex-ante guarantee). See the module docstring for mechanisms
+    and sources.
     """
 
     citation = _CITATIONS["rdp"]
@@ -115,11 +131,18 @@ class CheckinAccountant(PrivacyAccountant):
         observer: str = "analyst",
         window: tuple[int, int] | None = None,
         coalition: Coalition | None = None,
+        ex_post: bool = False,
     ) -> None:
         super().__init__(neighbouring, observer=observer)
         self.coalition = _check_coalition_arg(self.observer, coalition)
         if method not in CHECKIN_METHODS:
             raise ParameterError(f"Argument 'method' must be one of {CHECKIN_METHODS}, not {method!r}.")
+        if not isinstance(ex_post, bool) or (ex_post and (self.observer != "server" or method != "rdp")):
+            raise ParameterError(
+                f"Argument 'ex_post' must be True only with observer 'server' and method 'rdp' (False otherwise), "
+                f"not {ex_post!r} with observer {self.observer!r} and method {method!r}."
+            )
+        self.ex_post = ex_post
         if window is not None and (method != "window" or len(window) != 2 or not 0 <= window[0] <= window[1]):
             raise ParameterError(
                 f"Argument 'window' must be a pair 0 <= k_lo <= k_hi for method 'window' (or None), not {window!r}."
@@ -131,6 +154,7 @@ class CheckinAccountant(PrivacyAccountant):
         self._rdp = RdpAccountant(neighbouring, DEFAULT_ORDERS if orders is None else orders, observer=observer)
         if not np.array_equal(self._rdp.orders, np.round(self._rdp.orders)):
             raise ParameterError("Argument 'orders' must be integers >= 2 for the check-in mixture.")
+        self._moment = np.zeros(self._rdp.orders.size)  # ex_post: sum of count * (lam - 1) eps_ex-post(lam)
         self._round: CheckinRound | None = None  # window / pld: the one round being repeated
         self._count = 0  # window / pld: repetitions of that round
         self._rounds = 0
@@ -172,6 +196,8 @@ class CheckinAccountant(PrivacyAccountant):
             return ev, f"the {self.observer} view needs a provider with a base 'mechanism' (a SubsampledCheckin)"
         if self.coalition is not None and self.coalition.min_sum > ev.clients:
             return ev, f"its n = {ev.clients} clients is below the coalition's min_sum = {self.coalition.min_sum}"
+        if self.ex_post and ev.gamma is None:
+            return ev, "the ex-post view needs check-in with probability gamma (not fixed-size sampling)"
         if self.method == "rdp":
             return None
         if self.method == "window" and ev.gamma is None:
@@ -189,7 +215,15 @@ class CheckinAccountant(PrivacyAccountant):
         if r is None:  # pragma: no cover - compose() checked support first
             raise ParameterError(f"Event {type(event).__name__} is not a check-in round.")
         ev, reps = r
-        if self.method == "rdp":
+        if self.ex_post:
+            from secagg_dp.accounting.checkin.observers import server_ex_post_log_moment
+
+            m = ev.provider.mechanism
+            o = self._rdp.orders.astype(np.int64)
+            gamma = float(ev.gamma or 0.0)  # unsupported() refused gamma=None for ex_post
+            moment = server_ex_post_log_moment(m, ev.clients, gamma, o, neighbouring=ev.neighbouring)
+            self._moment = self._moment + (reps * count) * moment
+        elif self.method == "rdp":
             self._rdp.compose(self._view(ev), reps * count)
         elif reps * count:
             self._round, self._count = ev, self._count + reps * count
@@ -197,6 +231,17 @@ class CheckinAccountant(PrivacyAccountant):
 
     def _epsilon(self, delta: float) -> tuple[float, float | None, float, dict[str, Any]]:
         """(epsilon, order, slack, detail) at ``delta``."""
+        if self.ex_post:
+            from secagg_dp.accounting.checkin.mixture import rdp_to_epsilon
+
+            o = self._rdp.orders.astype(np.int64)
+            eps_i, order_i = rdp_to_epsilon(orders=o, rdp=self._moment / (o - 1.0), delta=delta)
+            return (
+                eps_i,
+                float(order_i),
+                0.0,
+                {"ex_post": True, "window": None, "delta_rdp": delta, "delta_window": 0.0},
+            )
         if self.method == "rdp":
             eps, order = self._rdp.get_epsilon_and_order(delta)
             return eps, order, 0.0, {}
@@ -230,6 +275,10 @@ class CheckinAccountant(PrivacyAccountant):
             return self._epsilon(float(delta))[0]
 
     def get_delta(self, epsilon: float) -> float:
+        if self.ex_post:
+            from secagg_dp.accounting.core.conversion import dp_delta
+
+            return dp_delta(self._rdp.orders, self._moment / (self._rdp.orders - 1.0), epsilon)[0]
         if self.method == "rdp":
             return self._rdp.get_delta(epsilon)
         if self._round is None or self._count == 0:
@@ -246,7 +295,9 @@ class CheckinAccountant(PrivacyAccountant):
             neighbouring=self.neighbouring,
             method=self.method,
             certificate=True,
-            citation=_CITATIONS[self.method] + ("" if self.coalition is None else _COALITION_CITATION),
+            citation=_EX_POST_CITATION
+            if self.ex_post
+            else _CITATIONS[self.method] + ("" if self.coalition is None else _COALITION_CITATION),
             slack=slack,
             order=order,
             detail={
@@ -266,6 +317,7 @@ class CheckinAccountant(PrivacyAccountant):
             observer=self.observer,
             window=self.window,
             coalition=self.coalition,
+            ex_post=self.ex_post,
         )
 
 
@@ -332,3 +384,32 @@ def _quiet() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LargestOrderWarning)
         yield
+
+
+class _OneMethod(CheckinAccountant):
+    """A :class:`CheckinAccountant` fixed to one method (the registry's one class per method)."""
+
+    METHOD = "rdp"
+
+    def __init__(self, method: str | None = None, neighbouring: str = "replace-one", **options: Any) -> None:
+        if method not in (None, self.METHOD):
+            raise ParameterError(f"Argument 'method' of {type(self).__name__} must be {self.METHOD!r}, not {method!r}.")
+        super().__init__(self.METHOD, neighbouring, **options)
+
+
+class CheckinRdpAccountant(_OneMethod):
+    """``CheckinAccountant("rdp", ...)``: the full check-in mixture RDP, any sequence of rounds."""
+
+    METHOD = "rdp"
+
+
+class CheckinWindowAccountant(_OneMethod):
+    """``CheckinAccountant("window", ...)``: the window certificate of T repetitions of one round."""
+
+    METHOD = "window"
+
+
+class CheckinPldAccountant(_OneMethod):
+    """``CheckinAccountant("pld", ...)``: the PLD certificate of T repetitions of one Gaussian-sum round."""
+
+    METHOD = "pld"

@@ -40,6 +40,7 @@ import numpy.typing as npt
 from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.accounting.checkin.tails import binom_window_edge, log_binom_pmf, log_binom_tail_ub
 from secagg_dp.accounting.core.accountant import OBSERVERS as _CORE_OBSERVERS
+from secagg_dp.accounting.core.accountant import Certificate
 from secagg_dp.accounting.core.conversion import LargestOrderWarning, rdp_to_dp
 from secagg_dp.accounting.core.logspace import log_expm1
 from secagg_dp.accounting.core.pairs import wor_gaussian_pair_log_am1
@@ -477,23 +478,40 @@ class CheckinCertificate:
                 f"not colluders={self.colluders!r}, min_sum={self.min_sum!r} for observer {self.observer!r}."
             )
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_certificate(self) -> Certificate:
+        """The same numbers as the contract's one record, :class:`~secagg_dp.accounting.core.accountant.Certificate`
+        (the per-order RDP, window and delta split, ex-post flag and coalition in its ``detail``)."""
         coalition = {"colluders": self.colluders, "min_sum": self.min_sum} if self.observer == "coalition" else {}
-        return {
-            "observer": self.observer,
-            "certificate": self.certificate,
-            "ex_post": self.ex_post,
-            "epsilon": self.epsilon,
-            "delta": self.delta,
-            "order": self.order,
-            "method": self.method,
-            "neighbouring": self.neighbouring,
-            "rounds": self.rounds,
-            "window": list(self.window) if self.window else None,
-            "delta_rdp": self.delta_rdp,
-            "delta_window": self.delta_window,
-            **coalition,
-        }
+        return Certificate(
+            epsilon=self.epsilon,
+            delta=self.delta,
+            observer=self.observer,
+            neighbouring=self.neighbouring,
+            method=self.method,
+            certificate=self.certificate,
+            bound="upper" if self.certificate else "estimate",
+            citation=_CITATION,
+            order=float(self.order),
+            detail={
+                "ex_post": self.ex_post,
+                "rounds": self.rounds,
+                "window": self.window,
+                "delta_rdp": self.delta_rdp,
+                "delta_window": self.delta_window,
+                "rdp": self.rdp,
+                **coalition,
+            },
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready record: ``Certificate.as_dict(schema="checkin")`` of :meth:`as_certificate`."""
+        return self.as_certificate().as_dict(schema="checkin")
+
+
+_CITATION = (
+    "check-in mixture RDP: SCI22 Thm 1 / Eq. 5, Liew, Hasegawa & Takahashi 2022, Thm 2 and 4; composition: "
+    "Mironov 2017, Prop. 1; RDP -> (epsilon, delta): Canonne, Kamath & Steinke 2020, Prop. 12"
+)
 
 
 def checkin_epsilon(

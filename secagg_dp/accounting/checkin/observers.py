@@ -43,7 +43,7 @@ from secagg_dp.accounting.checkin.mixture import (
 from secagg_dp.accounting.checkin.tails import log_binom_pmf
 from secagg_dp.accounting.core.logspace import log_expm1
 
-__all__ = ["server_view_provider", "server_certificate", "server_ex_post_certificate"]
+__all__ = ["server_view_provider", "server_certificate", "server_ex_post_certificate", "server_ex_post_log_moment"]
 
 
 def server_view_provider(mechanism: BaseMechanism, n: int, neighbouring: str = "replace-one") -> SubsampledCheckin:
@@ -91,6 +91,32 @@ class _Shifted:
         return log_expm1((orders[None, :] - 1.0) * self.mechanism.rdp_upper(k_lo, k_hi, orders))
 
 
+def server_ex_post_log_moment(
+    mechanism: BaseMechanism,
+    n: int,
+    gamma: float,
+    orders: np.ndarray = DEFAULT_ORDERS,
+    *,
+    neighbouring: str = "replace-one",
+) -> np.ndarray:
+    """Per-round (lam - 1) eps_ex-post(lam) = log E[e^{(lam-1) eps_base,1+K'(lam)}], K' ~ Bin(n-1, gamma), for a
+    client that took part (the K' = 0 term added exactly, K' >= 1 by :func:`checkin_mixture`, an upper bound).
+
+    Pure; T rounds compose to ``T * moment / (orders - 1)`` (Mironov 2017, Prop. 1)."""
+    n = check_int("n", n, lo=1)
+    gamma = check_probability("gamma", gamma)
+    orders = np.asarray(orders, dtype=np.int64)
+    shifted = _Shifted(mechanism, neighbouring)
+    one = np.array([0.0])
+    head = log_binom_pmf(n - 1, one, gamma)[0] + shifted.log_expm1_upper(one, one, orders)[0]
+    if n > 1:
+        tail = checkin_mixture(shifted, n - 1, gamma, orders).log_sm1
+        log_sm1 = np.logaddexp(head, tail)
+    else:
+        log_sm1 = head
+    return np.asarray(np.logaddexp(0.0, log_sm1), dtype=np.float64)
+
+
 def server_ex_post_certificate(
     mechanism: BaseMechanism,
     n: int,
@@ -103,22 +129,15 @@ def server_ex_post_certificate(
 ) -> CheckinCertificate:
     """EX-POST (eps, delta) against the server for a client that took part in all T rounds.
 
-    Per round 1/(lam-1) log E[e^{(lam-1) eps_base,1+K'}], K' ~ Bin(n-1, gamma) (the K' = 0 term added
-    exactly, K' >= 1 by :func:`checkin_mixture`, an upper bound); composed over T."""
+    Per round 1/(lam-1) log E[e^{(lam-1) eps_base,1+K'}], K' ~ Bin(n-1, gamma)
+    (:func:`server_ex_post_log_moment`); composed over T. The accountant form is
+    ``CheckinAccountant(observer="server", ex_post=True)``."""
     n = check_int("n", n, lo=1)
     gamma = check_probability("gamma", gamma)
     rounds = check_int("rounds", rounds, lo=1)
     delta = check_real("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     orders = np.asarray(orders, dtype=np.int64)
-    shifted = _Shifted(mechanism, neighbouring)
-    one = np.array([0.0])
-    head = log_binom_pmf(n - 1, one, gamma)[0] + shifted.log_expm1_upper(one, one, orders)[0]
-    if n > 1:
-        tail = checkin_mixture(shifted, n - 1, gamma, orders).log_sm1
-        log_sm1 = np.logaddexp(head, tail)
-    else:
-        log_sm1 = head
-    total = rounds * np.logaddexp(0.0, log_sm1) / (orders - 1.0)
+    total = rounds * server_ex_post_log_moment(mechanism, n, gamma, orders, neighbouring=neighbouring) / (orders - 1.0)
     eps, order = rdp_to_epsilon(orders=orders, rdp=total, delta=delta)
     return CheckinCertificate(
         eps,

@@ -43,6 +43,7 @@ from scipy import special
 from secagg_dp._parallel import idle_cpus
 from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.accounting.checkin.tails import binom_window_edge, log_binom_pmf, log_binom_tail_ub
+from secagg_dp.accounting.core.accountant import Certificate
 from secagg_dp.errors import ParameterError
 
 __all__ = [
@@ -101,28 +102,46 @@ class PLDCertificate:
                 f"not colluders={self.colluders!r}, min_sum={self.min_sum!r} for observer {self.observer!r}."
             )
 
+    def as_certificate(self) -> Certificate:
+        """The same numbers as the contract's one record, :class:`~secagg_dp.accounting.core.accountant.Certificate`
+        (``slack`` = epsilon - epsilon_optimistic; the discretisation fields in its ``detail``)."""
+        coalition = {"colluders": self.colluders, "min_sum": self.min_sum} if self.observer == "coalition" else {}
+        finite = math.isfinite(self.epsilon)
+        return Certificate(
+            epsilon=self.epsilon,
+            delta=self.delta,
+            observer=self.observer,
+            neighbouring=self.neighbouring,
+            method=self.method,
+            certificate=self.certificate,
+            bound="upper" if self.certificate else "estimate",
+            citation=_PLD_CITATION,
+            slack=self.epsilon - min(self.epsilon_optimistic, self.epsilon) if finite else math.inf,
+            detail={
+                "epsilon_optimistic": self.epsilon_optimistic,
+                "rounds": self.rounds,
+                "sigma": self.sigma,
+                "n": self.n,
+                "gamma": self.gamma,
+                "window": self.window,
+                "blocks": self.blocks,
+                "delta_tail": self.delta_tail,
+                "delta_truncation": self.delta_truncation,
+                "discretization": self.discretization,
+                "tail_handling": self.tail_handling,
+                **coalition,
+            },
+        )
+
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready record; ``method`` says which accountant produced ``epsilon``."""
-        return {
-            "observer": self.observer,
-            "certificate": self.certificate,
-            "ex_post": False,  # ex ante, like every certificate; the key keeps one schema with the RDP path
-            "method": self.method,
-            "epsilon": self.epsilon,
-            "order": None,  # no Rényi order: the PLD is converted to (epsilon, delta) directly
-            "epsilon_optimistic": self.epsilon_optimistic,
-            "delta": self.delta,
-            "neighbouring": self.neighbouring,
-            "rounds": self.rounds,
-            "sigma": self.sigma,
-            "window": list(self.window),
-            "blocks": self.blocks,
-            "delta_tail": self.delta_tail,
-            "delta_truncation": self.delta_truncation,
-            "discretization": self.discretization,
-            "tail_handling": self.tail_handling,
-            **({"colluders": self.colluders, "min_sum": self.min_sum} if self.observer == "coalition" else {}),
-        }
+        """JSON-ready record: ``Certificate.as_dict(schema="pld")`` of :meth:`as_certificate`."""
+        return self.as_certificate().as_dict(schema="pld")
+
+
+_PLD_CITATION = (
+    "Zhu, Dong & Wang 2022, Thm 10 (dominating pair of the subsampled Gaussian); Connect-the-Dots, "
+    "Doroshenko, Ghazi, Kamath, Kumar & Manurangsi 2022, Alg. 1; proofs in docs/accounting/pld.md"
+)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the names, for type checkers and the API reference; at run 
     from secagg_dp.accounting.core.pld_accountant import *  # noqa: F403
     from secagg_dp.accounting.core.rdp import *  # noqa: F403
     from secagg_dp.accounting.core.rdp_accountant import *  # noqa: F403
+    from secagg_dp.accounting.core.registry import *  # noqa: F403
     from secagg_dp.accounting.core.subsampling import *  # noqa: F403
 
 _MODULES = (
@@ -42,6 +43,7 @@ _MODULES = (
     "pld_accountant",
     "rdp",
     "rdp_accountant",
+    "registry",
     "subsampling",
 )  # bound in this order (a later module's name wins, as with the star imports)
 _ALL_ORDER = (
@@ -55,6 +57,7 @@ _ALL_ORDER = (
     "accountant",
     "rdp_accountant",
     "pld_accountant",
+    "registry",
     "interop",
     "ledger",
 )

@@ -41,6 +41,9 @@ OBSERVERS: tuple[str, str, str] = ("analyst", "server", "coalition")
 #: proven ``"lower"`` bound on the true epsilon, or an ``"estimate"`` that is neither.
 BOUNDS: tuple[str, str, str] = ("upper", "lower", "estimate")
 
+#: The layouts of :meth:`Certificate.as_dict`.
+SCHEMAS: tuple[str, str, str, str] = ("certificate", "checkin", "pld", "results")
+
 
 def check_observer(value: Any) -> str:
     """Return ``value`` if it is one of :data:`OBSERVERS` (``'analyst'``, ``'server'``, ``'coalition'``)."""
@@ -104,8 +107,32 @@ class Certificate:
             object.__setattr__(self, "order", _nonneg_or_inf("order", self.order))
         object.__setattr__(self, "detail", MappingProxyType(dict(self.detail)))
 
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready record (``detail`` flattened under its own key)."""
+    def as_dict(self, *, schema: str = "certificate") -> dict[str, Any]:
+        """JSON-ready record: the one serialiser of every certificate.
+
+        ``schema="certificate"`` (default): the fields, ``detail`` under its own key. ``"checkin"`` and
+        ``"pld"``: the flat layouts the check-in mixture (``CheckinCertificate``) and check-in PLD
+        (``PLDCertificate``) records have always had in ``secagg-dp account checkin --json`` (fields and the
+        method's ``detail`` keys side by side, the order as an integer), kept so that no output changes.
+        ``"results"``: the simulator's results.json form, the fields without ``detail``, the order as an integer
+        (None if absent or infinite), ``rounds`` and ``ex_post``, then the other ``detail`` keys.
+        """
+        if schema == "results":
+            out = {k: v for k, v in self.as_dict().items() if k != "detail"}
+            order = self.order
+            out.update(
+                order=int(order) if order is not None and math.isfinite(order) else None,
+                rounds=self.detail.get("rounds"),
+                ex_post=bool(self.detail.get("ex_post", False)),
+            )
+            out.update({k: v for k, v in self.detail.items() if k not in out})
+            return out
+        if schema == "checkin":
+            return self._checkin_dict()
+        if schema == "pld":
+            return self._pld_dict()
+        if schema != "certificate":
+            raise ParameterError(f"Argument 'schema' must be one of {SCHEMAS}, not {schema!r}.")
         return {
             "epsilon": self.epsilon,
             "delta": self.delta,
@@ -118,6 +145,53 @@ class Certificate:
             "slack": self.slack,
             "order": self.order,
             "detail": dict(self.detail),
+        }
+
+    def _coalition(self) -> dict[str, Any]:
+        d = self.detail
+        return {"colluders": d["colluders"], "min_sum": d["min_sum"]} if self.observer == "coalition" else {}
+
+    def _checkin_dict(self) -> dict[str, Any]:
+        d = self.detail
+        window = d.get("window")
+        order = self.order
+        return {
+            "observer": self.observer,
+            "certificate": self.certificate,
+            "ex_post": bool(d.get("ex_post", False)),
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "order": int(order) if order is not None and math.isfinite(order) else order,
+            "method": self.method,
+            "neighbouring": self.neighbouring,
+            "rounds": d.get("rounds"),
+            "window": list(window) if window else None,
+            "delta_rdp": d.get("delta_rdp"),
+            "delta_window": d.get("delta_window"),
+            **self._coalition(),
+        }
+
+    def _pld_dict(self) -> dict[str, Any]:
+        d = self.detail
+        return {
+            "observer": self.observer,
+            "certificate": self.certificate,
+            "ex_post": False,  # ex ante, like every certificate; the key keeps one schema with the RDP path
+            "method": self.method,
+            "epsilon": self.epsilon,
+            "order": None,  # no Rényi order: the PLD is converted to (epsilon, delta) directly
+            "epsilon_optimistic": d["epsilon_optimistic"],
+            "delta": self.delta,
+            "neighbouring": self.neighbouring,
+            "rounds": d["rounds"],
+            "sigma": d["sigma"],
+            "window": list(d["window"]),
+            "blocks": d["blocks"],
+            "delta_tail": d["delta_tail"],
+            "delta_truncation": d["delta_truncation"],
+            "discretization": d["discretization"],
+            "tail_handling": d["tail_handling"],
+            **self._coalition(),
         }
 
 

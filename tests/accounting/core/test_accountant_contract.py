@@ -227,3 +227,105 @@ def test_rdp_certificate_flags_an_optimum_at_the_largest_order():
     assert small.order == 3.0 and small.detail["optimal_order_is_largest"] is True
     full = RdpAccountant("add-remove").compose(Gaussian(10.0, 1.0, "add-remove")).certificate(DELTA)
     assert full.detail["optimal_order_is_largest"] is False and full.epsilon < small.epsilon
+
+
+class TestCheckinServerExPost(AccountantContract):
+    event_a = event_b = GAUSS_ROUND
+    refused = CheckinRound(SubsampledCheckin(GaussianSum(1.0), 30), 30, None, 10, "replace-one")
+    refused_name = "CheckinRound"  # fixed-size sampling: the ex-post view needs gamma
+
+    def make(self):
+        return CheckinAccountant(observer="server", ex_post=True)
+
+    def test_ex_post_is_the_server_ex_post_certificate(self):
+        # the accountant form and the function form compute the same per-round moment; independent check of the
+        # moment at n = 2: K' ~ Bin(1, gamma), so the target is in a sum of 1 or 2 clients, with the Gaussian sum's
+        # eps_k(a) = 2a / (k sigma^2) (Mironov 2017, Prop. 7): log((1-g) e^{(a-1) 2a} + g e^{(a-1) a}) / (a-1)
+        import numpy as np
+
+        from secagg_dp.accounting import rdp_to_dp, server_ex_post_certificate
+
+        cert = self.make().compose(GAUSS_ROUND, 3).certificate(DELTA)
+        fn = server_ex_post_certificate(GaussianSum(1.0), 30, 0.3, 3, DELTA)
+        assert (cert.epsilon, cert.order, cert.detail["ex_post"]) == (fn.epsilon, float(fn.order), True)
+        two = CheckinRound(SubsampledCheckin(GaussianSum(1.0), 2), 2, 0.5, None, "replace-one")
+        acc = self.make()
+        a = acc.orders
+        moment = np.logaddexp(np.log(0.5) + (a - 1) * 2 * a, np.log(0.5) + (a - 1) * a)
+        expected, _ = rdp_to_dp(a, 3 * moment / (a - 1), DELTA, warn=False)
+        assert acc.compose(two, 3).get_epsilon(DELTA) == pytest.approx(expected, rel=1e-9)
+
+    def test_ex_post_needs_the_server_and_rdp(self):
+        with pytest.raises(ParameterError, match="ex_post"):
+            CheckinAccountant(ex_post=True)
+        with pytest.raises(ParameterError, match="ex_post"):
+            CheckinAccountant("window", observer="server", ex_post=True)
+
+
+class TestShuffleAccountant(AccountantContract):
+    from secagg_dp.accounting import ShuffleRound as _SR
+
+    event_a = event_b = _SR(1000, 2.0, 0.1)
+    refused = _SR(1000, 3.0, 0.1)  # repetitions of one round only
+    refused_name = "ShuffleRound"
+
+    def make(self):
+        from secagg_dp.accounting import ShuffleAccountant
+
+        return ShuffleAccountant("checkin-upper", orders=range(2, 65))
+
+    def test_estimates_are_labelled(self):
+        from secagg_dp.accounting import ShuffleAccountant, ShuffleRound
+
+        cert = ShuffleAccountant("checkin-pair", orders=range(2, 33)).compose(ShuffleRound(1000, 2.0, 0.1), 3)
+        c = cert.certificate(DELTA)
+        assert (c.certificate, c.bound, c.method) == (False, "estimate", "shuffle-checkin-pair")
+
+    def test_upper_bound_is_the_unshuffled_gaussian(self):
+        # gaussian-upper: LT22 Cor. 1, the Gaussian RDP a / (2 sigma^2) of sensitivity 1 (Mironov 2017 Prop. 7)
+        import numpy as np
+
+        from secagg_dp.accounting import ShuffleAccountant, ShuffleRound, rdp_to_dp
+
+        o = np.arange(2, 65)
+        acc = ShuffleAccountant("gaussian-upper", orders=o).compose(ShuffleRound(50, 2.0), 4)
+        expected, _ = rdp_to_dp(o, 4 * o / (2 * 2.0**2), DELTA, warn=False)
+        assert acc.get_epsilon(DELTA) == pytest.approx(expected, rel=1e-12)
+
+    def test_checkin_bound_needs_gamma(self):
+        from secagg_dp.accounting import ShuffleRound
+
+        with pytest.raises(UnsupportedEventError, match="gamma"):
+            self.make().compose(ShuffleRound(1000, 2.0))
+
+
+def test_registry_builds_one_class_per_method():
+    from secagg_dp.accounting import ACCOUNTANTS, ShuffleAccountant, make_accountant
+
+    assert set(ACCOUNTANTS) == {"rdp", "pld", "checkin-rdp", "window", "checkin-pld", "shuffle"}
+    assert ACCOUNTANTS["rdp"] is RdpAccountant and ACCOUNTANTS["shuffle"] is ShuffleAccountant
+    for name, method in (("checkin-rdp", "rdp"), ("window", "window"), ("checkin-pld", "pld")):
+        acc = make_accountant(name, observer="server")
+        assert isinstance(acc, CheckinAccountant) and acc.method == method and acc.observer == "server"
+        assert type(acc.fresh()) is type(acc)
+    with pytest.raises(ParameterError, match="name"):
+        make_accountant("moments")
+    with pytest.raises(TypeError):
+        make_accountant("window", obsever="server")  # a typo is not swallowed
+    with pytest.raises(ParameterError, match="method"):
+        ACCOUNTANTS["window"]("rdp")
+
+
+def test_legacy_records_convert_to_one_certificate_with_the_same_numbers():
+    from secagg_dp.accounting import checkin_epsilon, checkin_pld
+
+    rdp = checkin_epsilon(SubsampledCheckin(GaussianSum(1.0), 30), 30, 0.3, 3, DELTA)
+    c = rdp.as_certificate()
+    assert isinstance(c, Certificate) and (c.epsilon, c.order, c.method) == (rdp.epsilon, float(rdp.order), "rdp")
+    assert rdp.as_dict() == c.as_dict(schema="checkin") and c.as_dict()["detail"]["rounds"] == 3
+    pld = checkin_pld(30, 0.3, 1.0, 3, DELTA)
+    p = pld.as_certificate()
+    assert (p.epsilon, p.slack) == (pld.epsilon, pld.epsilon - min(pld.epsilon_optimistic, pld.epsilon))
+    assert pld.as_dict() == p.as_dict(schema="pld") and pld.as_dict()["order"] is None
+    with pytest.raises(ParameterError, match="schema"):
+        p.as_dict(schema="xml")

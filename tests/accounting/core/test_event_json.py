@@ -27,6 +27,7 @@ from secagg_dp.accounting import (
     PoissonSampled,
     SampledWithoutReplacement,
     SelfComposed,
+    ShuffleRound,
     Skellam,
     SkellamSum,
     SubsampledCheckin,
@@ -70,6 +71,7 @@ EXAMPLES: dict[type, list[PrivacyEvent]] = {
         CheckinRound(TABLE, 2, 0.5, None, "replace-one"),  # numpy arrays (float with inf, int64) inside
     ],
     RecordedRdp: [RecordedRdp((2.0, 2.5, 64.0), (0.0, 0.125, 1e300), "add-remove")],
+    ShuffleRound: [ShuffleRound(1000, 2.0, 0.1), ShuffleRound(60000, 9.48)],
 }
 
 
