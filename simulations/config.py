@@ -724,6 +724,7 @@ def expand_study(cfg: SimConfig) -> list[tuple[str, dict[str, Any], SimConfig]]:
                 task=TaskParams(**doc["task"]),
                 study=StudyParams(grid={}, x=cfg.study.x, seeds=1),
                 rng=doc["rng"],
+                baseline=doc["baseline"],
             )
         except ConfigError as exc:
             raise ConfigError(f"Study variant {label}: {exc}") from exc

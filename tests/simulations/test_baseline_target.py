@@ -225,3 +225,11 @@ def test_make_accountant_without_noise_is_not_charged():
     acct = make_accountant(cfg, plan(cfg, cfg.seed))
     assert acct.record_round() == (math.inf, None)
     assert acct.describe()["ledger"] is None
+
+
+def test_study_variants_keep_the_baseline_key():
+    from simulations.config import expand_study
+
+    cfg = small_config(baseline=True, study={"grid": {"population.dropout": [0.0, 0.1]}})
+    variants = expand_study(cfg)
+    assert len(variants) == 2 and all(v.baseline for _, _, v in variants)
