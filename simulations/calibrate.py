@@ -7,11 +7,14 @@ The certificate is the simulator's own (:mod:`simulations.privacy`): the check-i
 with the configured method, dropouts, noise enforcement, unit and local steps. The codec scale is recomputed
 for every candidate z (:func:`simulations.runner.plan`), so the certificate is the one the run will report.
 
-Search: epsilon(z) is non-increasing in z for every base mechanism the simulator uses (more noise, a smaller or
-equal Renyi divergence at every order; the scale rule only ever lowers the grid's rounding inflation), so the
-smallest z with epsilon(z) <= target is found by bisection on log z between a z that misses the target and one
-that meets it, to relative tolerance :data:`REL_TOL`; the returned z is always an evaluated one that meets the
-target (its certificate <= target), and z / (1 + REL_TOL) misses it.
+Search: more noise gives a smaller Renyi divergence of every base mechanism at a fixed codec, so epsilon(z)
+decreases in z as long as the codec scale is set by the clients' signal; where the bit width binds, the scale
+rule shrinks the grid as z grows and rounding inflates the sensitivity, so epsilon(z) need not be monotone
+there. The search keeps the invariant "lo misses the target, hi meets it" (both evaluated): it walks from the
+configured z by factors of 4 to a bracket, then bisects on log z until hi - lo <= :data:`REL_TOL` hi. The
+returned z = hi is always an evaluated z whose certificate is <= the target, and an evaluated z' >=
+z (1 - REL_TOL) misses it (unless z = :data:`Z_MIN`, which is returned when it meets the target); where
+epsilon(z) is monotone this z is the smallest in the range to that tolerance.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ __all__ = ["Calibration", "calibrate", "calibrate_noise", "planned_epsilon", "Z_
 #: too, and Z_MIN is returned); above Z_MAX (or where the samplers' cap refuses the plan) a target is unreachable.
 Z_MIN = 1e-3
 Z_MAX = 1e4
-#: Relative tolerance of the bisection: the returned z meets the target and z / (1 + REL_TOL) does not.
+#: Relative tolerance of the bisection: the returned z meets the target and an evaluated z' >= z (1 - REL_TOL) misses.
 REL_TOL = 1e-3
 _STEP = 4.0  # bracket expansion factor
 
