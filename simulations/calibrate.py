@@ -84,18 +84,9 @@ def planned_epsilon(cfg: SimConfig, observer: str, root_seed: int, task: Any, pl
 
     p = planner(cfg, root_seed, task)
     try:
-        acct = SimAccountant(cfg, p, None)
-    except ConfigError:  # the method cannot certify the planned rounds at this noise: no finite epsilon
+        return SimAccountant.planned_epsilon_for(cfg, p, observer)
+    except ParameterError:  # the method cannot certify the planned rounds at this noise: no finite epsilon
         return math.inf
-    try:
-        eps = {
-            "analyst": acct.planned_epsilon,
-            "server": acct.server_planned_epsilon,
-            "coalition": acct.coalition_planned_epsilon,
-        }[observer]
-    finally:
-        acct.close()
-    return float(eps)
 
 
 _CACHE: dict[str, tuple[SimConfig, Calibration]] = {}  # repr of (cfg, seed, task) -> result: study.run checks

@@ -95,6 +95,37 @@ class SimAccountant:
     """Spends one :class:`CheckinRound` per simulated round in a :class:`PrivacyLedger`; reports epsilon."""
 
     def __init__(self, cfg, plan, ledger_path: str | Path | None) -> None:  # noqa: ANN001
+        self._setup(cfg, plan)
+        self.server_ex_post_round_rdp = self._ex_post_round_rdp()
+        self._certify_planned_run(cfg)
+        # privacy.target_epsilon: the calibration that chose privacy.noise_multiplier (simulations.calibrate),
+        # set by the runner; recorded in describe()
+        self.calibration: dict[str, Any] | None = None
+        self.rounds = 0
+        self.outcome_pending = False  # the last charged round has no outcome recorded yet
+        self.epsilon = 0.0
+        self.order: int | None = None
+        self.certificate: dict[str, Any] | None = None
+        self.ledger_path: Path | None = None
+        self.ledger = self._open_ledger(None)
+        if ledger_path is not None:
+            self.attach_ledger(ledger_path)
+
+    @classmethod
+    def planned_epsilon_for(cls, cfg, plan, observer: str) -> float:  # noqa: ANN001
+        """The certificate this accountant reports for ``observer`` (``"analyst"`` | ``"server"`` |
+        ``"coalition"``) after the planned ``cfg.rounds`` rounds (``planned_epsilon``, ``server.planned_epsilon``,
+        ``coalition.planned_epsilon``): the same event, method choice and accountant, computed for that observer
+        alone and without a ledger (what :mod:`simulations.calibrate` evaluates). ParameterError where the
+        method cannot certify the planned rounds."""
+        self = cls.__new__(cls)
+        self._setup(cfg, plan)
+        method, _ = self._choose_method(cfg.rounds, observer)
+        acc = self._accountant(method, observer, cfg.rounds)
+        return float(acc.fresh().compose(self.event, cfg.rounds).certificate(self.delta).epsilon)
+
+    def _setup(self, cfg, plan) -> None:  # noqa: ANN001
+        """The run's fixed parameters and its per-round event (no certificate yet)."""
         self.cfg = cfg
         self.orders = ORDERS
         self.delta = cfg.privacy.delta
@@ -114,9 +145,11 @@ class SimAccountant:
             neighbouring=self.neighbouring,
         )
         self.round_rdp = self.event.rdp(self.orders)
-        self.server_ex_post_round_rdp = self._ex_post_round_rdp()
         min_sum, self.min_sum_rule = coalition_min_sum(cfg)
         self.coalition = Coalition(colluders=cfg.secagg.corrupt_clients, min_sum=min_sum)
+
+    def _certify_planned_run(self, cfg) -> None:  # noqa: ANN001
+        """Choose each observer's method and certify the whole planned run once, up front."""
         try:  # certify the whole planned run once up front: an impossible certificate fails before any work
             self.method, self.methods_compared = self._choose_method(cfg.rounds, "analyst")
             self.accountant = self._accountant(self.method, "analyst", cfg.rounds)
@@ -134,18 +167,6 @@ class SimAccountant:
                 f"Config key 'privacy.method' = {self.method_requested!r} cannot certify {cfg.rounds} rounds: {exc} "
                 "To fix, add noise (privacy.noise_multiplier), use fewer rounds, or method = 'rdp'."
             ) from exc
-        # privacy.target_epsilon: the calibration that chose privacy.noise_multiplier (simulations.calibrate),
-        # set by the runner; recorded in describe()
-        self.calibration: dict[str, Any] | None = None
-        self.rounds = 0
-        self.outcome_pending = False  # the last charged round has no outcome recorded yet
-        self.epsilon = 0.0
-        self.order: int | None = None
-        self.certificate: dict[str, Any] | None = None
-        self.ledger_path: Path | None = None
-        self.ledger = self._open_ledger(None)
-        if ledger_path is not None:
-            self.attach_ledger(ledger_path)
 
     def _choose_method(self, rounds: int, observer: str) -> tuple[str, dict[str, float] | None]:
         """The configured method, or with ``"auto"`` the certified method with the smallest epsilon for

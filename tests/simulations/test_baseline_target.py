@@ -233,3 +233,21 @@ def test_study_variants_keep_the_baseline_key():
     cfg = small_config(baseline=True, study={"grid": {"population.dropout": [0.0, 0.1]}})
     variants = expand_study(cfg)
     assert len(variants) == 2 and all(v.baseline for _, _, v in variants)
+
+
+def test_one_observer_certificate_is_the_full_accountants():
+    """What the calibration evaluates (one observer, no ledger) equals what the run's accountant reports."""
+    cfg = small_config(
+        rounds=3, population={"clients": 20, "checkin": 0.5, "dropout": 0.05}, secagg={"corrupt_clients": 1}
+    )
+    p = plan(cfg, cfg.seed)
+    full = SimAccountant(cfg, p, None)
+    want = {
+        "analyst": full.planned_epsilon,
+        "server": full.server_planned_epsilon,
+        "coalition": full.coalition_planned_epsilon,
+    }
+    full.close()
+    assert want["analyst"] < want["server"] < want["coalition"]
+    for observer, eps in want.items():
+        assert SimAccountant.planned_epsilon_for(cfg, p, observer) == eps
