@@ -39,14 +39,14 @@ class _TimedPool(InProcessClientPool):
 
     cpu = 0.0
 
-    def deliver(self, stage, envelopes):  # noqa: ANN001, ANN201
+    def deliver(self, stage, envelopes):
         t0 = time.process_time()
         out = super().deliver(stage, envelopes)
         self.cpu += time.process_time() - t0
         return out
 
 
-def one_round(n: int, d: int, noise: NoiseSpec | None):  # noqa: ANN201
+def one_round(n: int, d: int, noise: NoiseSpec | None):
     """One round; returns (SecAggResult, client CPU seconds per client)."""
     rng = np.random.default_rng(1)
     inputs = {i: rng.integers(0, 1 << 10, size=d, dtype=np.uint64) for i in range(n)}

@@ -484,7 +484,7 @@ def pooled_round(n: int, d: int, workers: int | None, bits: int = 20) -> dict:
     }
 
 
-class _timed_receive:  # noqa: N801  (used as a function: installs itself)
+class _timed_receive:  # used as a function: installs itself
     """CPU seconds inside ``SecAggClient.receive`` (a client's own code: parse, check, compute, sign, reply),
     summed over every process holding clients, and the part of it spent in Ed25519 verifications
     (``secagg_dp.crypto.signing.verify``, called by the registry when its memo of verified signatures misses):
@@ -509,7 +509,7 @@ class _timed_receive:  # noqa: N801  (used as a function: installs itself)
         orig, total, orig_verify, in_verify = self._orig, self._total, self._orig_verify, self._verify
         inside = [False]  # in this process, within a client's receive (the server's own checks not counted)
 
-        def receive(client, data):  # noqa: ANN001, ANN202
+        def receive(client, data):
             c = time.process_time()
             inside[0] = True
             try:
@@ -520,7 +520,7 @@ class _timed_receive:  # noqa: N801  (used as a function: installs itself)
                 with total.get_lock():
                     total.value += spent
 
-        def verify(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        def verify(*args, **kwargs):
             if not inside[0]:
                 return orig_verify(*args, **kwargs)
             c = time.process_time()

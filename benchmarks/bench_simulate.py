@@ -161,7 +161,7 @@ def randomness_floor_seconds(participants: int, padded_dim: int) -> float:
     return best * participants / 256
 
 
-def _round_config(n: int, dim: int, checkin: float):  # noqa: ANN202
+def _round_config(n: int, dim: int, checkin: float):
     from simulations.config import build_config
 
     return build_config(
@@ -374,7 +374,7 @@ def pool_split(n: int, dim: int, k: int) -> None:
     class Timed(InProcessClientPool):
         cpu: dict[str, float] = {}
 
-        def deliver(self, stage, envelopes):  # noqa: ANN001, ANN202
+        def deliver(self, stage, envelopes):
             t = time.thread_time()
             out = super().deliver(stage, envelopes)
             self.cpu[stage] = time.thread_time() - t

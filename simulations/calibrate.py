@@ -74,17 +74,20 @@ Planner = Callable[[SimConfig, int, Any], Any]
 
 
 def planned_epsilon(cfg: SimConfig, observer: str, root_seed: int, task: Any, planner: Planner) -> float:
-    """The certificate :class:`simulations.privacy.SimAccountant` reports for ``observer`` after ``cfg.rounds``
+    """The certificate the run's accountant (:class:`simulations.privacy.SimAccountant`, or
+    :class:`~simulations.privacy.RandomCheckinSimAccountant` for random check-ins) reports for ``observer`` after ``cfg.rounds``
     rounds at ``privacy.delta`` (``planned_epsilon`` of results.json's ``privacy``, ``privacy.server`` or
     ``privacy.coalition``), for ``cfg`` as given. inf where no finite certificate exists.
 
     ``planner`` is :func:`simulations.runner.plan`. Raises ConfigError when the plan itself is refused (e.g. the
     bit width or the samplers' cap)."""
-    from simulations.privacy import SimAccountant
+    from simulations.privacy import RandomCheckinSimAccountant, SimAccountant
 
     p = planner(cfg, root_seed, task)
+    # the accountant that certifies the run (simulations.privacy.make_accountant): random check-ins or the coin
+    acc = RandomCheckinSimAccountant if cfg.population.participation == "random-checkin" else SimAccountant
     try:
-        return SimAccountant.planned_epsilon_for(cfg, p, observer)
+        return acc.planned_epsilon_for(cfg, p, observer)
     except ParameterError:  # the method cannot certify the planned rounds at this noise: no finite epsilon
         return math.inf
 

@@ -15,15 +15,19 @@ from __future__ import annotations
 import functools
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from secagg_dp import zq
 from secagg_dp._validate import all_finite
 from secagg_dp.errors import ParameterError
 from secagg_dp.noise.add_then_remove import NoiseSchedule
 from secagg_dp.plan import Mechanism
+
+if TYPE_CHECKING:
+    from secagg_dp.quantize import ZqCodec
 
 __all__ = [
     "RoundSpec",
@@ -106,7 +110,7 @@ class RoundSpec:
 
 
 @functools.lru_cache(maxsize=16)
-def make_codec(dim: int, bits: int, clip: float, scale: float, rotation_seed: int, beta: float):  # noqa: ANN201
+def make_codec(dim: int, bits: int, clip: float, scale: float, rotation_seed: int, beta: float) -> ZqCodec:
     from secagg_dp.quantize import ZqCodec
 
     return ZqCodec(dim, bits, clip, scale, rotation_seed=rotation_seed, beta=beta)
@@ -139,7 +143,7 @@ def _generator(seq: np.random.SeedSequence, generator: str) -> np.random.Generat
     raise ParameterError(f"Argument 'generator' must be one of {GENERATORS}, not {generator!r}.")
 
 
-def blocks_of(ids, included: np.ndarray | None = None, size: int = BLOCK) -> list[Block]:  # noqa: ANN001
+def blocks_of(ids: npt.ArrayLike, included: np.ndarray | None = None, size: int = BLOCK) -> list[Block]:
     """Split the sorted participants into fixed blocks (index, ids, keep): the unit of randomness.
 
     ``included`` (a boolean mask aligned with ``ids``) marks the clients whose vectors enter the sum; without

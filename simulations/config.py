@@ -23,6 +23,10 @@ client runs.
     checkin = 0.5               # p: each client's own check-in coin
     dropout = 0.05              # p': per client and per protocol stage
     sampling = "checkin"        # "checkin" | "fixed" (round(p*n) clients without replacement)
+    # participation = "checkin" # "checkin": the coin p every round | "random-checkin" (Balle et al. 2020):
+                                # the coin p once per epoch of epoch_rounds rounds, then `slots` of them
+    # epoch_rounds = 1          # m, random-checkin only: rounds per epoch (the last epoch may be partial)
+    # slots = 1                 # b in 1..m, random-checkin only: distinct rounds per participating client
 
     [secagg]
     bits = 20                   # q = 2^bits
@@ -98,13 +102,18 @@ __all__ = [
     "MIN_ROSTER_REFUSAL",
     "NO_NOISE",
     "OBSERVERS",
+    "PARTICIPATIONS",
 ]
+
+#: Values of ``population.participation``: the per-round coin, or random check-ins (Balle et al. 2020).
+PARTICIPATIONS = ("checkin", "random-checkin")
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 #: Keys ``default.toml`` leaves out, with their defaults: the optional ones (``None``: unset), the keys of the
 #: other task (logreg) and the study (no grid).
 _OPTIONAL: dict[str, Any] = {
+    "population": {"participation": "checkin", "epoch_rounds": 1, "slots": 1},
     "secagg": {"threshold": None, "neighbours": None},
     "privacy": {"epsilon_budget": None, "target_epsilon": None, "observer": "analyst"},
     "task": {"local_steps": 1, "sample_rate": 0.5, "learning_rate": 2.0, "options": {}},
@@ -176,23 +185,50 @@ def _real(key: str, v: Any, lo: float, hi: float = math.inf, *, lo_open: bool = 
 
 
 def _choice(key: str, v: Any, options: tuple[str, ...]) -> str:
-    if v not in options:
+    if not isinstance(v, str) or v not in options:
         raise _err(key, "one of " + ", ".join(repr(o) for o in options), v)
     return v
 
 
 @dataclass(frozen=True)
 class Population:
+    """Who takes part in a round. ``participation = "checkin"``: every round, each client checks in on its own
+    coin p. ``"random-checkin"`` (random check-ins, Balle, Kairouz, McMahan, Thakkar & Thakurta 2020): the
+    rounds form epochs of m = ``epoch_rounds`` consecutive rounds; once per epoch each client takes part with
+    probability p on its own coin and, if so, picks b = ``slots`` distinct rounds of the epoch uniformly at
+    random. When ``rounds`` is not a multiple of m the last epoch is partial: the clients draw their slots
+    among all m rounds as in a full epoch and only its first rounds run (a subset of a full epoch's
+    releases, so the full epoch the accountant charges bounds it). Dropouts are drawn per round and stage
+    either way."""
+
     clients: int
     checkin: float
     dropout: float
     sampling: str
+    participation: str = "checkin"
+    epoch_rounds: int = 1
+    slots: int = 1
 
     def __post_init__(self) -> None:
         _int("population.clients", self.clients, 1)
         _real("population.checkin", self.checkin, 0.0, 1.0, lo_open=True)
         _real("population.dropout", self.dropout, 0.0, 1.0, hi_open=True)
         _choice("population.sampling", self.sampling, ("checkin", "fixed"))
+        _choice("population.participation", self.participation, PARTICIPATIONS)
+        m = _int("population.epoch_rounds", self.epoch_rounds, 1, 10**6)
+        _int("population.slots", self.slots, 1)
+        if self.participation == "checkin" and (m, self.slots) != (1, 1):
+            key = "population.epoch_rounds" if m != 1 else "population.slots"
+            raise ConfigError(
+                f"Config key {key!r} applies to population.participation = 'random-checkin' only (the coin of "
+                f"participation = 'checkin' is drawn every round), not {getattr(self, key.split('.')[1])}."
+            )
+        _int("population.slots", self.slots, 1, m)  # b distinct rounds of the epoch's m
+        if self.participation == "random-checkin" and self.sampling != "checkin":
+            raise ConfigError(
+                "Config key 'population.sampling' must be 'checkin' with participation = 'random-checkin' (each "
+                f"client decides on its own), not {self.sampling!r}."
+            )
         if self.sampling == "fixed" and round(self.checkin * self.clients) < 1:
             raise ConfigError(
                 f"Config keys 'population.checkin' x 'population.clients' must give at least one sampled client "
@@ -205,8 +241,16 @@ class Population:
         return max(1, round(self.checkin * self.clients))
 
     @property
+    def round_rate(self) -> float:
+        """P(a given client checks in to a given round): p, or p b / m with random check-ins (each client is
+        in b of the m rounds of an epoch with probability p), independently across clients either way."""
+        if self.participation == "random-checkin":
+            return self.checkin * self.slots / self.epoch_rounds
+        return self.checkin
+
+    @property
     def expected_checkins(self) -> float:
-        return float(self.fixed_size) if self.sampling == "fixed" else self.checkin * self.clients
+        return float(self.fixed_size) if self.sampling == "fixed" else self.round_rate * self.clients
 
 
 @dataclass(frozen=True)
@@ -427,6 +471,13 @@ class SimConfig:
                 "Config key 'population.dropout' must be 0 with sampling = 'fixed': the without-replacement "
                 f"accountant covers a fixed number of noise shares, not {self.population.dropout}."
             )
+        if self.population.participation == "random-checkin" and (
+            self.privacy.unit != "client" or self.privacy.noise_enforcement != "none"
+        ):
+            raise ConfigError(
+                "Config key 'population.participation' = 'random-checkin' needs privacy.unit = 'client' and "
+                "privacy.noise_enforcement = 'none' (the random check-in certificate has client-level bases only)."
+            )
         if self.task.name == "mean" and self.privacy.unit != "client":
             raise ConfigError(
                 "Config key 'privacy.unit' must be 'client' for task 'mean' (one vector per client), "
@@ -479,12 +530,14 @@ def min_roster_auto(pop: Population, refusal: float = MIN_ROSTER_REFUSAL) -> int
 
     The roster is the clients that checked in and did not drop at ``advertise_keys``: every client
     independently checks in (probability p) and then drops at that stage with probability p', so
-    R ~ Bin(n, p (1 - p')) with ``sampling = "checkin"``, and R ~ Bin(round(p n), 1 - p') with
-    ``sampling = "fixed"`` (whose dropout is 0: R = round(p n)). A client that insists on R >= N refuses an
-    honest round with probability P(R < N) <= ``refusal`` (the per-round abort rate this rule adds; the largest
-    such N is the strongest floor at that rate). The client needs only the deployment's own parameters
-    (n, p, p'), never the round's outcome. At least 2 (Shamir needs two holders; when even P(R < 2) exceeds
-    ``refusal`` the floor is 2 and adds no abort beyond the threshold's).
+    R ~ Bin(n, p (1 - p')) with ``sampling = "checkin"`` (p b / m in place of p with random check-ins: a
+    client is in a given round with probability p b / m, independently of the others), and
+    R ~ Bin(round(p n), 1 - p') with ``sampling = "fixed"`` (whose dropout is 0: R = round(p n)). A client that
+    insists on R >= N refuses an honest round with probability P(R < N) <= ``refusal`` (the per-round abort
+    rate this rule adds; the largest such N is the strongest floor at that rate). The client needs only the
+    deployment's own parameters (n, p, p', and m, b with random check-ins), never the round's outcome. At
+    least 2 (Shamir needs two holders; when even P(R < 2) exceeds ``refusal`` the floor is 2 and adds no
+    abort beyond the threshold's).
 
     P(R < N) = sum_{r < N} P(R = r) in log space (Loader 2000's saddle-point pmf,
     :func:`secagg_dp.accounting.checkin.tails.log_binom_pmf`) on a window of r below the mean, plus a rigorous
@@ -499,7 +552,7 @@ def min_roster_auto(pop: Population, refusal: float = MIN_ROSTER_REFUSAL) -> int
     if pop.sampling == "fixed":
         trials, q = pop.fixed_size, 1.0 - pop.dropout
     else:
-        trials, q = pop.clients, pop.checkin * (1.0 - pop.dropout)
+        trials, q = pop.clients, pop.round_rate * (1.0 - pop.dropout)
     if q >= 1.0:
         return max(2, trials)
     mean = trials * q

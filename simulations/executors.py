@@ -97,7 +97,7 @@ class DaskExecutor:
             return []
         shared = self._client.scatter(spec, broadcast=True, hash=False)  # the model ships once per worker
         futures = [self._client.submit(fn, shared, chunk, pure=False, **kw) for chunk in chunks]
-        out = self._client.gather(futures)  # gather keeps submission order
+        out: list[Any] = self._client.gather(futures)  # gather keeps submission order
         self._client.cancel([shared])
         return out
 

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 __all__ = ["plot_run", "plot_study", "metric_name", "metric_names", "describe", "epsilon_label", "observer_note"]
 
 
-def _plt():
+def _use_agg() -> None:
+    """Select the Agg backend (files only, no display) before pyplot is imported."""
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def metric_name(doc: dict[str, Any]) -> str:
@@ -90,7 +92,9 @@ def observer_note(privacy: dict[str, Any]) -> str:
 def plot_run(doc: dict[str, Any], out_dir: str | Path) -> list[Path]:
     """Every metric the rounds report against the round (one panel each, log scale for MSE) and the certified
     epsilon against the round (last panel); returns the PNG paths."""
-    plt = _plt()
+    _use_agg()
+    import matplotlib.pyplot as plt
+
     out = Path(out_dir)
     metrics = metric_names(doc)
     all_rounds = [r["round"] for r in doc["rounds"]]
@@ -133,7 +137,9 @@ def plot_study(study: dict[str, Any], out_dir: str | Path) -> list[Path]:
     against that key, one line per combination of the other swept keys. With several seeds per variant
     the metric is the mean over seeds with ± one standard deviation as error bars; the title gives the
     run's parameters and the number of seeds."""
-    plt = _plt()
+    _use_agg()
+    import matplotlib.pyplot as plt
+
     out = Path(out_dir)
     runs = study["runs"]
     if not runs:
@@ -179,7 +185,7 @@ def _mean_std(values: list[float]) -> tuple[float, float]:
     return m, (sum((v - m) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else 0.0
 
 
-def _per_round(axes, runs: list[dict[str, Any]], metric: str, x_key: str) -> None:  # noqa: ANN001
+def _per_round(axes: Sequence[Axes], runs: list[dict[str, Any]], metric: str, x_key: str) -> None:
     for i, (label, group) in enumerate(_by_label(runs).items()):
         per_round: dict[int, list[float]] = {}
         eps_at: dict[int, float] = {}
@@ -199,7 +205,7 @@ def _per_round(axes, runs: list[dict[str, Any]], metric: str, x_key: str) -> Non
     axes[1].set_xlabel("round")
 
 
-def _swept(axes, runs: list[dict[str, Any]], metric: str, x_key: str) -> None:  # noqa: ANN001
+def _swept(axes: Sequence[Axes], runs: list[dict[str, Any]], metric: str, x_key: str) -> None:
     groups: dict[str, dict[Any, tuple[list[float], float]]] = {}
     for run in runs:
         values = run["values"]

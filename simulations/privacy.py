@@ -55,7 +55,7 @@ import math
 import os
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -63,14 +63,22 @@ from secagg_dp.accounting.checkin.accountant import CheckinAccountant, tightest_
 from secagg_dp.accounting.checkin.coalition import Coalition
 from secagg_dp.accounting.checkin.events import CheckinRound
 from secagg_dp.accounting.checkin.mixture import LEDGER_ORDERS
+from secagg_dp.accounting.checkin.providers import DPPlanLike
 from secagg_dp.accounting.core.accountant import Certificate
 from secagg_dp.accounting.core.ledger import PrivacyLedger
 from secagg_dp.errors import ConfigError, ParameterError
 from simulations.results import NO_PRIVACY_REASON
 
+if TYPE_CHECKING:
+    from secagg_dp.accounting.checkin.mixture import SubsampledCheckin
+    from secagg_dp.noise.add_then_remove import NoiseSpec
+    from simulations.config import SimConfig
+
 __all__ = [
     "CheckinRound",
     "SimAccountant",
+    "RandomCheckinSimAccountant",
+    "RANDOM_CHECKIN_UNAVAILABLE",
     "NoPrivacyAccountant",
     "NO_PRIVACY_REASON",
     "make_accountant",
@@ -84,6 +92,14 @@ __all__ = [
 ORDERS = LEDGER_ORDERS
 
 
+class PlanLike(DPPlanLike, Protocol):
+    """What the accountants read of a scenario's plan (:class:`simulations.runner.Plan`, which imports this
+    module, hence a protocol): the library plan's fields and ``noise``, the parsed ``privacy.noise_enforcement``."""
+
+    @property
+    def noise(self) -> NoiseSpec | None: ...
+
+
 def effective_gamma(checkin: float, dropout: float) -> float:
     """P(a client's masked input arrives) = p (1 - p')^3: three dropout stages before the masked input."""
     from secagg_dp.accounting.checkin.dropout import PROTOCOL_DROPOUT_STAGES, effective_checkin_rate
@@ -94,7 +110,7 @@ def effective_gamma(checkin: float, dropout: float) -> float:
 class SimAccountant:
     """Spends one :class:`CheckinRound` per simulated round in a :class:`PrivacyLedger`; reports epsilon."""
 
-    def __init__(self, cfg, plan, ledger_path: str | Path | None) -> None:  # noqa: ANN001
+    def __init__(self, cfg: SimConfig, plan: PlanLike, ledger_path: str | Path | None) -> None:
         self._setup(cfg, plan)
         self.server_ex_post_round_rdp = self._ex_post_round_rdp()
         self._certify_planned_run(cfg)
@@ -112,7 +128,7 @@ class SimAccountant:
             self.attach_ledger(ledger_path)
 
     @classmethod
-    def planned_epsilon_for(cls, cfg, plan, observer: str) -> float:  # noqa: ANN001
+    def planned_epsilon_for(cls, cfg: SimConfig, plan: PlanLike, observer: str) -> float:
         """The certificate this accountant reports for ``observer`` (``"analyst"`` | ``"server"`` |
         ``"coalition"``) after the planned ``cfg.rounds`` rounds (``planned_epsilon``, ``server.planned_epsilon``,
         ``coalition.planned_epsilon``): the same event, method choice and accountant, computed for that observer
@@ -124,7 +140,7 @@ class SimAccountant:
         acc = self._accountant(method, observer, cfg.rounds)
         return float(acc.fresh().compose(self.event, cfg.rounds).certificate(self.delta).epsilon)
 
-    def _setup(self, cfg, plan) -> None:  # noqa: ANN001
+    def _setup(self, cfg: SimConfig, plan: PlanLike) -> None:
         """The run's fixed parameters and its per-round event (no certificate yet)."""
         self.cfg = cfg
         self.orders = ORDERS
@@ -148,7 +164,7 @@ class SimAccountant:
         min_sum, self.min_sum_rule = coalition_min_sum(cfg)
         self.coalition = Coalition(colluders=cfg.secagg.corrupt_clients, min_sum=min_sum)
 
-    def _certify_planned_run(self, cfg) -> None:  # noqa: ANN001
+    def _certify_planned_run(self, cfg: SimConfig) -> None:
         """Choose each observer's method and certify the whole planned run once, up front."""
         try:  # certify the whole planned run once up front: an impossible certificate fails before any work
             self.method, self.methods_compared = self._choose_method(cfg.rounds, "analyst")
@@ -212,8 +228,9 @@ class SimAccountant:
         return self._coalition_certs[rounds]
 
     def _open_ledger(self, path: Path | None) -> PrivacyLedger:
-        budget = {} if self.budget is None else {"epsilon_budget": self.budget, "delta": self.delta}
-        led = PrivacyLedger(self.neighbouring, self.orders, path=path, **budget)
+        # no budget: neither key (the ledger's defaults, None)
+        budget, delta = (None, None) if self.budget is None else (self.budget, self.delta)
+        led = PrivacyLedger(self.neighbouring, self.orders, path=path, epsilon_budget=budget, delta=delta)
         return led.set_run(delta=self.delta, method=self.method, observer="analyst")
 
     def describe(self) -> dict[str, Any]:
@@ -266,7 +283,8 @@ class SimAccountant:
         mech = self.provider.mechanism
         if self.fixed:
             m = np.array([float(self.cfg.population.fixed_size)])
-            return np.asarray(mech.rdp_upper(m, m, self.orders), dtype=np.float64)[0]
+            curve: np.ndarray = np.asarray(mech.rdp_upper(m, m, self.orders), dtype=np.float64)[0]
+            return curve
         orders = np.asarray(self.orders, dtype=np.int64)
         with warnings.catch_warnings():  # n = 1: the binomial pmf takes log(0) (numpy's RuntimeWarning), nothing else
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -376,7 +394,7 @@ def _int_order(order: float | None) -> int | None:
     return int(order) if order is not None and math.isfinite(order) else None
 
 
-def coalition_min_sum(cfg) -> tuple[int, str]:  # noqa: ANN001
+def coalition_min_sum(cfg: SimConfig) -> tuple[int, str]:
     """m, the smallest number of clients in a sum the simulated protocol lets finish, and the rule that gave it.
 
     The honest clients of a round in which N clients checked in enforce the Shamir threshold
@@ -442,7 +460,7 @@ def coalition_min_sum(cfg) -> tuple[int, str]:  # noqa: ANN001
     )
 
 
-def checkin_provider_for(cfg, plan):  # noqa: ANN001, ANN201
+def checkin_provider_for(cfg: SimConfig, plan: PlanLike) -> SubsampledCheckin:
     """The check-in accountant's provider for a scenario: the library's
     :func:`~secagg_dp.accounting.checkin.providers.plan_checkin_provider` with the codec's sensitivities of one
     client's vector (client level) or one sample's encoded gradient (``task.name = "logreg"`` with
@@ -459,13 +477,15 @@ def checkin_provider_for(cfg, plan):  # noqa: ANN001, ANN201
     )
 
 
-def enforced_provider_for(cfg, plan):  # noqa: ANN001, ANN201
+def enforced_provider_for(cfg: SimConfig, plan: PlanLike) -> SubsampledCheckin:
     """The per-k provider with add-then-remove noise (``plan.noise``, the parsed ``privacy.noise_enforcement``):
     the library's :func:`~secagg_dp.accounting.checkin.providers.plan_enforced_provider` with target variance in
     the sum mu = K_exp sigma_int^2 (what the expected check-ins add without enforcement), tolerance
     ``privacy.dropout_tolerance``, roster rate r = p (1 - p') (survived advertise_keys) and sum rate gamma."""
     from secagg_dp.accounting.checkin.providers import plan_enforced_provider
 
+    if plan.noise is None:
+        raise ConfigError("Config key 'privacy.noise_enforcement' is 'none': there is no enforced provider to build.")
     pop = cfg.population
     return plan_enforced_provider(
         plan,
@@ -485,15 +505,19 @@ def effective_roster_rate(checkin: float, dropout: float) -> float:
     return effective_checkin_rate(checkin, dropout, ROSTER_DROPOUT_STAGES)
 
 
-def _provider(cfg, plan):  # noqa: ANN001, ANN202
+def _provider(cfg: SimConfig, plan: PlanLike) -> tuple[SubsampledCheckin, str]:
     """The per-k provider of the check-in mixture for this config, and a one-line label."""
     if plan.noise is not None:
+        from secagg_dp.accounting.checkin.enforced import EnforcedSkellamSum
+
         provider = enforced_provider_for(cfg, plan)
-        mech = provider.mechanism
+        enforced = provider.mechanism
+        if not isinstance(enforced, EnforcedSkellamSum):  # what plan_enforced_provider builds
+            raise TypeError(f"plan_enforced_provider built a {type(enforced).__name__}, not an EnforcedSkellamSum")
         return provider, (
-            f"EnforcedSkellamSum(mu={mech.target_variance:.6g}, tolerance={mech.tolerance:g}, "
-            f"Delta2={mech.l2_sensitivity:.6g}, Delta1={mech.l1_sensitivity:.6g}) subsampled w/o replacement at "
-            f"k/n, n={cfg.population.clients}, add-then-remove noise"
+            f"EnforcedSkellamSum(mu={enforced.target_variance:.6g}, tolerance={enforced.tolerance:g}, "
+            f"Delta2={enforced.l2_sensitivity:.6g}, Delta1={enforced.l1_sensitivity:.6g}) "
+            f"subsampled w/o replacement at k/n, n={cfg.population.clients}, add-then-remove noise"
         )
     if cfg.privacy.unit == "sample":
         return _logreg_provider(cfg, plan)
@@ -509,7 +533,7 @@ def _provider(cfg, plan):  # noqa: ANN001, ANN202
     return provider, f"{type(mech).__name__}({mech}) subsampled w/o replacement at k/n, n={n}{unit}"
 
 
-def _logreg_provider(cfg, plan):  # noqa: ANN001, ANN202
+def _logreg_provider(cfg: SimConfig, plan: PlanLike) -> tuple[SubsampledCheckin, str]:
     """Sample-level (add-remove) provider: S local steps inside the check-in mixture.
 
     Base (k clients): ``LocalStepsDDG`` / ``LocalStepsSkellam`` of ``secagg_dp.accounting.checkin.local_steps``
@@ -528,6 +552,254 @@ def _logreg_provider(cfg, plan):  # noqa: ANN001, ANN202
     return provider, label
 
 
+#: The error the simulator raises when the library's random check-in certificate cannot be imported.
+RANDOM_CHECKIN_UNAVAILABLE = "random-checkin accounting not available"
+
+
+class RandomCheckinSimAccountant:
+    """The accountant of ``population.participation = "random-checkin"``: one
+    :class:`~secagg_dp.accounting.checkin.random_checkin.RandomCheckinEpoch` per epoch of m rounds, certified by
+    :class:`~secagg_dp.accounting.checkin.random_checkin.RandomCheckinAccountant` for the analyst, the server and
+    the coalition (random check-ins: Balle, Kairouz, McMahan, Thakkar & Thakurta 2020; the participation the
+    simulator runs is the one the certificate assumes, as Chua et al. 2024 require).
+
+    Event: n = ``population.clients``, the run's client-level base (``DDGSum`` / ``SkellamSum`` of
+    :func:`checkin_provider_for`, ``replace-one``), m = ``epoch_rounds``, b = ``slots`` and
+    gamma = p (1 - p')^3 (:func:`effective_gamma`). With b = 1 this gamma is exact: a client is in the sum of
+    round j iff its epoch coin came up, it chose j, and it survived the three stages before the masked input.
+    With b > 1 the simulator drops clients per round: a participant is in the sums of a Bin(b, s) subset S of
+    its b rounds, s = (1 - p')^3; the event's server bound (1 - gamma) + gamma E[g(M)^b], M ~ Bin(n - 1, gamma),
+    g(M) = E f(1 + Bin(M, b / m)), still holds. Given the number N' ~ Bin(n - 1, p) of other participants, their
+    thinned slot vectors (a permutation distribution times independent survival coins) are negatively
+    associated (Joag-Dev & Proschan 1983, Thm 2.11, P6, P7) and f is non-negative and non-increasing, so
+    E[prod_{j in S} f(1 + K'_j) | N'] <= h(N')^|S| with h(N) = E f(1 + Bin(N, s b / m)); averaging over S,
+    (1 - s + s h)^b <= 1 - s + s h^b (Jensen), so the moment is <= (1 - p s) + p s E[h(N')^b]; and
+    h(N') = E[g(M) | N'] with M ~ Bin(N', s), i.e. M ~ Bin(n - 1, p s), so E[h(N')^b] <= E[g(M)^b] (Jensen).
+    Coalition: the same with k_eff. b = 1: gamma is exact. Neighbouring relation: ``replace-one`` of a client's
+    whole data; observers: the analyst (the rounds' K and sums; the server's curve, post-processing), the server
+    (also every client's rounds and dropouts), the coalition (the server with ``secagg.corrupt_clients``).
+
+    Epochs are charged before their first round runs (the ledger's event count is the number of epochs
+    begun); a partial last epoch is charged as the full epoch whose first rounds it releases
+    (post-processing). Method: ``rdp`` (the library's PLD method needs Gaussian bases, which no simulator
+    mechanism is); ``privacy.method = "window"`` is refused.
+    """
+
+    def __init__(self, cfg: SimConfig, plan: PlanLike, ledger_path: str | Path | None) -> None:
+        try:
+            from secagg_dp.accounting.checkin.random_checkin import RandomCheckinAccountant, RandomCheckinEpoch
+        except ImportError as exc:  # the library part is missing: never fall back to the per-round coin's
+            raise ConfigError(
+                f"Config key 'population.participation' = 'random-checkin': {RANDOM_CHECKIN_UNAVAILABLE} "
+                f"({exc}); the simulator refuses to certify a run with another scheme's accountant."
+            ) from exc
+        pop = cfg.population
+        self.cfg = cfg
+        self.orders = ORDERS
+        self.delta = cfg.privacy.delta
+        self.budget = cfg.privacy.epsilon_budget
+        self.method_requested = cfg.privacy.method
+        if self.method_requested == "window":
+            raise ConfigError(
+                "Config key 'privacy.method' = 'window' has no random check-in certificate; use 'rdp' or 'auto'."
+            )
+        self.method = "rdp"
+        self.n, self.m, self.b = pop.clients, pop.epoch_rounds, pop.slots
+        self.gamma = effective_gamma(pop.checkin, pop.dropout)
+        self.provider, base_label = _provider(cfg, plan)
+        self.neighbouring = self.provider.neighbouring
+        self.event = RandomCheckinEpoch(self.provider.mechanism, self.n, self.gamma, self.m, self.b, self.neighbouring)
+        self.label = f"random check-in epoch (m={self.m}, b={self.b}, gamma={self.gamma:.6g}) of {base_label}"
+        min_sum, self.min_sum_rule = coalition_min_sum(cfg)
+        self.coalition = Coalition(colluders=cfg.secagg.corrupt_clients, min_sum=min_sum)
+        self.accountants = {
+            obs: RandomCheckinAccountant(
+                self.neighbouring,
+                observer=obs,
+                method=self.method,
+                coalition=self.coalition if obs == "coalition" else None,
+                orders=self.orders,
+            )
+            for obs in ("analyst", "server", "coalition")
+        }
+        self._certs: dict[tuple[str, int], Certificate] = {}
+        self.planned_epochs = self.epochs_for(cfg.rounds)
+        try:
+            self.epoch_rdp = self.event.rdp(self.orders)
+            self.planned = {obs: self.cert(obs, self.planned_epochs).epsilon for obs in self.accountants}
+        except ParameterError as exc:
+            raise ConfigError(
+                f"Config key 'population.participation' = 'random-checkin' cannot be certified for {cfg.rounds} "
+                f"rounds: {exc} To fix, add noise (privacy.noise_multiplier) or use fewer rounds."
+            ) from exc
+        self.planned_epsilon = self.planned["analyst"]
+        # privacy.target_epsilon: the calibration that chose privacy.noise_multiplier (simulations.calibrate),
+        # set by the runner; recorded in describe()
+        self.calibration: dict[str, Any] | None = None
+        self.rounds = 0
+        self.epochs = 0
+        self.outcome_pending = False
+        self.epsilon = 0.0
+        self.order: int | None = None
+        self.certificate: dict[str, Any] | None = None
+        self.ledger_path: Path | None = None
+        self.ledger = self._open_ledger(None)
+        if ledger_path is not None:
+            self.attach_ledger(ledger_path)
+
+    @classmethod
+    def planned_epsilon_for(cls, cfg: SimConfig, plan: PlanLike, observer: str) -> float:
+        """The certificate this accountant reports for ``observer`` (``"analyst"`` | ``"server"`` |
+        ``"coalition"``) after the planned ``cfg.rounds`` rounds (the planned epochs), as
+        :meth:`SimAccountant.planned_epsilon_for` (what :mod:`simulations.calibrate` evaluates; no ledger file).
+        ParameterError where the planned epochs cannot be certified."""
+        try:
+            acc = cls(cfg, plan, None)
+        except ConfigError as exc:
+            if isinstance(exc.__cause__, ParameterError):
+                raise exc.__cause__ from exc
+            raise
+        try:
+            return float(acc.planned[observer])
+        finally:
+            acc.close()
+
+    def epochs_for(self, rounds: int) -> int:
+        """Epochs begun after ``rounds`` rounds: ceil(rounds / m) (a partial epoch counts as a full one)."""
+        return -(-max(rounds, 0) // self.m)
+
+    def cert(self, observer: str, epochs: int) -> Certificate:
+        """``observer``'s certificate after ``epochs`` epochs (cached: results.json is rewritten every round)."""
+        key = (observer, epochs)
+        if key not in self._certs:
+            acc = self.accountants[observer].fresh()
+            if epochs:
+                acc = acc.compose(self.event, epochs)
+            self._certs[key] = acc.certificate(self.delta)
+        return self._certs[key]
+
+    def _open_ledger(self, path: Path | None) -> PrivacyLedger:
+        # no budget: neither key (the ledger's defaults, None)
+        budget, delta = (None, None) if self.budget is None else (self.budget, self.delta)
+        led = PrivacyLedger(self.neighbouring, self.orders, path=path, epsilon_budget=budget, delta=delta)
+        return led.set_run(delta=self.delta, method=self.method, observer="analyst")
+
+    def _view(self, observer: str, sees: str) -> dict[str, Any]:
+        cert = self.cert(observer, self.epochs)
+        return {
+            "observer": observer,
+            "epsilon": cert.epsilon,
+            "delta": self.delta,
+            "order": _int_order(cert.order),
+            "method": self.method,
+            "methods_compared": None,
+            "certificate": cert.certificate,
+            "citation": cert.citation,
+            "rounds": self.rounds,
+            "epochs": self.epochs,
+            "planned_epsilon": self.planned[observer],
+            "sees": sees,
+        }
+
+    def describe(self) -> dict[str, Any]:
+        c, m = self.coalition.colluders, self.coalition.min_sum
+        coalition = self._view(
+            "coalition",
+            f"what the server sees, and the inputs, noise and keys of {c} colluding client(s); it may declare "
+            f"honest clients dropped, down to sums of {m} client(s)",
+        )
+        coalition.update(colluders=c, min_sum=m, min_sum_rule=self.min_sum_rule)
+        return {
+            "accountant": "secagg_dp.accounting.checkin.random_checkin (random check-ins)",
+            "method": self.method,
+            "method_requested": self.method_requested,
+            "methods_compared": None,
+            "neighbouring": self.neighbouring,
+            "unit": self.cfg.privacy.unit,
+            "noise_enforcement": self.cfg.privacy.noise_enforcement,
+            "dropout_tolerance": self.cfg.privacy.dropout_tolerance,
+            "observer": "analyst",
+            "delta": self.delta,
+            "participation": "random-checkin",
+            "noise_multiplier": self.cfg.privacy.noise_multiplier,
+            "target_epsilon": self.cfg.privacy.target_epsilon,
+            "gamma": self.gamma,
+            "epoch_rounds": self.m,
+            "slots": self.b,
+            "epochs": self.epochs,
+            "planned_epochs": self.planned_epochs,
+            "sample_size": None,
+            "event": self.label,
+            "ledger": {
+                "class": "secagg_dp.accounting.PrivacyLedger",
+                "path": None if self.ledger_path is None else self.ledger_path.name,
+                "event": self.event.describe(),
+                "events": self.epochs,
+                "epsilon_budget": self.budget,
+            },
+            "epsilon": self.epsilon,
+            "order": self.order,
+            "rounds": self.rounds,
+            "planned_epsilon": self.planned_epsilon,
+            "calibrated": self.calibration is not None,
+            "calibration": self.calibration,
+            "certificate": self.certificate,
+            "server": self._view("server", "who took part (every client's rounds) and who dropped, and the aggregate"),
+            "coalition": coalition,
+            "per_epoch_rdp": {"orders": [int(o) for o in self.orders], "values": [float(v) for v in self.epoch_rdp]},
+        }
+
+    def epsilon_after(self, rounds: int) -> tuple[float, int | None, dict[str, Any]]:
+        """Certified analyst (epsilon, order, certificate dict) after ``rounds`` rounds (no state change)."""
+        cert = self.cert("analyst", self.epochs_for(rounds))
+        out = cert.as_dict(schema="results")
+        out.update(rounds=rounds, epochs=self.epochs_for(rounds))
+        return cert.epsilon, _int_order(cert.order), out
+
+    def record_round(self) -> tuple[float, int | None]:
+        """Account the next round: at an epoch's first round spend the epoch in the ledger (before any of its
+        rounds is released; a budget refusal raises :class:`~secagg_dp.errors.PrivacyBudgetExceeded` and
+        changes nothing); later rounds of the epoch are covered by that charge. Return (epsilon, order)."""
+        t = self.rounds + 1
+        e = self.epochs_for(t)
+        eps, order, cert = self.epsilon_after(t)
+        if e > self.epochs:
+            certified = {
+                obs: {"epsilon": self.cert(obs, e).epsilon, "delta": self.delta, "method": self.method, "rounds": t}
+                for obs in self.accountants
+            }
+            self.ledger.spend(self.event, certified=certified)
+            self.epochs = e
+            self.outcome_pending = True
+        self.rounds = t
+        self.epsilon, self.order, self.certificate = eps, order, cert
+        return eps, order
+
+    def record_outcome(self, outcome: str, reason: str = "") -> None:
+        """Record the outcome of the epoch's first round on its charge (the ledger keeps one outcome per
+        charge; the later rounds of the epoch are in results.json's rounds)."""
+        if self.epochs and self.outcome_pending:
+            self.ledger.record_outcome(outcome, f"epoch {self.epochs}, its first round {self.rounds}: {reason}")
+            self.outcome_pending = False
+
+    def attach_ledger(self, path: str | Path) -> None:
+        """Persist the ledger at ``path`` (as :meth:`SimAccountant.attach_ledger`)."""
+        if self.rounds:
+            raise ParameterError("attach_ledger must be called before the first round is recorded.")
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            side = Path(os.fspath(path) + suffix)
+            if side.exists():
+                side.unlink()
+        self.ledger.close()
+        self.ledger = self._open_ledger(path)
+        self.ledger_path = path
+
+    def close(self) -> None:
+        self.ledger.close()
+
+
 class NoPrivacyAccountant:
     """The accountant of ``privacy.mechanism = "none"`` (the non-private baseline): its certificate is the valid,
     trivial statement epsilon = inf for every observer (the aggregate is a deterministic function of the clients'
@@ -535,7 +807,7 @@ class NoPrivacyAccountant:
     would refuse the first round, so the config refuses ``privacy.epsilon_budget`` with mechanism none, and an
     unbudgeted one would only record inf (no ledger file is written)."""
 
-    def __init__(self, cfg) -> None:  # noqa: ANN001
+    def __init__(self, cfg: SimConfig) -> None:
         if cfg.privacy.epsilon_budget is not None:  # the config refuses it; an accountant built by hand too
             raise ConfigError(
                 "Config key 'privacy.epsilon_budget' cannot be set with privacy.mechanism = 'none': the run has "
@@ -608,8 +880,17 @@ class NoPrivacyAccountant:
 NO_NOISE_MECHANISM = "none"
 
 
-def make_accountant(cfg, plan, ledger_path: str | Path | None = None) -> SimAccountant | NoPrivacyAccountant:  # noqa: ANN001
-    """The run's accountant: :class:`SimAccountant`, or :class:`NoPrivacyAccountant` for mechanism ``"none"``."""
+def make_accountant(
+    cfg: SimConfig,
+    plan: PlanLike,
+    ledger_path: str | Path | None = None,
+) -> SimAccountant | RandomCheckinSimAccountant | NoPrivacyAccountant:
+    """The run's accountant: :class:`NoPrivacyAccountant` for mechanism ``"none"`` (epsilon = inf for every
+    participation), else the accountant of the participation the simulator runs:
+    :class:`RandomCheckinSimAccountant` for ``population.participation = "random-checkin"``, else
+    :class:`SimAccountant` (the per-round coin)."""
     if cfg.privacy.mechanism == NO_NOISE_MECHANISM:
         return NoPrivacyAccountant(cfg)
+    if cfg.population.participation == "random-checkin":
+        return RandomCheckinSimAccountant(cfg, plan, ledger_path)
     return SimAccountant(cfg, plan, ledger_path)

@@ -171,5 +171,7 @@ def check_results(doc: dict[str, Any]) -> None:
 def read_results(path: str | Path) -> dict[str, Any]:
     """Load and schema-check a results.json (a run's or a study's)."""
     doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: a results document is a JSON object, not {type(doc).__name__}")
     check_results(doc)
     return doc

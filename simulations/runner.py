@@ -13,6 +13,7 @@ rewritten atomically after every round.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import platform
 import secrets
@@ -46,7 +47,7 @@ from simulations.clients import (
     noise_rng,
     run_blocks,
 )
-from simulations.config import NO_NOISE, SimConfig
+from simulations.config import NO_NOISE, PrivacyParams, SimConfig
 from simulations.results import METRICS_NOTE, SCHEMA, write_atomic
 from simulations.tasks import LogRegTask, MeanTask, make_task
 from simulations.tasks.protocol import call_task, check_server_update, finite_metrics, task_description
@@ -73,7 +74,9 @@ SEED_DERIVATION = (
     "(1, r, 3), participant block b (1, r, 4, b) [config 'rng': AES-CTR (randomgen AESCounter) or PCG64], "
     "ideal mode: the included clients' noise summed as one draw (1, r, 5) [config 'rng'] where exact "
     "(Skellam) or within total variation 2^-60 (discrete Gaussian), else per client in the blocks; "
-    "logreg client-level local minibatches of client i in round r (2, r, i)"
+    "logreg client-level local minibatches of client i in round r (2, r, i); random check-ins "
+    "(population.participation = 'random-checkin'): epoch e's participants and their rounds (3, e) [PCG64] in "
+    "place of the round's check-in"
 )
 _DRAW_CHUNK = 1 << 20  # check-in coins drawn per call: bounded memory at n = 10^7 (same stream as one call)
 
@@ -104,6 +107,12 @@ class Plan:
     # sum, privacy.dropout_tolerance, grouping), or None without enforcement
     noise: NoiseSpec | None = field(default=None, repr=False, compare=False)
 
+    @property
+    def mechanism(self) -> Mechanism | None:
+        """The library plan's noise mechanism (``dp.mechanism``; None without ``dp``), so that a Plan is a
+        :class:`~secagg_dp.accounting.checkin.providers.DPPlanLike` (the simulator's providers name theirs)."""
+        return self.dp.mechanism if self.dp is not None else None
+
     def as_dict(self) -> dict[str, Any]:
         """The recorded fields (``derived`` in results.json): every field but ``dp`` and ``noise``."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("dp", "noise")}
@@ -125,8 +134,8 @@ def plan(cfg: SimConfig, root_seed: int = 0, task: Any = None) -> Plan:
     n_exp = pop.expected_checkins
     if pop.sampling == "fixed":
         n_scale = pop.fixed_size
-    else:  # a high-probability upper bound on the number of participants K ~ Bin(n, p)
-        n_scale = min(pop.clients, math.ceil(n_exp + 4.0 * math.sqrt(n_exp * (1.0 - pop.checkin)) + 1.0))
+    else:  # a high-probability upper bound on the number of participants K ~ Bin(n, p) (p b / m: random check-ins)
+        n_scale = min(pop.clients, math.ceil(n_exp + 4.0 * math.sqrt(n_exp * (1.0 - pop.round_rate)) + 1.0))
     task = resolve_task(cfg, task)
     from simulations.tasks.protocol import check_task
 
@@ -198,7 +207,7 @@ def noise_spec(cfg: SimConfig, dp: DPPlan) -> NoiseSpec | None:
     return NoiseSpec(dp.enforced_target_variance(), priv.dropout_tolerance)
 
 
-def _budget_sigma(priv: Any, expected: float, steps: int) -> float:
+def _budget_sigma(priv: PrivacyParams, expected: float, steps: int) -> float:
     """The per-client noise std the scale budgets for, z C / sqrt(K_exp) sqrt(S) (for error messages)."""
     sigma_local = priv.noise_multiplier * priv.clip / math.sqrt(expected)
     return sigma_local if steps == 1 else sigma_local * math.sqrt(steps)
@@ -268,10 +277,55 @@ def _round_int(root: int, r: int, purpose: int) -> int:
     return (int(words[0]) | (int(words[1]) << 32)) >> 1  # a 63-bit non-negative integer
 
 
+def epoch_of(cfg: SimConfig, r: int) -> tuple[int, int]:
+    """(epoch e, slot j), both from 0, of round r >= 1 under random check-ins (epochs of m consecutive rounds;
+    the last may be partial: its slots are drawn among all m, only the first run)."""
+    m = cfg.population.epoch_rounds
+    return (r - 1) // m, (r - 1) % m
+
+
+def draw_slots(rng: np.random.Generator, count: int, m: int, b: int) -> np.ndarray:
+    """A ``count x b`` int64 array whose rows are independent uniform b-subsets of {0..m-1} (distinct entries).
+
+    Floyd's algorithm (Bentley & Floyd 1987), vectorised over the rows: for i = m-b..m-1 draw t uniform in
+    {0..i} and keep t if the row does not hold it yet, else i; every b-subset comes out with probability
+    1 / C(m, b). O(count b^2) work, O(count b) memory, never a count x m array."""
+    out = np.empty((count, b), dtype=np.int64)
+    for col, i in enumerate(range(m - b, m)):
+        t = rng.integers(0, i + 1, size=count, dtype=np.int64)
+        if col:
+            t = np.where((out[:, :col] == t[:, None]).any(axis=1), i, t)
+        out[:, col] = t
+    return out
+
+
+@functools.lru_cache(maxsize=2)
+def _epoch_draw(root: int, epoch: int, n: int, p: float, m: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+    """Random check-ins of one epoch (Balle, Kairouz, McMahan, Thakkar & Thakurta 2020): sorted int64 ids of
+    the participating clients and their ``len(ids) x b`` slots (rounds of the epoch, from 0).
+
+    Each client takes part on its own coin p: the set of the clients whose coin came up is drawn as its size
+    N ~ Bin(n, p) and then a uniform N-subset of the n clients (the same law as n independent coins, O(N) work
+    and, for N >= n / 50, O(n) = O(50 N) memory in numpy's sampler); each of them then picks b distinct rounds
+    uniformly (:func:`draw_slots`). Generator: SeedSequence(root, spawn_key=(3, epoch)), PCG64. Cached: the
+    rounds of an epoch share one draw."""
+    rng = np.random.default_rng(np.random.SeedSequence(root, spawn_key=(3, epoch)))
+    count = int(rng.binomial(n, p))
+    ids = np.sort(rng.choice(n, size=count, replace=False).astype(np.int64))
+    return ids, draw_slots(rng, count, m, b)
+
+
 def select_participants(cfg: SimConfig, root: int, r: int) -> np.ndarray:
-    """Sorted int64 ids: check-in by each client's own coin p, or fixed-size sampling without replacement."""
-    rng = _round_rng(root, r, PURPOSE_CHECKIN)
+    """Sorted int64 ids: check-in by each client's own coin p, fixed-size sampling without replacement, or
+    (``population.participation = "random-checkin"``) the clients whose epoch draw chose round r."""
     n = cfg.population.clients
+    if cfg.population.participation == "random-checkin":
+        pop = cfg.population
+        epoch, slot = epoch_of(cfg, r)
+        ids, slots = _epoch_draw(root, epoch, n, pop.checkin, pop.epoch_rounds, pop.slots)
+        chosen: np.ndarray = ids[(slots == slot).any(axis=1)]
+        return chosen
+    rng = _round_rng(root, r, PURPOSE_CHECKIN)
     if cfg.population.sampling == "fixed":
         return np.sort(rng.choice(n, size=cfg.population.fixed_size, replace=False).astype(np.int64))
     parts = [
@@ -687,7 +741,9 @@ def _enforced_spec(noise: NoiseSpec, spec: RoundSpec, stages: np.ndarray, includ
     )
 
 
-def _one_round(cfg, p: Plan, task, model, root: int, r: int, executor, acct) -> tuple[RoundRecord, Any]:
+def _one_round(
+    cfg: SimConfig, p: Plan, task: Any, model: Any, root: int, r: int, executor: Any, acct: Any
+) -> tuple[RoundRecord, Any]:
     t0 = time.perf_counter()
     ra = aggregate_round(cfg, p, root, r, model, executor, cfg.mode, task)
     secs = ra.seconds
@@ -700,7 +756,7 @@ def _one_round(cfg, p: Plan, task, model, root: int, r: int, executor, acct) -> 
     secs["account"] = time.perf_counter() - t4
     t3 = time.perf_counter()
     metrics: dict[str, float] = {}
-    if not aborted:
+    if ra.aggregate is not None:  # not aborted
         spec = ra.spec
         codec = make_codec(spec.dim, spec.bits, spec.clip, spec.scale, spec.rotation_seed, spec.beta)
         decoded = codec.decode(ra.aggregate)

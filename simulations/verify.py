@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 __all__ = [
     "Row",
@@ -29,7 +30,7 @@ __all__ = [
     "format_table",
 ]
 
-Row = tuple[str, dict, bool, str]
+Row = tuple[str, dict[str, Any], bool, str]
 CheckFn = Callable[..., Iterable[Row]]
 
 _BITS = (1, 8, 31, 32, 33, 53, 54, 61, 62)
@@ -279,7 +280,7 @@ def run_checks(checks: Sequence[CheckFn] | None = None, *, seed: int = 0, trials
     return rows
 
 
-def _params_text(params: dict) -> str:
+def _params_text(params: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items())
 
 

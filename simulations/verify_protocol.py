@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -18,7 +19,7 @@ from secagg_dp.stages import DROPOUT_STAGES, NOISE_LOST_STAGES
 
 __all__ = ["Row", "protocol_checks", "dropout_model_checks", "mode_equivalence_checks", "all_checks"]
 
-Row = tuple[str, dict, bool, str]
+Row = tuple[str, dict[str, Any], bool, str]
 STAGES = DROPOUT_STAGES  # the stages the simulator draws dropouts at (secagg_dp.stages)
 
 

@@ -14,7 +14,7 @@ def test_secure_aggregation_page_examples_run():
     assert len(blocks) == 3  # parameters, a round, the same round on an explicit client pool
     ns: dict = {}
     for code in blocks:
-        exec(compile(code, str(PAGE), "exec"), ns)  # noqa: S102 (our own documentation)
+        exec(compile(code, str(PAGE), "exec"), ns)  # our own documentation
     assert (ns["k"], ns["t"]) == (74, 50)  # the values the page states
     assert ns["result"].aggregate.tolist() == [sum(range(100))] * 8
     assert ns["res2"].aggregate.tolist() == [sum(range(100))] * 8

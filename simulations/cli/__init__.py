@@ -16,18 +16,21 @@ from collections.abc import Sequence
 
 from secagg_dp import __version__
 from secagg_dp.errors import SecAggDPError
-from simulations.cli._args import OneLineParser
+from simulations.cli._args import OneLineParser, Subparsers
 
 # (module, function, group): group None registers a top-level subcommand.
 _REGISTRY: tuple[tuple[str, str, str | None], ...] = (
     ("simulations.cli.simulate", "register", None),
     ("simulations.cli.verify", "register", None),
     ("simulations.cli.ledger", "register", None),
+    ("simulations.cli.audit", "register", None),
     ("simulations.cli.account", "register_account", "account"),
     ("simulations.cli.account_checkin", "register_account", "account"),
     ("simulations.cli.account_shuffle", "register_account", "account"),
+    ("simulations.cli.account_random", "register_account", "account"),
     ("simulations.cli.account", "register_calibrate", "calibrate"),
     ("simulations.cli.account_checkin", "register_calibrate", "calibrate"),
+    ("simulations.cli.account_random", "register_calibrate", "calibrate"),
 )
 
 
@@ -38,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    groups: dict[str, argparse._SubParsersAction] = {}
+    groups: dict[str, Subparsers] = {}
     for name, help_text in (
         ("account", "certify (epsilon, delta) for a mechanism and a number of rounds"),
         ("calibrate", "find the smallest noise meeting a target (epsilon, delta)"),

@@ -11,10 +11,11 @@ import argparse
 import math
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from typing import NoReturn, TypeAlias
 
 __all__ = [
     "OneLineParser",
+    "Subparsers",
     "int_in",
     "real_in",
     "DELTA",
@@ -35,6 +36,11 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+#: What a module's ``register(subparsers)`` receives: a subcommand group of the :class:`OneLineParser` CLI (its
+#: ``add_parser`` makes OneLineParsers). A string: argparse's class is generic for type checkers only.
+Subparsers: TypeAlias = "argparse._SubParsersAction[OneLineParser]"
 
 
 def int_in(lo: int | None = None, hi: int | None = None) -> Callable[[str], int]:

@@ -11,7 +11,7 @@ import math
 import sys
 from typing import Any
 
-from simulations.cli._args import DELTA, POSITIVE, int_in, real_in
+from simulations.cli._args import DELTA, POSITIVE, Subparsers, int_in, real_in
 from simulations.cli._output import INFINITE_EPSILON, dumps, rdp_curve
 
 __all__ = ["register_account", "register_calibrate"]
@@ -98,7 +98,7 @@ def _codec_flags(p: argparse.ArgumentParser, *, calibrate: bool) -> None:
     )
 
 
-def register_account(subparsers: Any) -> None:
+def register_account(subparsers: Subparsers) -> None:
     """Add ``gaussian``, ``ddg`` and ``skellam`` under ``secagg-dp account``."""
     p = subparsers.add_parser(
         "gaussian",
@@ -133,7 +133,7 @@ def register_account(subparsers: Any) -> None:
         q.set_defaults(handler=_account_ddg if mech == "ddg" else _account_skellam)
 
 
-def register_calibrate(subparsers: Any) -> None:
+def register_calibrate(subparsers: Subparsers) -> None:
     """Add ``gaussian``, ``ddg`` and ``skellam`` under ``secagg-dp calibrate``."""
     p = subparsers.add_parser(
         "gaussian",

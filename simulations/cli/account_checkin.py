@@ -8,20 +8,20 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from secagg_dp.stages import PROTOCOL_DROPOUT_STAGES
-from simulations.cli._args import DELTA, MAX_CHECKIN_ORDER, POSITIVE, PROBABILITY, int_in, real_in
+from simulations.cli._args import DELTA, MAX_CHECKIN_ORDER, POSITIVE, PROBABILITY, Subparsers, int_in, real_in
 
 if TYPE_CHECKING:
     import numpy as np
 
     from secagg_dp.accounting.checkin.coalition import Coalition
-    from secagg_dp.accounting.checkin.mixture import BaseMechanism, CheckinCertificate, SubsampledCheckin
+    from secagg_dp.accounting.checkin.mixture import BaseMechanism, CheckinCertificate, PerKProvider, SubsampledCheckin
     from secagg_dp.accounting.checkin.pld import PLDCertificate
     from secagg_dp.accounting.core.accountant import Certificate
 
 __all__ = ["register_account", "register_calibrate"]
 
 
-def register_account(subparsers: argparse._SubParsersAction) -> None:
+def register_account(subparsers: Subparsers) -> None:
     """Register ``secagg-dp account checkin`` (its flags and JSON keys)."""
     p = subparsers.add_parser(
         "checkin",
@@ -583,19 +583,20 @@ def _int_or_blank(order: float | None) -> int | str:
 class _JointConvexityTable:
     """Per-k table amplified by joint convexity at rate k/n (for the labelled joint-noise comparison)."""
 
-    def __init__(self, table, n: int) -> None:  # noqa: ANN001
+    def __init__(self, table: PerKProvider, n: int) -> None:
         self.table, self.n, self.neighbouring = table, n, table.neighbouring
 
-    def log_expm1_upper(self, k_lo, k_hi, orders):  # noqa: ANN001, ANN201
+    def log_expm1_upper(self, k_lo: np.ndarray, k_hi: np.ndarray, orders: np.ndarray) -> np.ndarray:
         import numpy as np
 
         with np.errstate(divide="ignore"):
-            return np.log(np.asarray(k_hi, dtype=np.float64) / self.n)[:, None] + self.table.log_expm1_upper(
+            out: np.ndarray = np.log(np.asarray(k_hi, dtype=np.float64) / self.n)[:, None] + self.table.log_expm1_upper(
                 k_lo, k_hi, orders
             )
+        return out
 
 
-def register_calibrate(subparsers: argparse._SubParsersAction) -> None:
+def register_calibrate(subparsers: Subparsers) -> None:
     """Register ``secagg-dp calibrate checkin``: smallest per-client sigma meeting --epsilon (Gaussian, pld)."""
     p = subparsers.add_parser(
         "checkin",

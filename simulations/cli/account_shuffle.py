@@ -18,9 +18,20 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
-from simulations.cli._args import DELTA, MAX_SHUFFLE_ORDER, POSITIVE, int_in, real_in
+from simulations.cli._args import DELTA, MAX_SHUFFLE_ORDER, POSITIVE, Subparsers, int_in, real_in
 from simulations.cli._output import INFINITE_EPSILON, dumps, rdp_curve
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from secagg_dp.accounting.shuffle.ldp import LDPResult
+
+    #: the integer RDP orders of these commands, 2 .. --max-order
+    Orders = npt.NDArray[np.int64]
 
 __all__ = ["register_account"]
 
@@ -77,7 +88,7 @@ def _common(p: argparse.ArgumentParser, default_order: int) -> None:
     )
 
 
-def register_account(subparsers) -> None:
+def register_account(subparsers: Subparsers) -> None:
     """Register ``secagg-dp account shuffle-gaussian`` and ``account shuffled-checkin``."""
     p = subparsers.add_parser(
         "shuffle-gaussian",
@@ -114,7 +125,7 @@ def register_account(subparsers) -> None:
     q.set_defaults(handler=_handle_checkin)
 
 
-def _server_view(args, orders) -> dict:
+def _server_view(args: argparse.Namespace, orders: Orders) -> dict[str, Any]:
     """Certificate against a party that sees each user's report before shuffling (an untrusted shuffler or
     collecting server): only the local randomizer protects, with check-in the revealed flag
     (core ``revealed_participation_rdp``); Gaussian reports with sensitivity 1 (Mironov 2017 Prop. 7) or
@@ -145,7 +156,9 @@ def _server_view(args, orders) -> dict:
 _RDP_BOUND_OF = {"upper": "upper", RDP_LOWER: "lower", "estimate": "estimate"}
 
 
-def _emit(args, out: dict, orders, rdp, rdp_bound: str | None = None) -> int:
+def _emit(
+    args: argparse.Namespace, out: dict[str, Any], orders: Orders, rdp: Iterable[float], rdp_bound: str | None = None
+) -> int:
     """Print ``out``; with ``--rdp`` add the curve and ``rdp_bound``, the label of the RDP curve itself (an RDP
     lower bound is "lower" there, while the epsilon converted from it is "rdp-lower")."""
     out = {"observer": "analyst", **out, "server": _server_view(args, orders)}
@@ -179,7 +192,9 @@ def _emit(args, out: dict, orders, rdp, rdp_bound: str | None = None) -> int:
     return 0
 
 
-def _convert(orders, rdp, rounds, delta, conversion="cks"):
+def _convert(
+    orders: Orders, rdp: npt.ArrayLike, rounds: int, delta: float, conversion: str = "cks"
+) -> tuple[float, float, list[str]]:
     import warnings
 
     import numpy as np
@@ -194,7 +209,7 @@ def _convert(orders, rdp, rounds, delta, conversion="cks"):
     return eps, order, notes
 
 
-def _round_rdp(bound: str, orders, n: int, sigma: float, gamma: float | None = None):
+def _round_rdp(bound: str, orders: Orders, n: int, sigma: float, gamma: float | None = None) -> npt.NDArray[np.float64]:
     """The per-round RDP curve of the shuffle bound ``bound`` (a key of ``SHUFFLE_BOUNDS``), from the
     :class:`ShuffleAccountant` over one :class:`ShuffleRound`; this command labels and converts it."""
     from secagg_dp.accounting.shuffle.certificates import ShuffleAccountant, ShuffleRound
@@ -249,7 +264,7 @@ _CHECKIN_GAUSSIAN = {
 }
 
 
-def _handle_gaussian(args) -> int:
+def _handle_gaussian(args: argparse.Namespace) -> int:
     import numpy as np
 
     orders = np.arange(2, args.max_order + 1)
@@ -270,7 +285,7 @@ def _handle_gaussian(args) -> int:
     return _emit(args, out, orders, rdp, rdp_bound)
 
 
-def _epsilon_lower(args) -> dict:
+def _epsilon_lower(args: argparse.Namespace) -> dict[str, Any]:
     """A proven LOWER bound on the mechanism's epsilon at ``--delta`` (the sum of one pair's shuffled reports,
     :mod:`secagg_dp.accounting.shuffle.lower`), whichever ``--bound`` is printed; never a certificate."""
     from secagg_dp.accounting.shuffle.lower import shuffle_gaussian_epsilon_lower
@@ -287,7 +302,7 @@ def _epsilon_lower(args) -> dict:
     }
 
 
-def _handle_checkin(args) -> int:
+def _handle_checkin(args: argparse.Namespace) -> int:
     import numpy as np
 
     from secagg_dp.errors import ParameterError
@@ -316,7 +331,7 @@ def _handle_checkin(args) -> int:
     return _handle_ldp(args, orders)
 
 
-def _handle_ldp(args, orders) -> int:
+def _handle_ldp(args: argparse.Namespace, orders: Orders) -> int:
     """``shuffled-checkin --eps0``: the LDP approaches (estimates) and the draft's Thm 2 / Thm 3 curves."""
     from secagg_dp.accounting.shuffle import ldp as ls
     from secagg_dp.errors import ParameterError
@@ -354,7 +369,7 @@ def _handle_ldp(args, orders) -> int:
     return _emit(args, _ldp_out(res, [_CAVEAT_LDP_DELTA]), orders, [])
 
 
-def _ldp_out(res, caveats: list[str]) -> dict:
+def _ldp_out(res: LDPResult, caveats: list[str]) -> dict[str, Any]:
     """The JSON object of an ``LDPResult``: its own ``bound`` and ``certificate`` labels, never upgraded."""
     return {
         "epsilon": res.epsilon,

@@ -8,7 +8,7 @@ import math
 import os
 from typing import Any
 
-from simulations.cli._args import DELTA
+from simulations.cli._args import DELTA, Subparsers
 
 __all__ = ["register"]
 
@@ -286,7 +286,7 @@ def _stored_neighbouring(path: str, sqlite3: Any) -> str:
         ) from None
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]  # argparse's is generic
+def register(subparsers: Subparsers) -> None:
     """Add the ``ledger`` subcommand."""
     help_text = (
         "summarise a privacy ledger: grouped events and their outcomes, the epsilon the run certified per "

@@ -14,14 +14,18 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from secagg_dp.errors import ConfigError
-from simulations.cli._args import int_in
+from simulations.cli._args import Subparsers, int_in
+
+if TYPE_CHECKING:
+    from simulations.config import SimConfig
 
 __all__ = ["register", "handle"]
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subparsers) -> None:
     p = subparsers.add_parser(
         "simulate",
         help="simulate rounds of secure aggregation with DP noise; write results.json and plots",
@@ -135,7 +139,7 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def _warn_aborts(doc: dict) -> None:
+def _warn_aborts(doc: dict[str, Any]) -> None:
     """One warning line on stderr per run with aborted rounds: how many, why, and what they were charged."""
     from simulations.study import collapse_lines
 
@@ -176,7 +180,7 @@ def _check_out(out: Path) -> None:
         ) from None
 
 
-def summary_text(doc: dict, out: Path) -> str:
+def summary_text(doc: dict[str, Any], out: Path) -> str:
     """The lines under the table: what ε certifies, stops, wrap-around risk, and where every file is (a line
     repeated for the seeds of one variant is printed once, with its count)."""
     from simulations.study import collapse_lines
@@ -252,7 +256,7 @@ def summary_text(doc: dict, out: Path) -> str:
     return "\n".join(lines)
 
 
-def communication_line(comm: dict) -> str:
+def communication_line(comm: dict[str, Any]) -> str:
     """The ``summary.communication`` of a crypto-mode run in one line (kB = 10^3 bytes)."""
     raw = comm["raw_bytes"]
     ratio = f" = {comm['upload_bytes_mean'] / raw:.3g}x the {raw / 1e3:.4g} kB unmasked vector" if raw else ""
@@ -263,7 +267,7 @@ def communication_line(comm: dict) -> str:
     )
 
 
-def _check_extras(cfg, *, plots: bool, progress: bool) -> None:  # noqa: ANN001
+def _check_extras(cfg: SimConfig, *, plots: bool, progress: bool) -> None:
     """Refuse before any work when an optional module the run will import is missing."""
     import importlib.util
 

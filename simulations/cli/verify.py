@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from simulations.cli._args import int_in
+from simulations.cli._args import Subparsers, int_in
 
 #: Cap on --trials: one trial of every check takes several seconds, so 100 trials already take minutes.
 MAX_TRIALS = 100
@@ -41,7 +41,7 @@ def _handler(args: argparse.Namespace) -> int:
     return 0 if failed == 0 else 1
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subparsers) -> None:
     """Add the ``verify`` subcommand."""
     help_text = "randomized end-to-end checks: clip, encode, noise, modular sum, decode vs the plain sum"
     p = subparsers.add_parser("verify", help=help_text, description=help_text)

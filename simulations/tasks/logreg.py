@@ -60,7 +60,8 @@ def load_digits_partition(root_seed: int, n_clients: int) -> tuple[np.ndarray, n
 
 
 def predict(w: np.ndarray, x: np.ndarray) -> np.ndarray:
-    return np.argmax(x @ w.reshape(N_FEATURES, N_CLASSES), axis=1)
+    classes: np.ndarray = np.argmax(x @ w.reshape(N_FEATURES, N_CLASSES), axis=1)
+    return classes
 
 
 def per_sample_gradients(w: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -70,7 +71,8 @@ def per_sample_gradients(w: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndar
     p = np.exp(logits)
     p /= p.sum(axis=1, keepdims=True)
     p[np.arange(len(y)), y] -= 1.0
-    return (x[:, :, None] * p[:, None, :]).reshape(len(y), -1)
+    grads: np.ndarray = (x[:, :, None] * p[:, None, :]).reshape(len(y), -1)
+    return grads
 
 
 def _loss(w: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
@@ -95,7 +97,7 @@ class LogRegTask:
         return N_FEATURES * N_CLASSES
 
     def shard_size(self, root_seed: int) -> int:
-        return load_digits_partition(root_seed, self.n_clients)[0].shape[1]
+        return int(load_digits_partition(root_seed, self.n_clients)[0].shape[1])
 
     def init_model(self, root_seed: int) -> np.ndarray:
         load_digits_partition(root_seed, self.n_clients)  # fail early (ConfigError) if shards would be empty

@@ -26,6 +26,7 @@ import sys
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = ["MeanTask", "client_vector", "client_vectors", "client_normals", "splitmix64_words"]
 
@@ -45,7 +46,7 @@ def _direction(root_seed: int, dim: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=8)
 def _direction_scaled(root_seed: int, dim: int) -> np.ndarray:
-    mu = _direction(root_seed, dim) * np.sqrt(dim)
+    mu: np.ndarray = _direction(root_seed, dim) * np.sqrt(dim)
     mu.setflags(write=False)
     return mu
 
@@ -77,7 +78,7 @@ def _mix_inplace(z: np.ndarray) -> np.ndarray:
     return z
 
 
-def _window_words(key: int, client_ids: np.ndarray, width: int, parts: int) -> np.ndarray:
+def _window_words(key: int, client_ids: npt.ArrayLike, width: int, parts: int) -> np.ndarray:
     """Each client's window of ``width`` words cut into ``parts`` equal runs, run-major: shape
     (parts, len(ids), width / parts), [s, i, j] = word ids[i] * width + s * width / parts + j of the stream."""
     ids = np.asarray(client_ids, dtype=np.int64).reshape(-1).astype(np.uint64)
@@ -85,13 +86,14 @@ def _window_words(key: int, client_ids: np.ndarray, width: int, parts: int) -> n
     return _mix_inplace(np.add(start[None, :, None], _offsets(width, parts)))
 
 
-def splitmix64_words(key: int, client_ids: np.ndarray, width: int) -> np.ndarray:
+def splitmix64_words(key: int, client_ids: npt.ArrayLike, width: int) -> np.ndarray:
     """Words i * width .. i * width + width - 1 of the SplitMix64 stream seeded with ``key``, one row per id
     (uint64, shape (len(ids), width)): word k is mix(key + (k + 1) * gamma) mod 2^64."""
-    return _window_words(key, client_ids, width, 1)[0]
+    words: np.ndarray = _window_words(key, client_ids, width, 1)[0]
+    return words
 
 
-def _box_muller(root_seed: int, client_ids: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
+def _box_muller(root_seed: int, client_ids: npt.ArrayLike, dim: int) -> tuple[np.ndarray, np.ndarray]:
     """(r cos t, r sin t) of each client, two float32 arrays of shape (len(ids), 2 * ceil(dim / 4)).
 
     The radius words and the angle words of all the clients are computed as two contiguous arrays, so that
@@ -119,7 +121,7 @@ def _box_muller(root_seed: int, client_ids: np.ndarray, dim: int) -> tuple[np.nd
     return c, t
 
 
-def client_normals(root_seed: int, client_ids, dim: int) -> np.ndarray:  # noqa: ANN001
+def client_normals(root_seed: int, client_ids: npt.ArrayLike, dim: int) -> np.ndarray:
     """The clients' standard normals z_i (float32, shape (len(ids), 4 * ceil(dim / 4)); the first ``dim``
     columns are used): Box-Muller on the 24-bit uniforms of each client's window (see the module docstring)."""
     return np.concatenate(_box_muller(root_seed, client_ids, dim), axis=1)
@@ -139,7 +141,7 @@ def _row_sq(a: np.ndarray) -> np.ndarray:
 _PASS_ROWS = 64
 
 
-def client_vectors(root_seed: int, client_ids, dim: int, clip: float) -> np.ndarray:  # noqa: ANN001
+def client_vectors(root_seed: int, client_ids: npt.ArrayLike, dim: int, clip: float) -> np.ndarray:
     """The data vectors of ``client_ids`` as rows (each a deterministic function of the root seed and the id)."""
     ids = np.asarray(client_ids, dtype=np.int64).reshape(-1)
     mu = _direction_scaled(root_seed, dim)
@@ -158,7 +160,8 @@ def client_vectors(root_seed: int, client_ids, dim: int, clip: float) -> np.ndar
 
 def client_vector(root_seed: int, client_id: int, dim: int, clip: float) -> np.ndarray:
     """The data vector of one client (a deterministic function of the root seed and the id)."""
-    return client_vectors(root_seed, [client_id], dim, clip)[0]
+    row: np.ndarray = client_vectors(root_seed, [client_id], dim, clip)[0]
+    return row
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,7 @@ def test_code_blocks_run_and_transcripts_match(page, tmp_path, monkeypatch):
             continue
         where = f"{_id(page)}:{block.line}"
         if block.lang == "python":
-            exec(compile(block.body, where, "exec"), namespace)  # noqa: S102 - our own documentation
+            exec(compile(block.body, where, "exec"), namespace)  # our own documentation
         elif block.lang == "console":
             for command, expected in doc_blocks.transcript(block.body):
                 actual = doc_blocks.run_command(command)

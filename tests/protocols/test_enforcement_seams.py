@@ -144,7 +144,7 @@ def test_a_seed_that_does_not_open_the_commitment_is_not_accepted() -> None:
     s.choose_group(0)
     accepted: list[bool] = []
 
-    def reconstruct(owners: list[int], verify) -> dict[int, bytes]:  # noqa: ANN001
+    def reconstruct(owners: list[int], verify) -> dict[int, bytes]:
         accepted.append(verify(7, b"s" * 16))
         return {}
 

@@ -16,7 +16,7 @@ BITS, DIM = 20, 7
 IDS = list(range(2, 50, 2))
 
 
-def _round(faults: FaultInjector | None, neighbours: int | None, security: str):  # noqa: ANN202
+def _round(faults: FaultInjector | None, neighbours: int | None, security: str):
     rng = np.random.default_rng(11)
     inputs = {c: rng.integers(0, 1 << BITS, DIM, dtype=np.uint64) for c in IDS}
     t = 5 if neighbours else (17 if security == "active" else 4)

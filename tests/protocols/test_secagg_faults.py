@@ -204,7 +204,7 @@ def test_malformed_bytes_only_raise_protocol_error(data):
 
 @pytest.mark.parametrize("kind", list(m.Kind))
 def test_truncated_or_padded_messages_refused(kind):
-    from test_secagg_stages import REF  # noqa: PLC0415 (reference messages of a seeded round)
+    from test_secagg_stages import REF  # reference messages of a seeded round
 
     good = REF["active"][kind]
     m.decode(good)

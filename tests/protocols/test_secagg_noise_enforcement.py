@@ -87,7 +87,7 @@ class _GreedyServer(SecAggServer):
 
     GREEDY = 1
 
-    def _unmask_requests(self, responders, sigs):  # noqa: ANN001, ANN202
+    def _unmask_requests(self, responders, sigs):
         out = super()._unmask_requests(responders, sigs)
         self._noise_group = self.GREEDY
         return [(u, dataclasses.replace(m.decode(b), noise_group=self.GREEDY).to_bytes()) for u, b in out]
@@ -156,7 +156,7 @@ class _InflatingServer(SecAggServer):
     """An active server that counts the clients that dropped before sharing keys as survivors in the signed
     survivor set (they have no masks, so the sum would still come out), shrinking d by their number."""
 
-    def _close_masked(self):  # noqa: ANN202
+    def _close_masked(self):
         from protocols.pki import consistency_statement
         from protocols.server import survivor_lists
 

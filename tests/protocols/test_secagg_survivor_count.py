@@ -56,13 +56,13 @@ class _Forging(SecAggServer):
     group = staticmethod(lambda server, count: min(server._noise_sched.removable(N - count), default=0))
     last: _Forging | None = None
 
-    def __init__(self, **kw) -> None:  # noqa: ANN003
+    def __init__(self, **kw) -> None:
         super().__init__(**kw)
         type(self).last = self
         self.revealed: dict[int, object] = {}
         self.sent: dict[int, m.SurvivorList] = {}
 
-    def _close_masked(self):  # noqa: ANN202
+    def _close_masked(self):
         self._need("sent masked inputs", self._masked)
         self._u3 = frozenset(self._masked)
         self._sets: dict[int, frozenset[int]] = {}
@@ -86,7 +86,7 @@ class _Forging(SecAggServer):
         else:
             super().receive(data, sender=sender)
 
-    def _close_signatures(self):  # noqa: ANN202
+    def _close_signatures(self):
         self._need("signed the survivor set", self._sigs)
         self._responders = frozenset(self._sigs)
         out = []
@@ -115,13 +115,13 @@ class _Forging(SecAggServer):
 class _Pool(InProcessClientPool):
     """The in-process pool, keeping the clients' refusal reports (an aborted round returns none)."""
 
-    def deliver(self, stage, envelopes):  # noqa: ANN001, ANN201
+    def deliver(self, stage, envelopes):
         out, refused = super().deliver(stage, envelopes)
         self.refusals = getattr(self, "refusals", []) + refused
         return out, refused
 
 
-def _run(monkeypatch, neighbours, threshold, *, drops=None, **forge):  # noqa: ANN001, ANN003, ANN202
+def _run(monkeypatch, neighbours, threshold, *, drops=None, **forge):
     for name, fn in forge.items():
         monkeypatch.setattr(_Forging, name, staticmethod(fn))
     monkeypatch.setattr(round_module, "SecAggServer", _Forging)
@@ -137,7 +137,7 @@ def _run(monkeypatch, neighbours, threshold, *, drops=None, **forge):  # noqa: A
     return res, None, pool, _Forging.last
 
 
-def _unmasking(pool) -> list[str]:  # noqa: ANN001
+def _unmasking(pool) -> list[str]:
     """The refusals at the unmasking stage (at least one: the test would pass vacuously otherwise)."""
     out = [r for r in pool.refusals if r.startswith("unmasking")]
     assert out
@@ -239,7 +239,7 @@ class _Probe(SecAggServer):
 
     order: np.ndarray | None = None
 
-    def _close_keys(self):  # noqa: ANN202
+    def _close_keys(self):
         super()._close_keys()
         type(self).order = self._graph.order.copy()
         raise self._abort("probe")
@@ -250,7 +250,7 @@ class _Residual(SecAggServer):
 
     FAKE: frozenset[int] = frozenset()
 
-    def _close_masked(self):  # noqa: ANN202
+    def _close_masked(self):
         out = super()._close_masked()
         lists = survivor_lists(self.round_id, self._graph, self._u3 | self.FAKE)
         self._signed_count = lists.count
@@ -258,7 +258,7 @@ class _Residual(SecAggServer):
         return [(u, lists.message(u).to_bytes()) for u, _ in out]
 
 
-def _residual_round(monkeypatch, server_cls, neighbours, threshold, fake, drops, pool=None):  # noqa: ANN001, ANN202
+def _residual_round(monkeypatch, server_cls, neighbours, threshold, fake, drops, pool=None):
     monkeypatch.setattr(_Residual, "FAKE", frozenset(fake))
     monkeypatch.setattr(round_module, "SecAggServer", server_cls)
     inputs = _inputs()

@@ -23,7 +23,7 @@ from secagg_dp.quantize import (
 
 @pytest.mark.parametrize("transform", [fwht, fwht_butterfly])
 @pytest.mark.parametrize("log_d", range(0, 13))
-def test_fwht_matches_dense_sylvester_hadamard(transform, log_d: int) -> None:  # noqa: ANN001
+def test_fwht_matches_dense_sylvester_hadamard(transform, log_d: int) -> None:
     # Oracle: scipy.linalg.hadamard builds the Sylvester matrix entry by entry, independent of our butterflies
     # and of our Kronecker factors.
     d = 1 << log_d

@@ -218,7 +218,7 @@ def test_a_failed_run_leaves_a_ledger_that_says_why(tmp_path):
 
     @dataclasses.dataclass(frozen=True)
     class FailsInRound2(MeanTask):
-        def server_update(self, model, decoded_sum, participants, root_seed):  # noqa: ANN001, ANN201
+        def server_update(self, model, decoded_sum, participants, root_seed):
             if getattr(self, "_seen", False):
                 raise RuntimeError("disk full while saving the model")
             object.__setattr__(self, "_seen", True)

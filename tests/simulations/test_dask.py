@@ -6,10 +6,10 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from simulations.clients import BLOCK, CHUNK  # noqa: E402
-from simulations.executors import DaskExecutor, InProcessExecutor, chunked  # noqa: E402
-from simulations.runner import run_scenario  # noqa: E402
-from tests.simulations.conftest import CountingAccountant, small_config  # noqa: E402
+from simulations.clients import BLOCK, CHUNK
+from simulations.executors import DaskExecutor, InProcessExecutor, chunked
+from simulations.runner import run_scenario
+from tests.simulations.conftest import CountingAccountant, small_config
 
 
 def test_dask_localcluster_matches_inprocess(tmp_path):

@@ -11,14 +11,14 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from protocols import InProcessClientPool, run_pooled_round  # noqa: E402
-from protocols.messages import Kind  # noqa: E402
-from protocols.transport import FaultInjector  # noqa: E402
-from secagg_dp.errors import AbortError, ParameterError  # noqa: E402
-from simulations.clients import blocks_of, run_blocks  # noqa: E402
-from simulations.crypto_pool import ClientShard, given_inputs  # noqa: E402
-from simulations.executors import DaskExecutor, InProcessExecutor  # noqa: E402
-from tests.simulations.conftest import CountingAccountant, small_config  # noqa: E402
+from protocols import InProcessClientPool, run_pooled_round
+from protocols.messages import Kind
+from protocols.transport import FaultInjector
+from secagg_dp.errors import AbortError, ParameterError
+from simulations.clients import blocks_of, run_blocks
+from simulations.crypto_pool import ClientShard, given_inputs
+from simulations.executors import DaskExecutor, InProcessExecutor
+from tests.simulations.conftest import CountingAccountant, small_config
 
 BITS, DIM = 24, 30
 IDS = [5 * i + 2 for i in range(40)]

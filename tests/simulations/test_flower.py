@@ -240,7 +240,7 @@ def test_flower_dropout_is_left_out_and_costs_privacy(tmp_path):
 # ---- SecAggDPAccountant against Flower's own protocol and RdpAccountant (needs flwr; dp-accounting is ours) ----
 
 
-def _flower_accounting():  # noqa: ANN202
+def _flower_accounting():
     pytest.importorskip("flwr", reason="the flower extra is not installed")
     import flwr.serverapp as fs
 
@@ -287,7 +287,7 @@ def test_secaggdp_accountant_satisfies_flowers_privacy_accountant_protocol():
 
 @pytest.mark.slow  # ~6-9 s each, nearly all in Flower's RdpAccountant (dp-accounting's bounds up to order 1024)
 @pytest.mark.parametrize("model", ["poisson", "without-replacement"])
-def test_secaggdp_accountant_never_above_flowers_rdp_accountant(model):  # noqa: ANN001
+def test_secaggdp_accountant_never_above_flowers_rdp_accountant(model):
     """The same GaussianPrivacyEvents through Flower's RdpAccountant and ours. Relation as Flower defines it:
     Poisson sampling with add-or-remove-one, sampling without replacement with replace-one, noise_multiplier the
     noise std over the sensitivity under that relation (both hand dp-accounting / our core GaussianDpEvent(z)).

@@ -59,7 +59,7 @@ PROTOCOL_METHODS = {
 }
 
 
-def _cfg(**kw):  # noqa: ANN003, ANN202
+def _cfg(**kw):
     base = dict(dim=10, clip=1.0, noise_multiplier=1.0, sample_size=10, population=N, threshold=7, seed=1)
     return FlowerDPConfig(**{**base, **kw})
 
@@ -90,7 +90,7 @@ def test_every_protocol_member_is_there_with_flowers_signature():
 
 
 @pytest.mark.parametrize("observer", ["analyst", "server", "coalition"])
-def test_our_rounds_are_charged_exactly_as_the_checkin_accountant_charges_them(observer):  # noqa: ANN001
+def test_our_rounds_are_charged_exactly_as_the_checkin_accountant_charges_them(observer):
     coalition = Coalition(1, 5) if observer == "coalition" else None
     acc = SecAggDPAccountant(WOR, observer=observer, coalition=coalition, orders=CHECKIN_ORDERS)
     ref = CheckinAccountant("rdp", "replace-one", orders=CHECKIN_ORDERS, observer=observer, coalition=coalition)
@@ -130,7 +130,7 @@ def test_local_steps_rounds_compose_under_add_remove():
 
 
 @pytest.mark.parametrize(("config", "name"), [(POISSON, "poisson"), (WOR, "wor"), (NOAMP, "none")])
-def test_flowers_gaussian_events_match_dp_accounting(config, name):  # noqa: ANN001
+def test_flowers_gaussian_events_match_dp_accounting(config, name):
     import dp_accounting as dpa
     from dp_accounting import rdp
 
@@ -259,7 +259,7 @@ def test_bad_events_and_configs_name_the_argument():
     assert acc.num_releases == 0 and acc.get_epsilon(1e-5) == 0.0
 
 
-def test_the_workflow_refuses_a_round_whose_worst_case_would_exceed_and_persists(tmp_path, caplog):  # noqa: ANN001
+def test_the_workflow_refuses_a_round_whose_worst_case_would_exceed_and_persists(tmp_path, caplog):
     cfg = _cfg()
     worst = round_event(cfg, cfg.threshold)
     one = CheckinAccountant("rdp", orders=CHECKIN_ORDERS).compose(worst).get_epsilon(cfg.delta)
@@ -297,7 +297,7 @@ class _NoGrid:
         return []
 
 
-def test_the_workflow_loads_its_accountant_and_refuses_before_any_message(tmp_path):  # noqa: ANN001
+def test_the_workflow_loads_its_accountant_and_refuses_before_any_message(tmp_path):
     from simulations.flower.server import SecAggDPWorkflow
 
     cfg = _cfg()

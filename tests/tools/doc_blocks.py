@@ -125,7 +125,7 @@ def _page_outputs(path: Path) -> list[tuple[Block, list[tuple[str, list[str], li
             if b.lang == "python":
                 with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    exec(compile(b.body, f"{path.name}:{b.line}", "exec"), namespace)  # noqa: S102 - our docs
+                    exec(compile(b.body, f"{path.name}:{b.line}", "exec"), namespace)  # our docs
             elif b.lang == "console":
                 out.append((b, [(cmd, expected, run_command(cmd)) for cmd, expected in transcript(b.body)]))
     return out

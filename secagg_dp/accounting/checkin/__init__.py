@@ -6,7 +6,8 @@ Holds the check-in round event (:mod:`.events`) and its accountant under the cor
 Gaussian sums) and the one provider builder (:mod:`.providers`), binomial tail math (:mod:`.tails`), dropout
 models (:mod:`.dropout`), local steps (:mod:`.local_steps`), per-observer certificates (:mod:`.observers`; the
 coalition of an active server with corrupt clients: :mod:`.coalition`), labelled baselines (:mod:`.baselines`)
-and the privacy-loss-distribution accountant (:mod:`.pld`). It imports the core and never the shuffle
+and the privacy-loss-distribution accountant (:mod:`.pld`); random check-ins (Balle et al. 2020) in
+:mod:`.random_checkin`. It imports the core and never the shuffle
 accountants. ``CHECKIN_ORDERS`` is the check-in order grid
 (:func:`.mixture.checkin_orders`: integers 2..256, then every 16th to 1024), not the core's ``DEFAULT_ORDERS``;
 ``DEFAULT_ORDERS`` here is its former name (the same array).
@@ -30,6 +31,7 @@ if TYPE_CHECKING:  # the names, for type checkers and the API reference; at run 
     from secagg_dp.accounting.checkin.observers import *  # noqa: F403
     from secagg_dp.accounting.checkin.pld import *  # noqa: F403
     from secagg_dp.accounting.checkin.providers import *  # noqa: F403
+    from secagg_dp.accounting.checkin.random_checkin import *  # noqa: F403
     from secagg_dp.accounting.checkin.tails import *  # noqa: F403
 
 _MODULES = (
@@ -44,6 +46,7 @@ _MODULES = (
     "observers",
     "pld",
     "providers",
+    "random_checkin",
     "tails",
 )  # bound in this order (a later module's name wins, as with the star imports)
 _ALL_ORDER = (
@@ -59,6 +62,7 @@ _ALL_ORDER = (
     "coalition",
     "pld",
     "providers",
+    "random_checkin",
 )
 
 

@@ -27,6 +27,8 @@ _PATHS: dict[str, str] = {
     "window": "secagg_dp.accounting.checkin.accountant:CheckinWindowAccountant",
     "checkin-pld": "secagg_dp.accounting.checkin.accountant:CheckinPldAccountant",
     "shuffle": "secagg_dp.accounting.shuffle.certificates:ShuffleAccountant",
+    "random-checkin-pld": "secagg_dp.accounting.checkin.random_checkin:RandomCheckinPldAccountant",
+    "random-checkin-rdp": "secagg_dp.accounting.checkin.random_checkin:RandomCheckinRdpAccountant",
 }
 
 
@@ -51,7 +53,8 @@ class _Registry(Mapping[str, type[PrivacyAccountant]]):
 
 #: method name -> accountant class: ``"rdp"`` (RDP of any :class:`PrivacyEvent` with a curve), ``"pld"``
 #: (dp-accounting's PLD), ``"checkin-rdp"``, ``"window"``, ``"checkin-pld"`` (the check-in accountant's three
-#: methods) and ``"shuffle"`` (:class:`ShuffleRound` events, ``method=`` a key of ``SHUFFLE_BOUNDS``).
+#: methods), ``"shuffle"`` (:class:`ShuffleRound` events, ``method=`` a key of ``SHUFFLE_BOUNDS``) and
+#: ``"random-checkin-pld"``, ``"random-checkin-rdp"`` (:class:`RandomCheckinEpoch` events, random check-ins).
 ACCOUNTANTS: Mapping[str, type[PrivacyAccountant]] = _Registry()
 
 

@@ -112,7 +112,7 @@ def _d_ddg(sigma: float, shares: int) -> tuple[float, ...]:
 # --- the literal adversary ----------------------------------------------------------------------------
 
 
-def _literal_rdp(n, gamma, co, divergence, strategy, roster_rate=None):  # noqa: ANN001, ANN202
+def _literal_rdp(n, gamma, co, divergence, strategy, roster_rate=None):
     """Exact per-round RDP of the coalition's view (all flags, roster, K, kept sum minus colluders).
 
     Client 0 is the target, clients 1..c the colluders, the rest honest. Honest clients are in the sum w.p.
@@ -173,7 +173,7 @@ CASES = [  # (n, gamma, colluders, min_sum)
 
 @pytest.mark.parametrize(("n", "gamma", "c", "m"), CASES)
 @pytest.mark.parametrize("strategy", ["honest", "in"])
-def test_skellam_certificate_covers_the_literal_adversary(n, gamma, c, m, strategy):  # noqa: ANN001
+def test_skellam_certificate_covers_the_literal_adversary(n, gamma, c, m, strategy):
     v = 20.0  # small per-client Skellam variance (grid units), where Agarwal, Kairouz & Liu's bound is close
     co = Coalition(c, m)
     mech = SkellamSum(v, 2.0, 2.0)
@@ -185,7 +185,7 @@ def test_skellam_certificate_covers_the_literal_adversary(n, gamma, c, m, strate
 
 
 @pytest.mark.parametrize(("n", "gamma", "c", "m"), CASES[:4])
-def test_ddg_certificate_covers_the_literal_adversary(n, gamma, c, m):  # noqa: ANN001
+def test_ddg_certificate_covers_the_literal_adversary(n, gamma, c, m):
     sigma = 3.0
     co = Coalition(c, m)
     mech = DDGSum(sigma, 1, 2.0, 2.0)
@@ -198,7 +198,7 @@ def test_ddg_certificate_covers_the_literal_adversary(n, gamma, c, m):  # noqa: 
 
 @pytest.mark.parametrize(("n", "gamma", "r", "c", "m"), [(5, 0.4, 0.7, 1, 2), (5, 0.5, 0.8, 0, 3), (4, 0.3, 0.9, 2, 3)])
 @pytest.mark.parametrize("strategy", ["honest", "in", "dropped"])
-def test_enforced_certificate_covers_the_literal_adversary(n, gamma, r, c, m, strategy):  # noqa: ANN001
+def test_enforced_certificate_covers_the_literal_adversary(n, gamma, r, c, m, strategy):
     """Add-then-remove: every removable group removed, each honest kept client keeps level 0, mu / N."""
     mu = 60.0
     co = Coalition(c, m)
@@ -245,7 +245,7 @@ def test_epsilon_delta_level_against_the_literal_adversary():
 # --- against the server certificate -------------------------------------------------------------------
 
 
-def _mechanisms(n: int) -> list:  # noqa: ANN001
+def _mechanisms(n: int) -> list:
     return [
         GaussianSum(1.0),
         SkellamSum(40.0, 2.0, 4.0),
@@ -257,7 +257,7 @@ def _mechanisms(n: int) -> list:  # noqa: ANN001
 
 
 @pytest.mark.parametrize("mech_index", range(6))
-def test_coalition_is_never_below_the_server_and_equals_it_at_c0_m_n(mech_index):  # noqa: ANN001
+def test_coalition_is_never_below_the_server_and_equals_it_at_c0_m_n(mech_index):
     n, gamma, orders = 40, 0.3, np.arange(2, 65)
     mech = _mechanisms(n)[mech_index]
     nb = getattr(mech, "neighbouring", "replace-one")
@@ -274,7 +274,7 @@ def test_coalition_is_never_below_the_server_and_equals_it_at_c0_m_n(mech_index)
 
 
 @pytest.mark.parametrize("method", ["rdp", "window", "pld"])
-def test_accountant_coalition_at_least_server_and_names_it(method):  # noqa: ANN001
+def test_accountant_coalition_at_least_server_and_names_it(method):
     n, gamma, t, delta = 60, 0.3, 5, 1e-5
     ev = CheckinRound(SubsampledCheckin(GaussianSum(1.0), n), n, gamma, None, "replace-one")
     server = CheckinAccountant(method, observer="server").compose(ev, t).certificate(delta)
@@ -329,7 +329,7 @@ def test_coalition_certificate_labels():
         ((0, 2.0), "min_sum"),
     ],
 )
-def test_coalition_refuses_bad_parameters(args, match):  # noqa: ANN001
+def test_coalition_refuses_bad_parameters(args, match):
     with pytest.raises(ParameterError, match=match):
         Coalition(*args)
 

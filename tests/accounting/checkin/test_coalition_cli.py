@@ -17,12 +17,12 @@ BASE = ["account", "checkin", "--n", "300", "--gamma", "0.2", "--sigma", "1", "-
 BASE += ["--max-order", "32"]
 
 
-def _run(capsys, argv):  # noqa: ANN001, ANN202
+def _run(capsys, argv):
     code = main(argv)
     return code, capsys.readouterr()
 
 
-def test_json_has_a_coalition_object_shaped_like_the_server_one(capsys):  # noqa: ANN001
+def test_json_has_a_coalition_object_shaped_like_the_server_one(capsys):
     code, out = _run(capsys, [*BASE, "--colluders", "3", "--min-sum", "50", "--json"])
     assert code == 0
     d = json.loads(out.out)
@@ -38,7 +38,7 @@ def test_json_has_a_coalition_object_shaped_like_the_server_one(capsys):  # noqa
     assert "coalition" not in json.loads(out.out)  # only on request
 
 
-def test_rdp_method_coalition_object_and_text_line(capsys):  # noqa: ANN001
+def test_rdp_method_coalition_object_and_text_line(capsys):
     args = [*BASE, "--method", "rdp", "--colluders", "0", "--min-sum", "20"]
     code, out = _run(capsys, [*args, "--json"])
     coal = json.loads(out.out)["coalition"]
@@ -65,7 +65,7 @@ def test_rdp_method_coalition_object_and_text_line(capsys):  # noqa: ANN001
         (["--colluders", "x", "--min-sum", "3"], "--colluders"),
     ],
 )
-def test_bad_coalition_flags_are_one_line_errors(capsys, extra, needle):  # noqa: ANN001
+def test_bad_coalition_flags_are_one_line_errors(capsys, extra, needle):
     code, out = _run(capsys, [*BASE, *extra])
     assert code == 2 and needle in out.err and len(out.err.strip().splitlines()) == 1 and out.out == ""
 
@@ -73,7 +73,7 @@ def test_bad_coalition_flags_are_one_line_errors(capsys, extra, needle):  # noqa
 CAL = ["calibrate", "checkin", "--n", "1000", "--gamma", "0.1", "--rounds", "10", "--delta", "1e-5", "--epsilon", "2"]
 
 
-def test_calibrate_for_the_coalition(capsys):  # noqa: ANN001
+def test_calibrate_for_the_coalition(capsys):
     code, out = _run(capsys, [*CAL, "--observer", "coalition", "--colluders", "3", "--min-sum", "50", "--json"])
     d = json.loads(out.out)
     assert code == 0 and d["observer"] == "coalition" and d["colluders"] == 3 and d["min_sum"] == 50
@@ -96,6 +96,6 @@ def test_calibrate_for_the_coalition(capsys):  # noqa: ANN001
         (["--observer", "coalition", "--colluders", "2"], "--min-sum"),
     ],
 )
-def test_calibrate_refuses_incomplete_coalition(capsys, extra, needle):  # noqa: ANN001
+def test_calibrate_refuses_incomplete_coalition(capsys, extra, needle):
     code, out = _run(capsys, [*CAL, *extra])
     assert code == 2 and needle in out.err and out.out == ""

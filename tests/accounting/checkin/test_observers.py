@@ -21,7 +21,7 @@ from secagg_dp.accounting.core.subsampling import revealed_participation_rdp
 from secagg_dp.errors import ParameterError
 
 
-def _quiet(fn, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+def _quiet(fn, *a, **k):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return fn(*a, **k)
@@ -99,7 +99,7 @@ def test_revealed_participation_rdp_and_observer_validation():
         CheckinCertificate(1.0, 1e-5, 2, "rdp", "replace-one", 1, {}, observer="everyone")
 
 
-def _server_pld(n: int, gamma: float, disc: float = 1e-4):  # noqa: ANN202
+def _server_pld(n: int, gamma: float, disc: float = 1e-4):
     """dp_accounting PLD of one server-view round (pessimistic discretisation): the revealed mixture of
     the identity (target absent, weight 1 - gamma) and Gaussian PLDs N(0, k) vs N(2, k), k = 1 + K',
     K' ~ Bin(n-1, gamma) within 9 sd (dropped mass < 1e-15). Mixing PLDs is the revealed-index mixture."""

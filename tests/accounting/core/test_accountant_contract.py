@@ -302,7 +302,16 @@ class TestShuffleAccountant(AccountantContract):
 def test_registry_builds_one_class_per_method():
     from secagg_dp.accounting import ACCOUNTANTS, ShuffleAccountant, make_accountant
 
-    assert set(ACCOUNTANTS) == {"rdp", "pld", "checkin-rdp", "window", "checkin-pld", "shuffle"}
+    assert set(ACCOUNTANTS) == {
+        "rdp",
+        "pld",
+        "checkin-rdp",
+        "window",
+        "checkin-pld",
+        "shuffle",
+        "random-checkin-pld",
+        "random-checkin-rdp",
+    }
     assert ACCOUNTANTS["rdp"] is RdpAccountant and ACCOUNTANTS["shuffle"] is ShuffleAccountant
     for name, method in (("checkin-rdp", "rdp"), ("window", "window"), ("checkin-pld", "pld")):
         acc = make_accountant(name, observer="server")

@@ -32,6 +32,7 @@ from secagg_dp.accounting import (
     SkellamSum,
     SubsampledCheckin,
 )
+from secagg_dp.accounting.checkin.random_checkin import CentralGaussian, RandomCheckinEpoch
 from secagg_dp.accounting.core.event_json import decode_value, encode_value, event_from_json, event_to_json
 from secagg_dp.accounting.core.events import PrivacyEvent
 from secagg_dp.accounting.core.ledger import RecordedRdp
@@ -72,6 +73,10 @@ EXAMPLES: dict[type, list[PrivacyEvent]] = {
     ],
     RecordedRdp: [RecordedRdp((2.0, 2.5, 64.0), (0.0, 0.125, 1e300), "add-remove")],
     ShuffleRound: [ShuffleRound(1000, 2.0, 0.1), ShuffleRound(60000, 9.48)],
+    RandomCheckinEpoch: [
+        RandomCheckinEpoch(SkellamSum(9.0, 2.0, 4.0), 1000, 0.5, 10, slots=2),
+        RandomCheckinEpoch(CentralGaussian(1.0, "add-remove"), 100, 1.0, 100, neighbouring="add-remove"),
+    ],
 }
 
 

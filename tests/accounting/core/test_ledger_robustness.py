@@ -530,7 +530,7 @@ def test_fifo_at_the_ledger_path_is_refused_without_blocking(tmp_path):
         try:
             PrivacyLedger("add-remove", path=path, **kw)
             outcome.append(None)
-        except BaseException as exc:  # noqa: BLE001 -- handed to the test thread
+        except BaseException as exc:  # handed to the test thread
             outcome.append(exc)
 
     for kw in ({}, {"read_only": True}):
