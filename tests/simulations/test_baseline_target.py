@@ -251,3 +251,58 @@ def test_one_observer_certificate_is_the_full_accountants():
     assert want["analyst"] < want["server"] < want["coalition"]
     for observer, eps in want.items():
         assert SimAccountant.planned_epsilon_for(cfg, p, observer) == eps
+
+
+# -- with random check-ins (population.participation = "random-checkin", merged from main) --------------------------
+_RC_POP = {
+    "clients": 20,
+    "checkin": 0.5,
+    "dropout": 0.05,
+    "participation": "random-checkin",
+    "epoch_rounds": 3,
+    "slots": 2,
+}
+
+
+def test_target_epsilon_with_random_checkins_uses_their_certificate():
+    """The calibration certifies with the accountant the run is certified by (random check-ins, not the per-round
+    coin); oracle: the library's RandomCheckinAccountant composed over the planned epochs directly."""
+    from secagg_dp.accounting.checkin.random_checkin import RandomCheckinAccountant
+    from simulations.privacy import RandomCheckinSimAccountant
+
+    cfg = small_config(rounds=4, population=_RC_POP, privacy={"target_epsilon": 3.0, "method": "rdp"})
+    calibrated, cal = calibrate(cfg, cfg.seed, planner=plan)
+    z = calibrated.privacy.noise_multiplier
+    assert cal.noise_multiplier == z and cal.epsilon <= 3.0
+    for zz, ok in ((z, True), (z * (1 - 2 * REL_TOL), False)):
+        cz = replace(cfg, privacy=replace(cfg.privacy, noise_multiplier=zz, target_epsilon=None))
+        acct = RandomCheckinSimAccountant(cz, plan(cz, cz.seed), None)
+        # 4 rounds in epochs of 3: two epochs, the partial one charged in full
+        lib = RandomCheckinAccountant(acct.neighbouring, observer="analyst", method="rdp")
+        eps = lib.compose(acct.event, 2).certificate(cz.privacy.delta).epsilon
+        acct.close()
+        assert (eps <= 3.0) is ok
+    # the per-round coin's certificate at the chosen z is a different number: calibrating with it would be wrong
+    coin = small_config(
+        rounds=4,
+        population={"clients": 20, "checkin": 0.5, "dropout": 0.05},
+        privacy={"noise_multiplier": z, "method": "rdp"},
+    )
+    assert SimAccountant.planned_epsilon_for(coin, plan(coin, coin.seed), "analyst") != pytest.approx(cal.epsilon)
+
+
+def test_mechanism_none_with_random_checkins_is_not_charged(tmp_path):
+    cfg = small_config(rounds=4, population=_RC_POP, privacy={"mechanism": "none"})
+    acct = make_accountant(cfg, plan(cfg, cfg.seed), tmp_path / "ledger.db")
+    assert acct.record_round() == (math.inf, None)
+    assert acct.describe()["ledger"] is None and not (tmp_path / "ledger.db").exists()
+
+
+def test_baseline_with_random_checkins_has_the_same_participation(tmp_path):
+    cfg = small_config(rounds=4, baseline=True, population=_RC_POP, secagg={"security": "semi-honest"})
+    run(cfg, tmp_path, plots=False)
+    saved = json.loads((tmp_path / "results.json").read_text())
+    base = saved["baseline"]
+    assert base["privacy"]["epsilon"] is None
+    assert [r["included"] for r in base["rounds"]] == [r["included"] for r in saved["rounds"]]
+    assert saved["privacy"]["participation"] == "random-checkin" and saved["privacy"]["epochs"] == 2
