@@ -75,8 +75,8 @@ Planner = Callable[[SimConfig, int, Any], Any]
 
 def planned_epsilon(cfg: SimConfig, observer: str, root_seed: int, task: Any, planner: Planner) -> float:
     """The certificate the run's accountant (:class:`simulations.privacy.SimAccountant`, or
-    :class:`~simulations.privacy.RandomCheckinSimAccountant` for random check-ins) reports for ``observer`` after ``cfg.rounds``
-    rounds at ``privacy.delta`` (``planned_epsilon`` of results.json's ``privacy``, ``privacy.server`` or
+    :class:`~simulations.privacy.RandomCheckinSimAccountant` for random check-ins) reports for ``observer`` after
+    ``cfg.rounds`` rounds at ``privacy.delta`` (``planned_epsilon`` of results.json's ``privacy``, ``privacy.server`` or
     ``privacy.coalition``), for ``cfg`` as given. inf where no finite certificate exists.
 
     ``planner`` is :func:`simulations.runner.plan`. Raises ConfigError when the plan itself is refused (e.g. the
