@@ -75,7 +75,9 @@ class RoundSpec:
     scale: float
     rotation_seed: int
     beta: float
-    mechanism: Mechanism  # the grid noise (secagg_dp.plan.Mechanism; a name "ddg" | "skellam" is converted)
+    # the grid noise (secagg_dp.plan.Mechanism; a name "ddg" | "skellam" is converted); None: no noise at all
+    # (privacy.mechanism = "none", the non-private baseline: the same codec, no noise draw)
+    mechanism: Mechanism | None
     sigma_int: float  # per-client, per-step noise std on the integer grid
     local_steps: int = 1
     sample_rate: float = 1.0
@@ -97,7 +99,9 @@ class RoundSpec:
     noise_in_protocol: bool = False  # crypto mode: the protocol client adds every level (the vector has none)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.mechanism, Mechanism):
+        if self.mechanism is None:
+            object.__setattr__(self, "client_noise", False)  # nothing to draw, in the clients or the aggregate
+        elif not isinstance(self.mechanism, Mechanism):
             object.__setattr__(self, "mechanism", Mechanism(self.mechanism))
         if self.enforcement is not None and not isinstance(self.enforcement, NoiseSchedule):
             raise TypeError(
@@ -190,6 +194,8 @@ def _client_noise(spec: RoundSpec, ids: np.ndarray, size: int, rng: np.random.Ge
     """One int64 noise row per client: the mechanism's draw, or with enforcement level 0 plus the kept groups
     from each client's master seed (deterministic, so the protocol's removal matches bit for bit)."""
     schedule = noise_schedule(spec)
+    if spec.mechanism is None:  # the non-private baseline
+        return np.zeros((len(ids), size), dtype=np.int64)
     if schedule is None:
         return spec.mechanism.draw(spec.sigma_int, len(ids) * size, rng).reshape(len(ids), size)
     if spec.noise_in_protocol:
@@ -237,7 +243,10 @@ def _encode_sample_level(spec: RoundSpec, codec: Any, cid: int, rng: np.random.G
     total = np.zeros(codec.padded_dim, dtype=np.uint64)
     for step in range(spec.local_steps):
         chosen = rng.random(m) < spec.sample_rate  # Poisson sampling inside the client
-        vec = zq.wrap_int64(spec.mechanism.draw(spec.sigma_int, codec.padded_dim, rng), spec.bits)
+        if spec.mechanism is None:  # the non-private baseline: no noise share
+            vec = np.zeros(codec.padded_dim, dtype=np.uint64)
+        else:
+            vec = zq.wrap_int64(spec.mechanism.draw(spec.sigma_int, codec.padded_dim, rng), spec.bits)
         if chosen.any():
             examples = np.flatnonzero(chosen)
             rows = call_task(task, "sample_vectors", model, cid, examples, spec.round, spec.root_seed, round=spec.round)
@@ -397,6 +406,8 @@ def _noise_residues(spec: RoundSpec, cids: list[int], d: int, rng: np.random.Gen
     from secagg_dp.noise.discrete_gaussian import iter_discrete_gaussian
 
     bits = spec.bits
+    if spec.mechanism is None:  # the non-private baseline (client_noise is False then; never reached)
+        return
     if spec.mechanism.name == "ddg":
         buf = np.empty(d, dtype=np.int64)
         fill, row = 0, 0

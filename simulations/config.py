@@ -100,6 +100,8 @@ __all__ = [
     "list_bundled",
     "min_roster_auto",
     "MIN_ROSTER_REFUSAL",
+    "NO_NOISE",
+    "OBSERVERS",
     "PARTICIPATIONS",
 ]
 
@@ -113,10 +115,16 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 _OPTIONAL: dict[str, Any] = {
     "population": {"participation": "checkin", "epoch_rounds": 1, "slots": 1},
     "secagg": {"threshold": None, "neighbours": None},
-    "privacy": {"epsilon_budget": None},
+    "privacy": {"epsilon_budget": None, "target_epsilon": None, "observer": "analyst"},
     "task": {"local_steps": 1, "sample_rate": 0.5, "learning_rate": 2.0, "options": {}},
     "study": {"grid": {}, "x": "epsilon", "seeds": 1},
+    "baseline": False,
 }
+
+#: ``privacy.mechanism`` = ``"none"``: the non-private baseline (the same codec and rounds, no noise, epsilon = inf)
+NO_NOISE = "none"
+#: The observers ``privacy.target_epsilon`` can be calibrated against (docs/accounting/observers.md)
+OBSERVERS = ("analyst", "server", "coalition")
 
 
 def _load_defaults() -> dict[str, Any]:
@@ -308,6 +316,10 @@ class PrivacyParams:
     unit: str = "client"  # unit of privacy: "client" (replace-one of a client) or "sample" (add-remove, logreg)
     noise_enforcement: str = "none"  # "none" | "add-then-remove" (docs/noise-enforcement.md)
     dropout_tolerance: float = 0.1  # D / N: dropouts the enforced noise tolerates (add-then-remove)
+    # the run's epsilon target at delta for ``observer``: the simulator calibrates noise_multiplier before round 1
+    # (simulations.calibrate); None: noise_multiplier as given
+    target_epsilon: float | None = None
+    observer: str = "analyst"  # whose certificate target_epsilon is met for: "analyst" | "server" | "coalition"
 
     def __post_init__(self) -> None:
         from secagg_dp.noise.add_then_remove import NOISE_ENFORCEMENTS  # the library's names (imported lazily)
@@ -316,8 +328,14 @@ class PrivacyParams:
         _choice("privacy.unit", self.unit, ("client", "sample"))
         _choice("privacy.noise_enforcement", self.noise_enforcement, NOISE_ENFORCEMENTS)
         _real("privacy.dropout_tolerance", self.dropout_tolerance, 0.0, 1.0, hi_open=True)
-        _choice("privacy.mechanism", self.mechanism, MECHANISMS)
+        _choice("privacy.mechanism", self.mechanism, (*MECHANISMS, NO_NOISE))
         _real("privacy.clip", self.clip, 0.0, lo_open=True)
+        if isinstance(self.noise_multiplier, int | float) and self.noise_multiplier == 0:
+            raise ConfigError(
+                "Config key 'privacy.noise_multiplier' must be > 0 (it sets the noise and, for every mechanism, the "
+                "codec's scale), not 0. For a run without noise set privacy.mechanism = 'none' (the same codec and "
+                "rounds, no noise, epsilon = inf), keeping a noise multiplier > 0 for the scale."
+            )
         _real("privacy.noise_multiplier", self.noise_multiplier, 0.0, lo_open=True)
         _real("privacy.k_stddevs", self.k_stddevs, 0.0, lo_open=True)
         _real("privacy.beta", self.beta, 0.0, 1.0, hi_open=True)
@@ -325,6 +343,17 @@ class PrivacyParams:
         _choice("privacy.method", self.method, ("auto", "rdp", "window"))
         if self.epsilon_budget is not None:
             _real("privacy.epsilon_budget", self.epsilon_budget, 0.0, lo_open=True)
+        _choice("privacy.observer", self.observer, OBSERVERS)
+        if self.target_epsilon is not None:
+            _real("privacy.target_epsilon", self.target_epsilon, 0.0, lo_open=True, hi_open=True)
+        if self.mechanism == NO_NOISE:
+            for key, val in (("epsilon_budget", self.epsilon_budget), ("target_epsilon", self.target_epsilon)):
+                if val is not None:
+                    raise ConfigError(
+                        f"Config key 'privacy.{key}' cannot be set with privacy.mechanism = 'none': a run without "
+                        f"noise has epsilon = inf, which no budget or target admits (not {val!r}). To fix, remove "
+                        f"privacy.{key}, or compare with a private run via baseline = true."
+                    )
 
 
 @dataclass(frozen=True)
@@ -391,6 +420,8 @@ class SimConfig:
     task: TaskParams
     study: StudyParams
     rng: str = "aes-counter"  # the simulation generator of client blocks (see simulations.clients.block_rng)
+    # run the same seeded scenario a second time with privacy.mechanism = "none" and record it beside this one
+    baseline: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -403,6 +434,13 @@ class SimConfig:
         if not isinstance(self.scheduler, str):
             raise _err("scheduler", "a string (address) or ''", self.scheduler)
         _choice("rng", self.rng, ("aes-counter", "pcg64"))
+        if not isinstance(self.baseline, bool):
+            raise _err("baseline", "true or false", self.baseline)
+        if self.baseline and self.privacy.mechanism == NO_NOISE:
+            raise ConfigError(
+                "Config key 'baseline' = true needs a private run to compare with: privacy.mechanism is 'none' "
+                "already. To fix, set privacy.mechanism to 'ddg' or 'skellam', or baseline = false."
+            )
         self._check_combination()
 
     def _check_combination(self) -> None:
@@ -447,6 +485,12 @@ class SimConfig:
             )
         if self.privacy.noise_enforcement == "add-then-remove":
             from secagg_dp.plan import Mechanism
+
+            if self.privacy.mechanism == NO_NOISE:
+                raise ConfigError(
+                    "Config key 'privacy.noise_enforcement' must be 'none' with privacy.mechanism = 'none' (there is "
+                    "no noise to enforce), not 'add-then-remove'."
+                )
 
             if not Mechanism(self.privacy.mechanism).infinitely_divisible:
                 raise ConfigError(
@@ -609,6 +653,7 @@ def build_config(
             task=TaskParams(**merged["task"]),
             study=StudyParams(**merged["study"]),
             rng=merged["rng"],
+            baseline=merged["baseline"],
         )
     except TypeError as exc:  # a dataclass got a key it does not know (cannot happen after _merge) or bad shape
         raise ConfigError(f"Invalid config: {exc}") from exc
@@ -732,6 +777,7 @@ def expand_study(cfg: SimConfig) -> list[tuple[str, dict[str, Any], SimConfig]]:
                 task=TaskParams(**doc["task"]),
                 study=StudyParams(grid={}, x=cfg.study.x, seeds=1),
                 rng=doc["rng"],
+                baseline=doc["baseline"],
             )
         except ConfigError as exc:
             raise ConfigError(f"Study variant {label}: {exc}") from exc

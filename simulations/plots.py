@@ -104,7 +104,15 @@ def plot_run(doc: dict[str, Any], out_dir: str | Path) -> list[Path]:
     for i, metric in enumerate(metrics):
         ax = axes[0][i]
         rounds, _, vals = _series(doc, metric)
-        ax.plot(rounds, vals, marker="o", ms=3, color=f"C{i + 1 if i else 0}")
+        base = doc.get("baseline")
+        label = "private" if base else None
+        ax.plot(rounds, vals, marker="o", ms=3, color=f"C{i + 1 if i else 0}", label=label)
+        if base:  # the same seeded scenario without noise (results.json "baseline")
+            b_rounds = [r["round"] for r in base["rounds"] if metric in r["metrics"]]
+            b_vals = [r["metrics"][metric] for r in base["rounds"] if metric in r["metrics"]]
+            ax.plot(b_rounds, b_vals, marker="s", ms=3, mfc="none", linestyle="--", color="0.35", label="no noise")
+            ax.legend(fontsize=8)
+            vals = vals + b_vals
         ax.set_xlabel("round")
         ax.set_ylabel(metric)
         if metric == "mse" and any(v > 0 for v in vals):

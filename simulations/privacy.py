@@ -64,6 +64,7 @@ from secagg_dp.accounting.checkin.providers import DPPlanLike
 from secagg_dp.accounting.core.accountant import Certificate
 from secagg_dp.accounting.core.ledger import PrivacyLedger
 from secagg_dp.errors import ConfigError, ParameterError
+from simulations.results import NO_PRIVACY_REASON
 
 if TYPE_CHECKING:
     from secagg_dp.accounting.checkin.mixture import SubsampledCheckin
@@ -75,6 +76,8 @@ __all__ = [
     "SimAccountant",
     "RandomCheckinSimAccountant",
     "RANDOM_CHECKIN_UNAVAILABLE",
+    "NoPrivacyAccountant",
+    "NO_PRIVACY_REASON",
     "make_accountant",
     "effective_gamma",
     "coalition_min_sum",
@@ -105,6 +108,36 @@ class SimAccountant:
     """Spends one :class:`CheckinRound` per simulated round in a :class:`PrivacyLedger`; reports epsilon."""
 
     def __init__(self, cfg: SimConfig, plan: PlanLike, ledger_path: str | Path | None) -> None:
+        self._setup(cfg, plan)
+        self._certify_planned_run(cfg)
+        # privacy.target_epsilon: the calibration that chose privacy.noise_multiplier (simulations.calibrate),
+        # set by the runner; recorded in describe()
+        self.calibration: dict[str, Any] | None = None
+        self.rounds = 0
+        self.outcome_pending = False  # the last charged round has no outcome recorded yet
+        self.epsilon = 0.0
+        self.order: int | None = None
+        self.certificate: dict[str, Any] | None = None
+        self.ledger_path: Path | None = None
+        self.ledger = self._open_ledger(None)
+        if ledger_path is not None:
+            self.attach_ledger(ledger_path)
+
+    @classmethod
+    def planned_epsilon_for(cls, cfg: SimConfig, plan: PlanLike, observer: str) -> float:
+        """The certificate this accountant reports for ``observer`` (``"analyst"`` | ``"server"`` |
+        ``"coalition"``) after the planned ``cfg.rounds`` rounds (``planned_epsilon``, ``server.planned_epsilon``,
+        ``coalition.planned_epsilon``): the same event, method choice and accountant, computed for that observer
+        alone and without a ledger (what :mod:`simulations.calibrate` evaluates). ParameterError where the
+        method cannot certify the planned rounds."""
+        self = cls.__new__(cls)
+        self._setup(cfg, plan)
+        method, _ = self._choose_method(cfg.rounds, observer)
+        acc = self._accountant(method, observer, cfg.rounds)
+        return float(acc.fresh().compose(self.event, cfg.rounds).certificate(self.delta).epsilon)
+
+    def _setup(self, cfg: SimConfig, plan: PlanLike) -> None:
+        """The run's fixed parameters and its per-round event (no certificate yet)."""
         self.cfg = cfg
         self.orders = ORDERS
         self.delta = cfg.privacy.delta
@@ -129,6 +162,9 @@ class SimAccountant:
         )
         min_sum, self.min_sum_rule = coalition_min_sum(cfg)
         self.coalition = Coalition(colluders=cfg.secagg.corrupt_clients, min_sum=min_sum)
+
+    def _certify_planned_run(self, cfg: SimConfig) -> None:
+        """Choose each observer's method and certify the whole planned run once, up front."""
         try:  # certify the whole planned run once up front: an impossible certificate fails before any work
             self.method, self.methods_compared = self._choose_method(cfg.rounds, "analyst")
             self.accountant = self._accountant(self.method, "analyst", cfg.rounds)
@@ -146,15 +182,6 @@ class SimAccountant:
                 f"Config key 'privacy.method' = {self.method_requested!r} cannot certify {cfg.rounds} rounds: {exc} "
                 "To fix, add noise (privacy.noise_multiplier), use fewer rounds, or method = 'rdp'."
             ) from exc
-        self.rounds = 0
-        self.outcome_pending = False  # the last charged round has no outcome recorded yet
-        self.epsilon = 0.0
-        self.order: int | None = None
-        self.certificate: dict[str, Any] | None = None
-        self.ledger_path: Path | None = None
-        self.ledger = self._open_ledger(None)
-        if ledger_path is not None:
-            self.attach_ledger(ledger_path)
 
     def _choose_method(self, rounds: int, observer: str) -> tuple[str, dict[str, float] | None]:
         """The configured method, or with ``"auto"`` the certified method with the smallest epsilon for
@@ -218,6 +245,10 @@ class SimAccountant:
             "dropout_tolerance": self.cfg.privacy.dropout_tolerance,
             "observer": "analyst",
             "delta": self.delta,
+            "noise_multiplier": self.cfg.privacy.noise_multiplier,
+            "target_epsilon": self.cfg.privacy.target_epsilon,
+            "calibrated": self.calibration is not None,
+            "calibration": self.calibration,
             "gamma": None if self.fixed else self.gamma,
             "sample_size": self.cfg.population.fixed_size if self.fixed else None,
             "event": self.label,
@@ -583,6 +614,9 @@ class RandomCheckinSimAccountant:
                 f"rounds: {exc} To fix, add noise (privacy.noise_multiplier) or use fewer rounds."
             ) from exc
         self.planned_epsilon = self.planned["analyst"]
+        # privacy.target_epsilon: the calibration that chose privacy.noise_multiplier (simulations.calibrate),
+        # set by the runner; recorded in describe()
+        self.calibration: dict[str, Any] | None = None
         self.rounds = 0
         self.epochs = 0
         self.outcome_pending = False
@@ -593,6 +627,23 @@ class RandomCheckinSimAccountant:
         self.ledger = self._open_ledger(None)
         if ledger_path is not None:
             self.attach_ledger(ledger_path)
+
+    @classmethod
+    def planned_epsilon_for(cls, cfg: SimConfig, plan: PlanLike, observer: str) -> float:
+        """The certificate this accountant reports for ``observer`` (``"analyst"`` | ``"server"`` |
+        ``"coalition"``) after the planned ``cfg.rounds`` rounds (the planned epochs), as
+        :meth:`SimAccountant.planned_epsilon_for` (what :mod:`simulations.calibrate` evaluates; no ledger file).
+        ParameterError where the planned epochs cannot be certified."""
+        try:
+            acc = cls(cfg, plan, None)
+        except ConfigError as exc:
+            if isinstance(exc.__cause__, ParameterError):
+                raise exc.__cause__ from exc
+            raise
+        try:
+            return float(acc.planned[observer])
+        finally:
+            acc.close()
 
     def epochs_for(self, rounds: int) -> int:
         """Epochs begun after ``rounds`` rounds: ceil(rounds / m) (a partial epoch counts as a full one)."""
@@ -651,6 +702,8 @@ class RandomCheckinSimAccountant:
             "observer": "analyst",
             "delta": self.delta,
             "participation": "random-checkin",
+            "noise_multiplier": self.cfg.privacy.noise_multiplier,
+            "target_epsilon": self.cfg.privacy.target_epsilon,
             "gamma": self.gamma,
             "epoch_rounds": self.m,
             "slots": self.b,
@@ -669,6 +722,8 @@ class RandomCheckinSimAccountant:
             "order": self.order,
             "rounds": self.rounds,
             "planned_epsilon": self.planned_epsilon,
+            "calibrated": self.calibration is not None,
+            "calibration": self.calibration,
             "certificate": self.certificate,
             "server": self._view("server", "who took part (every client's rounds) and who dropped, and the aggregate"),
             "coalition": coalition,
@@ -726,13 +781,97 @@ class RandomCheckinSimAccountant:
         self.ledger.close()
 
 
+class NoPrivacyAccountant:
+    """The accountant of ``privacy.mechanism = "none"`` (the non-private baseline): its certificate is the valid,
+    trivial statement epsilon = inf for every observer (the aggregate is a deterministic function of the clients'
+    rounded inputs, so no finite epsilon holds at any delta < 1). Nothing is charged to a ledger: a budgeted ledger
+    would refuse the first round, so the config refuses ``privacy.epsilon_budget`` with mechanism none, and an
+    unbudgeted one would only record inf (no ledger file is written)."""
+
+    def __init__(self, cfg: SimConfig) -> None:
+        if cfg.privacy.epsilon_budget is not None:  # the config refuses it; an accountant built by hand too
+            raise ConfigError(
+                "Config key 'privacy.epsilon_budget' cannot be set with privacy.mechanism = 'none': the run has "
+                f"epsilon = inf and a budgeted ledger would refuse its first round "
+                f"(not {cfg.privacy.epsilon_budget!r})."
+            )
+        self.cfg = cfg
+        self.delta = cfg.privacy.delta
+        self.rounds = 0
+        self.epsilon = math.inf
+        self.planned_epsilon = math.inf
+
+    def _view(self, observer: str, rounds: int) -> dict[str, Any]:
+        return {
+            "observer": observer,
+            "epsilon": math.inf,
+            "epsilon_reason": NO_PRIVACY_REASON,
+            "delta": self.delta,
+            "certificate": True,  # epsilon = inf is a true (trivial) upper bound
+            "rounds": rounds,
+            "planned_epsilon": math.inf,
+            "planned_epsilon_reason": NO_PRIVACY_REASON,
+            "method": None,
+            "colluders": self.cfg.secagg.corrupt_clients,
+            "min_sum": coalition_min_sum(self.cfg)[0],
+        }
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "accountant": None,
+            "mechanism": NO_NOISE_MECHANISM,
+            "method": None,
+            "method_requested": self.cfg.privacy.method,
+            "neighbouring": None,
+            "unit": self.cfg.privacy.unit,
+            "noise_enforcement": self.cfg.privacy.noise_enforcement,
+            "observer": "analyst",
+            "delta": self.delta,
+            "event": "no noise: the aggregate of the clients' encoded vectors, released exactly",
+            "ledger": None,
+            "epsilon": math.inf,
+            "epsilon_reason": NO_PRIVACY_REASON,
+            "order": None,
+            "rounds": self.rounds,
+            "planned_epsilon": math.inf,
+            "planned_epsilon_reason": NO_PRIVACY_REASON,
+            "certificate": self._view("analyst", self.rounds),
+            "server": self._view("server", self.rounds),
+            "coalition": self._view("coalition", self.rounds),
+        }
+
+    def epsilon_after(self, rounds: int) -> tuple[float, int | None, dict[str, Any]]:
+        return math.inf, None, self._view("analyst", rounds)
+
+    def record_round(self) -> tuple[float, int | None]:
+        """Count the round (nothing is charged: there is no ledger); epsilon stays inf."""
+        self.rounds += 1
+        return math.inf, None
+
+    def record_outcome(self, outcome: str, reason: str = "") -> None:
+        """Nothing to record: no ledger."""
+
+    def attach_ledger(self, path: str | Path) -> None:
+        """No ledger is written for a run without noise (its epsilon is inf whatever it records)."""
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
+NO_NOISE_MECHANISM = "none"
+
+
 def make_accountant(
     cfg: SimConfig,
     plan: PlanLike,
     ledger_path: str | Path | None = None,
-) -> SimAccountant | RandomCheckinSimAccountant:
-    """The accountant of the participation the simulator runs: :class:`RandomCheckinSimAccountant` for
-    ``population.participation = "random-checkin"``, else :class:`SimAccountant` (the per-round coin)."""
+) -> SimAccountant | RandomCheckinSimAccountant | NoPrivacyAccountant:
+    """The run's accountant: :class:`NoPrivacyAccountant` for mechanism ``"none"`` (epsilon = inf for every
+    participation), else the accountant of the participation the simulator runs:
+    :class:`RandomCheckinSimAccountant` for ``population.participation = "random-checkin"``, else
+    :class:`SimAccountant` (the per-round coin)."""
+    if cfg.privacy.mechanism == NO_NOISE_MECHANISM:
+        return NoPrivacyAccountant(cfg)
     if cfg.population.participation == "random-checkin":
         return RandomCheckinSimAccountant(cfg, plan, ledger_path)
     return SimAccountant(cfg, plan, ledger_path)

@@ -57,6 +57,19 @@ METRICS_NOTE = (
 INFINITE_EPSILON = "no finite epsilon at this delta: the noise is too small (or delta too small) for any bound"
 
 
+#: Reason attached to the ``null`` ε of a run with ``privacy.mechanism = "none"`` (the non-private baseline).
+NO_PRIVACY_REASON = "no noise (mechanism none): no privacy"
+
+
+def _reasons_for(doc: dict[str, Any]) -> dict[str, str] | None:
+    """The reasons :func:`jsonable` gives an infinite ε of ``doc``: a run without noise says so."""
+    config = doc.get("config")
+    mech = config.get("privacy", {}).get("mechanism") if isinstance(config, dict) else None
+    if mech != "none":
+        return None
+    return {k: NO_PRIVACY_REASON for k in ("epsilon", "planned_epsilon", "epsilon_completed_rounds")}
+
+
 def jsonable(obj: Any, *, reasons: dict[str, str] | None = None) -> Any:
     """Strict JSON values: numpy scalars/arrays as Python numbers and lists, non-finite numbers as ``null``.
 
@@ -100,7 +113,7 @@ def write_atomic(path: str | Path, doc: dict[str, Any]) -> None:
     """Write ``doc`` as JSON to ``path`` atomically (readers see the old or the new file, never a torn one)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(jsonable(doc), indent=2, allow_nan=False)
+    text = json.dumps(jsonable(doc, reasons=_reasons_for(doc)), indent=2, allow_nan=False)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -47,7 +47,7 @@ from simulations.clients import (
     noise_rng,
     run_blocks,
 )
-from simulations.config import PrivacyParams, SimConfig
+from simulations.config import NO_NOISE, PrivacyParams, SimConfig
 from simulations.results import METRICS_NOTE, SCHEMA, write_atomic
 from simulations.tasks import LogRegTask, MeanTask, make_task
 from simulations.tasks.protocol import call_task, check_server_update, finite_metrics, task_description
@@ -156,7 +156,9 @@ def plan(cfg: SimConfig, root_seed: int = 0, task: Any = None) -> Plan:
             dim=dim,
             k_stddevs=priv.k_stddevs,
             beta=priv.beta,
-            mechanism=Mechanism(priv.mechanism),
+            # "none" (the non-private baseline): the scale of the configured noise multiplier, so the codec is the
+            # private run's; the mechanism does not enter the scale, and no noise is drawn (sigma_int = 0 below)
+            mechanism=Mechanism("ddg" if priv.mechanism == NO_NOISE else priv.mechanism),
             scale_clients=n_scale,
             signal_norm=signal,
             local_steps=steps,
@@ -178,8 +180,8 @@ def plan(cfg: SimConfig, root_seed: int = 0, task: Any = None) -> Plan:
         expected_checkins=n_exp,
         scale_clients=n_scale,
         signal_norm=signal,
-        sigma_local=dp.sigma_local,
-        sigma_int=dp.sigma_int,
+        sigma_local=0.0 if priv.mechanism == NO_NOISE else dp.sigma_local,
+        sigma_int=0.0 if priv.mechanism == NO_NOISE else dp.sigma_int,
         scale=dp.scale,
         scale_rule=dp.scale_rule,
         scale_capped=dp.scale_capped,
@@ -366,12 +368,19 @@ def run_scenario(
     root = cfg.seed if cfg.seed is not None else secrets.randbits(63)
     given = task is not None and not isinstance(task, MeanTask | LogRegTask)
     task = resolve_task(cfg, task)
+    calibration = None
+    if cfg.privacy.target_epsilon is not None:  # the noise multiplier meeting the target, before round 1
+        from simulations.calibrate import calibrate
+
+        cfg, calibration = calibrate(cfg, root, task, planner=plan)
     p = plan(cfg, root, task)  # validation that needs the task and the codec: before any work
     if accountant is None:
         from simulations.privacy import make_accountant
 
         accountant = make_accountant(cfg, p, None)  # validates the certificate for the planned rounds
         accountant.attach_ledger(out / "ledger.sqlite")
+        if calibration is not None:
+            accountant.calibration = calibration.as_dict()
     out.mkdir(parents=True, exist_ok=True)
     model = call_task(task, "init_model", root)
     own_exec = executor is None
@@ -568,6 +577,8 @@ def aggregate_noise_groups(cfg: SimConfig, p: Plan, included: int) -> list[int] 
         return None
     if p.noise is not None:
         return None  # add-then-remove: each client's components come from its own seeds (removal is per group)
+    if cfg.privacy.mechanism == NO_NOISE:
+        return None  # the non-private baseline draws no noise (RoundSpec.mechanism None)
     from secagg_dp.noise.aggregate import noise_sum_plan
 
     return noise_sum_plan(cfg.privacy.mechanism, p.sigma_int, included, p.padded_dim)
@@ -612,7 +623,7 @@ def aggregate_round(
         scale=p.scale,
         rotation_seed=_round_int(root, r, PURPOSE_ROTATION),
         beta=cfg.privacy.beta,
-        mechanism=Mechanism(cfg.privacy.mechanism),
+        mechanism=None if cfg.privacy.mechanism == NO_NOISE else Mechanism(cfg.privacy.mechanism),
         sigma_int=p.sigma_int,
         local_steps=cfg.task.local_steps,
         sample_rate=cfg.task.sample_rate,

@@ -9,9 +9,18 @@ from pathlib import Path
 from typing import Any
 
 from simulations.config import SimConfig, expand_study
-from simulations.results import STUDY_SCHEMA, write_atomic
+from simulations.results import NO_PRIVACY_REASON, STUDY_SCHEMA, write_atomic
 
-__all__ = ["run", "summary_rows", "observer_lines", "format_table", "collapse_lines"]
+__all__ = [
+    "run",
+    "run_baseline",
+    "baseline_config",
+    "BASELINE_DIR",
+    "summary_rows",
+    "observer_lines",
+    "format_table",
+    "collapse_lines",
+]
 
 
 def _slug(i: int, label: str) -> str:
@@ -45,10 +54,21 @@ def run(
     from simulations.privacy import make_accountant
 
     for _, _, v in variants:  # every variant's codec budget and certificate, before any work
-        make_accountant(v, plan(v, root, task), None).close()
+        if v.privacy.target_epsilon is not None:  # calibrated here, before any work
+            from simulations.calibrate import calibrate
+
+            calibrated = calibrate(v, root, task, planner=plan)[0]  # cached: run_scenario finds the same z at no cost
+        else:
+            calibrated = v
+        make_accountant(calibrated, plan(calibrated, root, task), None).close()
+        if v.baseline:
+            plan(baseline_config(calibrated), root, task)
     seeds = cfg.study.seeds
     if not cfg.study.grid and seeds == 1:
         doc = run_scenario(variants[0][2], out, executor=executor, progress=progress, on_round=on_round, task=task)
+        if variants[0][2].baseline:
+            doc["baseline"] = run_baseline(variants[0][2], out, doc, executor=executor, task=task)
+            write_atomic(out / "results.json", doc)
         if plots:
             from simulations.plots import plot_run
 
@@ -68,6 +88,9 @@ def run(
                 v = _with_seed(variant, (root + j) % 2**63)
                 sub = out / (_slug(i, label) + (f"-seed{j}" if seeds > 1 else ""))
                 doc = run_scenario(v, sub, executor=executor, progress=progress, on_round=on_round, task=task)
+                if v.baseline:
+                    doc["baseline"] = run_baseline(v, sub, doc, executor=executor, task=task)
+                    write_atomic(sub / "results.json", doc)
                 if plots:
                     from simulations.plots import plot_run
 
@@ -107,6 +130,65 @@ def _failure(exc: BaseException, sub: Path, label: str, seed: int | None) -> dic
     return {**rec, "label": label, "seed": seed, "out": sub.name}
 
 
+#: Sub-folder of a run's folder holding its non-private baseline (results.json, no ledger)
+BASELINE_DIR = "baseline"
+
+
+def baseline_config(cfg: SimConfig, noise_multiplier: float | None = None) -> SimConfig:
+    """``cfg``'s non-private twin: ``privacy.mechanism = "none"`` with the same noise multiplier (so the same codec
+    scale; ``noise_multiplier``: the one the private run used, e.g. calibrated to ``privacy.target_epsilon``),
+    seed, rounds, population, protocol and task; no noise enforcement, budget or target (none applies without
+    noise); ``baseline`` false."""
+    from dataclasses import replace
+
+    z = cfg.privacy.noise_multiplier if noise_multiplier is None else noise_multiplier
+    priv = replace(
+        cfg.privacy,
+        mechanism="none",
+        noise_multiplier=z,
+        noise_enforcement="none",
+        epsilon_budget=None,
+        target_epsilon=None,
+    )
+    return replace(cfg, privacy=priv, baseline=False)
+
+
+def run_baseline(
+    cfg: SimConfig, out_dir: str | Path, private: dict[str, Any], *, executor: Any = None, task: Any = None
+) -> dict[str, Any]:
+    """Run :func:`baseline_config` of ``cfg`` (the root seed and noise multiplier of ``private``, the private
+    run's document: the same check-ins, dropouts, rotations, data and codec scale) into ``out_dir/baseline`` and
+    return results.json's ``baseline`` object: its per-round metrics beside the private run's, its summary, and
+    epsilon = inf (no privacy)."""
+    from dataclasses import replace
+
+    from simulations.runner import run_scenario
+
+    base = replace(
+        baseline_config(cfg, float(private["config"]["privacy"]["noise_multiplier"])),
+        seed=int(private["seeds"]["root"]),
+    )
+    sub = Path(out_dir) / BASELINE_DIR
+    doc = run_scenario(base, sub, executor=executor, task=task)
+    return {
+        "out": BASELINE_DIR,
+        "privacy": {
+            "mechanism": "none",
+            "epsilon": math.inf,
+            "epsilon_reason": NO_PRIVACY_REASON,
+            "noise_multiplier_for_scale": base.privacy.noise_multiplier,
+        },
+        "status": doc["status"],
+        "rounds": [
+            {"round": r["round"], "included": r["included"], "aborted": r["aborted"], "metrics": r["metrics"]}
+            for r in doc["rounds"]
+        ],
+        "summary": {
+            k: doc["summary"].get(k) for k in ("rounds_completed", "aborted_rounds", "mean_included", "final_metrics")
+        },
+    }
+
+
 def _with_seed(cfg: SimConfig, root: int) -> SimConfig:
     from dataclasses import replace
 
@@ -138,6 +220,22 @@ def summary_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
             row["down kB/client"] = comm["download_bytes_mean"] / 1e3
         row["seconds"] = s.get("seconds", 0.0)
         rows.append(row)
+        base = res.get("baseline")
+        if base:  # the same scenario without noise, right under its private run
+            bs = base["summary"]
+            rows.append(
+                {
+                    "run": row["run"] + " [baseline: no noise]",
+                    "mode": row["mode"],
+                    "rounds": bs.get("rounds_completed", 0),
+                    "included/round": bs.get("mean_included", 0.0),
+                    "aborted": bs.get("aborted_rounds", 0),
+                    "epsilon": math.inf,
+                    "delta": None,
+                    "method": None,
+                    **(bs.get("final_metrics") or {}),
+                }
+            )
     return rows
 
 

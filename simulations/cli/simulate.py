@@ -48,6 +48,7 @@ def register(subparsers: Subparsers) -> None:
             "privacy.noise_multiplier=2 rounds=2\n"
             "  secagg-dp simulate --no-plots mode=ideal task.name=logreg task.local_steps=4 rounds=2 seed=7\n"
             "  secagg-dp simulate --no-plots mode=ideal secagg.threshold=5 privacy.epsilon_budget=4\n"
+            "  secagg-dp simulate --no-plots --baseline --target-epsilon 4 mode=ideal rounds=3\n"
             "bundled configs: default, dropouts, sampling, local_steps, bits (simulations/configs/)."
         ),
     )
@@ -60,6 +61,20 @@ def register(subparsers: Subparsers) -> None:
     p.add_argument("--executor", choices=("inprocess", "dask"), help="where client work runs (overrides the config)")
     p.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler address (default: start a LocalCluster)")
     p.add_argument("--seed", type=int_in(0, 2**63 - 1), help="root seed (overrides the config)")
+    p.add_argument(
+        "--baseline",
+        action="store_true",
+        help="also run the same seeded scenario without noise (privacy.mechanism = none) and record it beside "
+        "the private run (results.json 'baseline', both curves in the plot); config key: baseline = true",
+    )
+    p.add_argument(
+        "--target-epsilon",
+        type=float,
+        metavar="E",
+        help="calibrate privacy.noise_multiplier before round 1: the smallest z whose certificate for "
+        "privacy.observer (default analyst) after the planned rounds is <= E at privacy.delta; it replaces a "
+        "configured noise_multiplier (config key: privacy.target_epsilon)",
+    )
     p.add_argument("--json", action="store_true", help="print the results document as JSON")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     prog = p.add_mutually_exclusive_group()
@@ -85,6 +100,12 @@ def handle(args: argparse.Namespace) -> int:
         overrides.append(f'scheduler="{args.scheduler}"')
     if args.seed is not None:
         overrides.append(f"seed={args.seed}")
+    if args.baseline:
+        overrides.append("baseline=true")
+    if args.target_epsilon is not None:
+        if not math.isfinite(args.target_epsilon) or args.target_epsilon <= 0:
+            raise ConfigError(f"Argument '--target-epsilon' must be a finite number > 0, not {args.target_epsilon!r}.")
+        overrides.append(f"privacy.target_epsilon={args.target_epsilon!r}")
     cfg = load_config(args.config, overrides)  # one ConfigError before any work
     out = Path(args.out)
     if out.exists() and not out.is_dir():
@@ -174,10 +195,34 @@ def summary_text(doc: dict[str, Any], out: Path) -> str:
         unit = "sample-level" if priv.get("unit") == "sample" else "client-level"
         eps = res["summary"].get("epsilon")
         eps_text = "inf" if eps is None or eps == math.inf else f"{eps:.6g}"
-        lines.append(
-            f"{tag}certified ε ({observer} view, {unit}, {priv.get('neighbouring')}) at δ = "
-            f"{priv.get('delta'):g}: {eps_text}  (method: {priv.get('method')}, {priv.get('accountant')})"
-        )
+        if priv.get("mechanism") == "none":  # the non-private baseline run on its own
+            lines.append(
+                f"{tag}no noise (privacy.mechanism = none): ε = inf for every observer, no privacy; the codec is "
+                f"the one of noise multiplier {res['config']['privacy']['noise_multiplier']:g}; nothing was charged"
+            )
+        else:
+            lines.append(
+                f"{tag}certified ε ({observer} view, {unit}, {priv.get('neighbouring')}) at δ = "
+                f"{priv.get('delta'):g}: {eps_text}  (method: {priv.get('method')}, {priv.get('accountant')})"
+            )
+        cal = priv.get("calibration")
+        if cal:  # privacy.target_epsilon: the noise the simulator chose
+            lines.append(
+                f"{tag}noise calibrated to target ε = {cal['target_epsilon']:g} ({cal['observer']} view, "
+                f"{cal['rounds']} rounds, δ = {cal['delta']:g}): noise_multiplier = {cal['noise_multiplier']:.6g} "
+                f"(certified ε = {cal['epsilon']:.6g}; the configured {cal['configured_noise_multiplier']:g} is "
+                "replaced)"
+            )
+        base = res.get("baseline")
+        if base:
+            mine, theirs = res["summary"].get("final_metrics") or {}, base["summary"].get("final_metrics") or {}
+            pairs = ", ".join(
+                f"{k} {mine[k]:.4g} private vs {theirs[k]:.4g} without noise" for k in mine if k in theirs
+            )
+            lines.append(
+                f"{tag}baseline (same scenario, no noise, ε = inf: no privacy): {pairs or 'no metrics'}; "
+                f"{out / r['out'] / base['out'] / 'results.json' if r['out'] else out / base['out'] / 'results.json'}"
+            )
         compared = priv.get("methods_compared")
         if compared:  # privacy.method = "auto": say what the choice was made from
             options = ", ".join(f"{m} {e:.6g}" for m, e in compared.items())
@@ -206,7 +251,8 @@ def summary_text(doc: dict[str, Any], out: Path) -> str:
     if plots:
         lines.append("plots: " + ", ".join(str(out / p) for p in plots))
     ledgers = [out / r["out"] / "ledger.sqlite" if r["out"] else out / "ledger.sqlite" for r in runs]
-    lines.append("ledger: " + ", ".join(str(p) for p in ledgers if p.exists()))
+    if any(p.exists() for p in ledgers):  # a run without noise (mechanism none) writes no ledger
+        lines.append("ledger: " + ", ".join(str(p) for p in ledgers if p.exists()))
     return "\n".join(lines)
 
 
