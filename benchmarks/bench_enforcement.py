@@ -55,7 +55,7 @@ def one_round(n: int, d: int, noise: NoiseSpec | None):  # noqa: ANN201
         pool,
         sorted(inputs),
         d,
-        modulus_bits=BITS,
+        bits=BITS,
         threshold=T,
         neighbours=K,
         dropouts={"masked_input": set(range(0, n, 20))},

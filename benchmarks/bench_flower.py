@@ -125,7 +125,7 @@ def our_round(n: int, k: int, t: int, d: int, workers: int | None = 1) -> float:
     t0 = time.perf_counter()
     res = run_secagg_round(
         inputs,
-        modulus_bits=32,
+        bits=32,
         threshold=t,
         neighbours=k,
         dropouts={"masked_input": set(range(1, n + 1, 10))},

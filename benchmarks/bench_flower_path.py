@@ -46,7 +46,7 @@ def ours(n: int, rounds: list[dict], security: str, threshold: int) -> float:
         w = np.asarray(rec["model"])
         t0 = time.perf_counter()
         inputs = {p + 1: encode_update(cfg, local_train(w, p) - w, client_generator(None, 0, 0)) for p in range(n)}
-        run_secagg_round(inputs, modulus_bits=cfg.bits, threshold=threshold, security=security)
+        run_secagg_round(inputs, bits=cfg.bits, threshold=threshold, security=security)
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 

@@ -1,34 +1,31 @@
-"""Peak memory and upload size of one secure-aggregation round, each configuration in a fresh process.
+"""Peak memory of the secure-aggregation round users run: ``simulate mode=crypto``, measured on the command.
 
-A round of n clients with d-dimensional inputs in Z_{2^bits} runs through ``protocols.run_pooled_round`` on an
-:class:`~protocols.InProcessClientPool` whose clients build their inputs one at a time (from a seeded generator:
-no n x d array), SecAgg+ with degree k (default 32) and the smallest threshold an active client accepts, active mode,
-10 % of the clients silent from the masked-input stage on. Printed per configuration: the peak RSS of the
-process (``ru_maxrss``) against the same process's RSS before the round (imports, libraries), the packed input
-of all clients (n d bits / 8 bytes, the baseline), and the MaskedInput size against the raw vector (d bits / 8);
-then the stage split (Linux: /proc): the RSS when each stage's downlink reaches the clients (after the server's
-part of the previous stage), after the clients' replies, and the peak so far.
+Default: the command ``python -m simulations.cli simulate --no-plots mode=crypto population.clients=N
+population.checkin=1.0 population.dropout=0.0 secagg.bits=B secagg.neighbours=K task.dim=D rounds=1 seed=1``
+(what ``secagg-dp simulate`` runs: the mean task, every client checking in, SecAgg+ of degree k, active mode),
+each in a fresh child process whose peak RSS is read with ``getrusage(RUSAGE_CHILDREN)`` (what ``/usr/bin/time
+-v`` reports as its maximum resident set size: the largest process of the command's tree), for n = 100 at
+d = 10^5 and d = 10^6 (``--clients``, ``--d`` to choose), 20 bits, k = 32. Baselines measured in the same run:
+the packed input of all clients (n d bits / 8 bytes, what the clients must hold at least) and the same
+command at d = 16 (interpreter, libraries, accountant: what does not grow with d); with ``--old``, also the
+same command with the crypto mode's inputs encoded as before (a whole block of participants at once,
+``simulations.clients.run_blocks``, the encoder the ideal mode runs, and the truth summed a block at a time: the
+path that peaked at 5.3 GB at n = 100, d = 10^6), whose results.json must equal the new one (timings aside).
+Printed: peak RSS, its ratio to the packed input (target <= 6x, 1.5 GB at d = 10^6; 400 MB at d = 10^5), new /
+old, and the command's seconds.
 
-With ``--workers W`` (W >= 2) the clients run in W forked worker processes (``protocols.ProcessClientPool``,
-what ``run_secagg_round`` and the simulator's crypto mode pick by default on a multi-core Linux machine),
-handed all inputs as one dict as ``run_secagg_round``'s caller does. The peak printed is then an upper bound
-on the round's memory: the driver's peak RSS plus each worker's peak RSS (``VmHWM``, read before the pool
-closes), which counts the pages a worker shares copy-on-write with the driver twice.
+``--protocol``: the protocol round alone (``protocols.run_pooled_round`` on an
+:class:`~protocols.InProcessClientPool` whose clients build their inputs one at a time from a seeded generator),
+SecAgg+ with degree k (default 32) and the smallest threshold an active client accepts, active mode, 10 % of the
+clients silent from the masked-input stage on, each configuration in a fresh process (default: n = 10^4,
+d = 10^3 and n = 100, d = 10^6 at 20 bits; ``--n N --d D --bits B --k K``); printed per configuration: the peak
+RSS against the RSS before the round, the packed input, the MaskedInput size against the raw vector (d bits / 8)
+and the stage split (Linux /proc). With ``--workers W`` (W >= 2) the clients run in W forked worker processes
+(``protocols.ProcessClientPool``), handed all inputs as one dict; the peak printed is then the driver's plus
+each worker's (``VmHWM``), an upper bound. ``--baseline`` hands the in-process pool all inputs as one dict.
 
-Run: python benchmarks/bench_round_memory.py [--n N --d D --bits B --k K] [--baseline] [--workers W]
-(default: the two configurations of the targets, n = 10^4, d = 10^3 and n = 100, d = 10^6, at 20 bits;
-``--baseline`` hands the in-process pool all inputs as one dict of uint64 vectors, as a caller of
-``run_secagg_round`` does)
-
-``--simulate K [--d D --k K --workers W ...]`` measures the simulator's crypto round instead (what
-``secagg-dp simulate`` runs per round with the in-process executor: ``simulations.runner.aggregate_round``;
-K participants, mean task of dimension d, SecAgg+ degree k, 32 bits, active mode, no dropouts), twice, each in
-a fresh process: as it runs now (each client's row encoded when its client is built, one block of
-participants at a time, ``simulations.clients.BlockInputs``) and, as the baseline, as it ran before (git rev
-26b9ec8: every participant's row encoded first, chunk by chunk, and concatenated into one K x d array handed to
-``simulations.aggregators.crypto_round``; reproduced here with the same public functions). Printed: the peak RSS
-of the driver, of each forked worker (``--workers W``, W >= 2: ``protocols.procpool`` forks W workers; W = 1
-keeps the clients in the driver), their sum, the new / old ratio, and whether both runs gave the same aggregate.
+Run: python benchmarks/bench_round_memory.py [--clients N] [--d D ...] [--bits B] [--k K] [--old]
+     python benchmarks/bench_round_memory.py --protocol [--n N --d D --bits B --k K] [--baseline] [--workers W]
 """
 
 from __future__ import annotations
@@ -96,7 +93,7 @@ def one(n: int, d: int, bits: int, k: int, baseline: int = 0, workers: int = 1) 
     pss: list[int] = []
     if workers > 1:  # forked workers, handed the inputs as one dict (what run_secagg_round does by default)
         pool = ProcessClientPool({c: make(c) for c in seeds}, workers)
-    elif baseline:  # the inputs as one dict of uint64 vectors (what the issue measured)
+    elif baseline:  # the inputs as one dict of uint64 vectors (as a caller of run_secagg_round)
         pool = InProcessClientPool({c: make(c) for c in seeds})
     else:
         pool = InProcessClientPool.lazy(sorted(seeds), make)
@@ -119,7 +116,7 @@ def one(n: int, d: int, bits: int, k: int, baseline: int = 0, workers: int = 1) 
         pool,
         sorted(seeds),
         d,
-        modulus_bits=bits,
+        bits=bits,
         threshold=t,
         neighbours=k,
         dropouts={"masked_input": gone},
@@ -153,94 +150,89 @@ def one(n: int, d: int, bits: int, k: int, baseline: int = 0, workers: int = 1) 
     }
 
 
-def simulated(k_participants: int, d: int, k: int, old: int, workers: int) -> dict[str, object]:
-    """One simulator crypto round (``aggregate_round``) in this process; ``old``: the concatenating path."""
-    import hashlib
+_MEASURE = (  # run argv[1:] as a child and print its peak RSS in bytes (the largest process of its tree)
+    "import json, resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL); "
+    "print(json.dumps(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024))"
+)
+_OLD = (  # the command with the crypto inputs encoded a whole block at a time (the encoder before the batched one)
+    "import sys\n"
+    "import simulations.clients as sc\n"
+    "from protocols import wire\n"
+    "def whole(spec, block):\n"
+    "    ids, rows, _ = sc.run_blocks(spec, [block])\n"
+    "    return {int(c): wire.pack_residues(r, spec.bits) for c, r in zip(ids, rows)}\n"
+    "sc.encode_block_packed, sc.ROW_VALUES = whole, 1 << 62\n"
+    "from simulations.cli import main\n"
+    "sys.exit(main(sys.argv[1:]))\n"
+)
 
-    from bench_simulate import crypto_overrides  # the scenario bench_simulate.py times (this script's folder)
 
-    import protocols.procpool as pp
-    from simulations import aggregators
-    from simulations.clients import blocks_of, chunks_of, run_blocks
-    from simulations.config import build_config
-    from simulations.executors import InProcessExecutor
-    from simulations.runner import aggregate_round, make_task, plan
+def command(n: int, d: int, bits: int, k: int, out: str) -> list[str]:
+    """The simulate command measured (the arguments after ``python -m simulations.cli``)."""
+    return [
+        "simulate",
+        "--no-plots",
+        "mode=crypto",
+        f"population.clients={n}",
+        "population.checkin=1.0",
+        "population.dropout=0.0",
+        f"secagg.bits={bits}",
+        f"secagg.neighbours={k}",
+        f"task.dim={d}",
+        "rounds=1",
+        "seed=1",
+        "--out",
+        out,
+    ]
 
-    cfg = build_config(None, crypto_overrides(k_participants, d, k))
-    pp.usable_cores = lambda: workers  # client_pool forks min(workers, K // 256) workers (1: in the driver)
-    worker_peaks: list[int] = []
-    pss: list[int] = []
-    deliver, close = pp.ProcessClientPool.deliver, pp.ProcessClientPool.close
 
-    def metered(self, stage, envelopes):  # type: ignore[no-untyped-def]
-        out = deliver(self, stage, envelopes)
-        pss.append(_pss("self") + sum(_pss(proc.pid) for proc in self._procs))
-        return out
-
-    def closing(self):  # type: ignore[no-untyped-def]
-        worker_peaks.extend(_hwm(proc.pid) for proc in self._procs)
-        close(self)
-
-    pp.ProcessClientPool.deliver, pp.ProcessClientPool.close = metered, closing  # type: ignore[method-assign]
-    if old:  # the code of git rev 26b9ec8: encode every participant, concatenate, hand over every row at once
-        real = aggregators.crypto_round_lazy
-
-        def concatenating(ids, make, dim, **kw):  # type: ignore[no-untyped-def]
-            parts = InProcessExecutor().map_chunks(run_blocks, make._spec, chunks_of(blocks_of(ids)))
-            all_ids = [int(c) for pt in parts for c in pt[0]]
-            vectors = np.concatenate([pt[1] for pt in parts])
-            aggregators.crypto_round_lazy = real  # crypto_round hands its rows on through the real function
-            try:
-                return aggregators.crypto_round(all_ids, vectors, **kw)  # (parts stays alive, as it did)
-            finally:
-                aggregators.crypto_round_lazy = concatenating
-
-        aggregators.crypto_round_lazy = concatenating
-    task = make_task(cfg)
-    p = plan(cfg, 1, task)
-    model = task.init_model(1)
-    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+def peak_rss(argv: list[str]) -> tuple[int, float]:
+    """Peak RSS in bytes of ``argv`` run as a child (of a child), and its wall seconds."""
     t0 = time.perf_counter()
-    ra = aggregate_round(cfg, p, 1, 1, model, InProcessExecutor(), "crypto", task)
-    secs = time.perf_counter() - t0
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    assert ra.aggregate is not None, "the round aborted"
-    return {
-        "participants": len(ra.ids),
-        "dim": p.padded_dim,
-        "seconds": secs,
-        "rss0": rss0,
-        "driver_rss": rss,
-        "worker_rss": worker_peaks,
-        "pss": max(pss, default=0),
-        "digest": hashlib.sha256(ra.aggregate.tobytes()).hexdigest(),
-    }
+    proc = subprocess.run([sys.executable, "-c", _MEASURE, *argv], capture_output=True, text=True, check=True)
+    return int(proc.stdout.strip().splitlines()[-1]), time.perf_counter() - t0
 
 
-def simulate_main(a: argparse.Namespace) -> None:
-    d = a.d or 1000
-    runs = {}
-    for old in (1, 0):
-        cmd = [sys.executable, __file__, "--sim-one", str(a.simulate), str(d), str(a.k), str(old), str(a.workers)]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
-        runs[old] = r = json.loads(proc.stdout.strip().splitlines()[-1])
-        total = r["driver_rss"] + sum(r["worker_rss"])
-        workers = " + ".join(f"{w / 2**20:,.0f}" for w in r["worker_rss"]) or "none"
-        print(
-            f"{'old (26b9ec8, K x d concatenated)' if old else 'new (block by block)':34s} K={r['participants']:,} "
-            f"d={r['dim']:,}: driver peak {r['driver_rss'] / 2**20:,.0f} MiB (before the round "
-            f"{r['rss0'] / 2**20:,.0f}), workers' peaks {workers} MiB, sum {total / 2**20:,.0f} MiB"
-            + (f", joint PSS after a stage at most {r['pss'] / 2**20:,.0f} MiB" if r["pss"] else "")
-            + f"; round {r['seconds']:.1f} s"
-        )
-    new, old = runs[0], runs[1]
-    k, dim = new["participants"], new["dim"]
-    tot = {x: r["driver_rss"] + sum(r["worker_rss"]) for x, r in runs.items()}
-    print(
-        f"new / old: driver peak {new['driver_rss'] / old['driver_rss']:.3f}, driver + workers "
-        f"{tot[0] / tot[1]:.3f} (saved {(tot[1] - tot[0]) / 2**20:,.0f} MiB; one K x d uint64 array is "
-        f"{k * dim * 8 / 2**20:,.0f} MiB); same aggregate: {new['digest'] == old['digest']}"
-    )
+def _results(out: str) -> object:
+    """results.json of a run without its timings and software versions (what must not differ)."""
+
+    def strip(x: object) -> object:
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items() if k not in ("seconds", "software")}
+        return [strip(v) for v in x] if isinstance(x, list) else x
+
+    with open(f"{out}/results.json") as f:
+        return strip(json.load(f))
+
+
+def command_main(a: argparse.Namespace) -> None:
+    import tempfile
+
+    dims = [a.d] if a.d else [100_000, 1_000_000]
+    with tempfile.TemporaryDirectory(prefix="bench-mem-") as tmp:
+        base, _ = peak_rss([sys.executable, "-m", "simulations.cli", *command(a.clients, 16, a.bits, a.k, tmp)])
+    print(f"baseline: the same command at d = 16 (interpreter, libraries, accountant) peaks at {base / 2**20:,.0f} MiB")
+    for d in dims:
+        with tempfile.TemporaryDirectory(prefix="bench-mem-") as tmp:
+            new, secs = peak_rss(
+                [sys.executable, "-m", "simulations.cli", *command(a.clients, d, a.bits, a.k, tmp + "/new")]
+            )
+            packed = a.clients * d * a.bits / 8
+            line = (
+                f"simulate mode=crypto n={a.clients} d={d:,} bits={a.bits} k={a.k}: peak RSS {new / 2**20:,.0f} MiB "
+                f"= {new / 1e9:.2f} GB; all inputs packed {packed / 2**20:,.0f} MiB, peak / packed "
+                f"{new / packed:.1f}x; command {secs:.1f} s"
+            )
+            if a.old:
+                old, old_secs = peak_rss(
+                    [sys.executable, "-c", _OLD, *command(a.clients, d, a.bits, a.k, tmp + "/old")]
+                )
+                same = _results(tmp + "/new") == _results(tmp + "/old")
+                line += (
+                    f"; old path (whole-block encode) {old / 2**20:,.0f} MiB ({old / packed:.1f}x packed, "
+                    f"{old_secs:.1f} s): new / old {new / old:.3f}; same results.json: {same}"
+                )
+            print(line, flush=True)
 
 
 def main() -> None:
@@ -252,17 +244,15 @@ def main() -> None:
     ap.add_argument("--d", type=int)
     ap.add_argument("--bits", type=int, default=20)
     ap.add_argument("--workers", type=int, default=1, help="client worker processes (default 1: in-process)")
-    ap.add_argument("--simulate", type=int, metavar="K", help="the simulator's crypto round, K participants")
-    ap.add_argument("--sim-one", nargs=5, type=int)
+    ap.add_argument("--protocol", action="store_true", help="the protocol round alone (run_pooled_round)")
+    ap.add_argument("--clients", type=int, default=100, help="the command's population.clients (default 100)")
+    ap.add_argument("--old", action="store_true", help="also the command with the whole-block encoder (heavy)")
     a = ap.parse_args()
-    if a.sim_one:
-        print(json.dumps(simulated(*a.sim_one)))
-        return
-    if a.simulate:
-        simulate_main(a)
-        return
     if a.one:
         print(json.dumps(one(*a.one)))
+        return
+    if not a.protocol:
+        command_main(a)
         return
     configs = [(a.n, a.d, a.bits)] if a.n else [(10_000, 1_000, a.bits), (100, 1_000_000, a.bits)]
     for n, d, bits in configs:

@@ -128,7 +128,7 @@ def round_figures(label, n, d, t, k, drop_frac=0.1, security="active", quiet=Fal
     t0 = time.perf_counter()
     res = run_secagg_round(
         inputs,
-        modulus_bits=32,
+        bits=32,
         threshold=t,
         neighbours=k,
         dropouts={"masked_input": gone},
@@ -177,7 +177,7 @@ def scale_one(n: int, d: int = 10**3) -> dict:
     t0 = time.perf_counter()
     res = run_secagg_round(
         inputs,
-        modulus_bits=32,
+        bits=32,
         threshold=t,
         neighbours=k,
         dropouts={"masked_input": gone},
@@ -245,7 +245,7 @@ def comm_round(n: int, d: int, bits: int = 20, k: int = COMM_K, t: int = COMM_T,
     inputs = {i: rng.integers(0, 1 << bits, size=d, dtype=np.uint64) for i in range(n)}
     res = run_secagg_round(
         inputs,
-        modulus_bits=bits,
+        bits=bits,
         threshold=t,
         neighbours=k,
         dropouts={"masked_input": set(range(0, n, 10))},
@@ -335,7 +335,7 @@ def memory_one(n: int, d: int) -> dict:
     t0 = time.perf_counter()
     res = run_secagg_round(
         inputs,
-        modulus_bits=20,
+        bits=20,
         threshold=COMM_T,
         neighbours=COMM_K,
         dropouts={"masked_input": set(range(0, n, 10))},
@@ -452,7 +452,7 @@ def pooled_round(n: int, d: int, workers: int | None, bits: int = 20) -> dict:
             pool,
             sorted(inputs),
             d,
-            modulus_bits=bits,
+            bits=bits,
             threshold=COMM_T,
             neighbours=COMM_K,
             dropouts={"masked_input": gone},
@@ -666,7 +666,7 @@ def main(argv=None):
             bench_memory(args.memory_cases)
         return
     shamir.field()  # one-time GF(65537) table construction, excluded from timings
-    run_secagg_round({i: np.zeros(4, np.uint64) for i in range(4)}, modulus_bits=32, threshold=3, seed=0)  # warm-up
+    run_secagg_round({i: np.zeros(4, np.uint64) for i in range(4)}, bits=32, threshold=3, seed=0)  # warm-up
     bench_a()
     bench_b()
     bench_c()

@@ -385,7 +385,7 @@ def pool_split(n: int, dim: int, k: int) -> None:
     inputs = {}
     for part in halves:
         inputs.update(zip(part, random_rows(part, dim, 7)[1], strict=True))
-    kw = dict(modulus_bits=32, threshold=k // 2 + 1, neighbours=k, seed=3, round_id=b"bench-pool-split")
+    kw = dict(bits=32, threshold=k // 2 + 1, neighbours=k, seed=3, round_id=b"bench-pool-split")
     field()
     pool = Timed(inputs)
     c0, t0 = time.process_time(), time.perf_counter()

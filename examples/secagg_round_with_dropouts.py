@@ -22,7 +22,7 @@ def main() -> None:
 
     # active mode (the default) needs t > 2n/3 = 13.3 share holders; seed=... makes keys and masks
     # reproducible: for simulation only (anyone with the seed can unmask)
-    res = run_secagg_round(inputs, modulus_bits=bits, threshold=14, dropouts=dropouts, seed=42)
+    res = run_secagg_round(inputs, bits=bits, threshold=14, dropouts=dropouts, seed=42)
     expected = sum_mod(np.stack([inputs[c] for c in sorted(res.survivors)]), bits)
     print(f"survivors: {len(res.survivors)} of {n}; dropped after sharing keys: {sorted(res.dropped)}")
     print(f"client 7 dropped at unmasking but is summed: {7 in res.survivors}")
@@ -32,7 +32,7 @@ def main() -> None:
         raise SystemExit("aggregate differs from the survivors' sum")
 
     try:
-        run_secagg_round(inputs, modulus_bits=bits, threshold=18, dropouts={"masked_input": {1, 2, 3}}, seed=43)
+        run_secagg_round(inputs, bits=bits, threshold=18, dropouts={"masked_input": {1, 2, 3}}, seed=43)
     except AbortError as exc:
         print(f"below the threshold the round aborts and nothing is reconstructed: {exc}")
     else:

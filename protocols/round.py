@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -25,7 +26,7 @@ from secagg_dp.errors import ParameterError, ProtocolError
 from secagg_dp.noise.add_then_remove import NoiseSpec
 from secagg_dp.zq import check_bits, check_residues
 
-__all__ = ["SecAggResult", "run_secagg_round", "run_pooled_round", "drive_round", "STAGES"]
+__all__ = ["SecAggResult", "run_secagg_round", "run_pooled_round", "round_plan", "run_plan", "drive_round", "STAGES"]
 
 STAGES = tuple(STAGE_NAMES)  # ("advertise_keys", "share_keys", "masked_input", "consistency", "unmasking")
 
@@ -125,7 +126,7 @@ def drive_round(
 def run_secagg_round(
     inputs: Mapping[int, np.ndarray] | LazyInputs,
     *,
-    modulus_bits: int,
+    bits: int | None = None,
     threshold: int,
     dropouts: Mapping[str, set[int]] | None = None,
     neighbours: int | None = None,
@@ -135,8 +136,13 @@ def run_secagg_round(
     min_roster: int | None = None,
     noise: NoiseSpec | None = None,
     workers: int | None = None,
+    modulus_bits: int | None = None,
 ) -> SecAggResult:
-    """Securely aggregate ``inputs`` (client id -> uint64 vector of residues mod 2^modulus_bits).
+    """Securely aggregate ``inputs`` (client id -> uint64 vector of residues mod 2^bits).
+
+    ``bits``: the modulus q = 2^bits of the inputs and the sum (``modulus_bits``, its earlier name, is still
+    accepted with a DeprecationWarning). The round's configuration is one :class:`~protocols.pool.RoundPlan`
+    (:func:`round_plan` checks and builds it), handed to the clients' pool and the server (:func:`run_plan`).
 
     ``inputs`` may also be a :class:`~protocols.pool.LazyInputs` with ``dim`` set: each client's vector is then
     made by ``make(id)`` where its client is built (in its worker process, for its own shard only) and
@@ -177,7 +183,7 @@ def run_secagg_round(
     Returns a :class:`SecAggResult`; raises :class:`~secagg_dp.errors.AbortError` (a ``ProtocolError``) when
     the round must abort, in which case nothing is reconstructed.
     """
-    bits = check_bits(modulus_bits, "modulus_bits")
+    bits = _bits(bits, modulus_bits)
     source: Mapping[int, np.ndarray] | LazyInputs
     if isinstance(inputs, LazyInputs):
         source, dim = _checked_lazy(inputs, bits)
@@ -206,7 +212,7 @@ def run_secagg_round(
             pool,
             ids,
             dim,
-            modulus_bits=bits,
+            bits=bits,
             threshold=threshold,
             dropouts=dropouts,
             neighbours=neighbours,
@@ -238,29 +244,61 @@ def _checked_lazy(inputs: LazyInputs, bits: int) -> tuple[LazyInputs, int]:
     return LazyInputs(inputs.ids, checked, dim), dim
 
 
-def run_pooled_round(
-    pool: ClientPool,
+def _bits(bits: int | None, modulus_bits: int | None) -> int:
+    """``bits``, or the deprecated ``modulus_bits`` (with a DeprecationWarning); exactly one of them."""
+    if modulus_bits is not None:
+        if bits is not None:
+            raise ParameterError("Arguments 'bits' and 'modulus_bits' name the same modulus; pass 'bits' only.")
+        warnings.warn(
+            "Argument 'modulus_bits' is deprecated; pass 'bits' (the name RoundPlan and the config use).",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        bits = modulus_bits
+    if bits is None:
+        raise ParameterError("Argument 'bits' is required: the modulus q = 2^bits of the inputs and the sum.")
+    return check_bits(bits, "bits")
+
+
+def _silences(members: frozenset[int], dropouts: Mapping[str, set[int]] | None) -> dict[int, str]:
+    """``dropouts`` (stage -> clients silent from it on) as client -> stage, checked against ``members``."""
+    silent_from: dict[int, str] = {}
+    for stage, gone in dict(dropouts or {}).items():
+        if stage not in STAGE_NAMES:
+            raise ParameterError(f"Argument 'dropouts' has unknown stage {stage!r}; expected one of {STAGES}.")
+        for cid in gone:
+            if cid not in members:
+                raise ParameterError(f"Argument 'dropouts[{stage!r}]' names client {cid!r}, which has no input.")
+            if cid in silent_from:
+                raise ParameterError(
+                    f"Argument 'dropouts' lists client {cid} under both {silent_from[cid]!r} and {stage!r}; "
+                    "a client stops responding from one stage on, so list it once (the earliest stage)."
+                )
+            silent_from[cid] = stage
+    return silent_from
+
+
+def round_plan(
     ids: Sequence[int],
     dim: int,
     *,
-    modulus_bits: int,
+    bits: int,
     threshold: int,
     dropouts: Mapping[str, set[int]] | None = None,
     neighbours: int | None = None,
     security: str = "active",
     seed: int | None = None,
     round_id: bytes | None = None,
-    faults: FaultInjector | None = None,
     min_roster: int | None = None,
     noise: NoiseSpec | None = None,
-) -> SecAggResult:
-    """:func:`run_secagg_round` with the clients in ``pool`` (which holds the inputs of the clients ``ids``,
-    vectors of length ``dim``); the server and the transport (with ``faults``, if given) run here. Same
-    checks, same seeded derivations: for the same seed and round id every pool gives the same result as
-    :class:`~protocols.pool.InProcessClientPool`. ``neighbours >= len(ids) - 1`` runs the full graph (and
-    its thresholds): a client configured with a degree refuses to treat a roster as a full graph itself.
-    """
-    bits = check_bits(modulus_bits, "modulus_bits")
+) -> RoundPlan:
+    """The checked :class:`~protocols.pool.RoundPlan` of a round of the clients ``ids`` with vectors of length
+    ``dim`` (the one configuration the pool's clients and the server are built from; the parameters are those
+    of :func:`run_secagg_round`). ``neighbours >= len(ids) - 1`` is the full graph (and its thresholds): a client
+    configured with a degree refuses to treat a roster as a full graph itself. ``round_id=None``: drawn from
+    ``os.urandom``; ``min_roster=None``: every client not silent from ``"advertise_keys"`` (``dropouts``), what an
+    honest server admits. Raises :class:`~secagg_dp.errors.ParameterError` naming the bad argument."""
+    bits = check_bits(bits, "bits")
     dim = check_int("dim", dim, lo=1, strict=True)
     members = frozenset(check_int("ids", c, lo=0, hi=m.MAX_CLIENT_ID, strict=True) for c in ids)
     n = len(members)
@@ -297,29 +335,15 @@ def run_pooled_round(
         )
     if round_id is not None and (not isinstance(round_id, bytes) or len(round_id) != m.ROUND_ID_LEN):
         raise ParameterError(f"Argument 'round_id' must be {m.ROUND_ID_LEN} bytes, not {round_id!r}.")
-    silent_from: dict[int, str] = {}
-    for stage, gone in dict(dropouts or {}).items():
-        if stage not in STAGE_NAMES:
-            raise ParameterError(f"Argument 'dropouts' has unknown stage {stage!r}; expected one of {STAGES}.")
-        for cid in gone:
-            if cid not in members:
-                raise ParameterError(f"Argument 'dropouts[{stage!r}]' names client {cid!r}, which has no input.")
-            if cid in silent_from:
-                raise ParameterError(
-                    f"Argument 'dropouts' lists client {cid} under both {silent_from[cid]!r} and {stage!r}; "
-                    "a client stops responding from one stage on, so list it once (the earliest stage)."
-                )
-            silent_from[cid] = stage
+    silent_from = _silences(members, dropouts)
     if min_roster is None:
         min_roster = max(2, n - sum(1 for s in silent_from.values() if s == "advertise_keys"))
     min_roster = check_int("min_roster", min_roster, lo=2, hi=n, strict=True)
     if round_id is None:
         round_id = os.urandom(m.ROUND_ID_LEN)
-    rng = None
     if seed is not None:
         seed = check_int("seed", seed, lo=0, hi=(1 << 256) - 1, strict=True)
-        rng = np.random.default_rng(seed)
-    plan = RoundPlan(
+    return RoundPlan(
         bits=bits,
         dim=dim,
         threshold=t,
@@ -331,22 +355,94 @@ def run_pooled_round(
         clients=n,
         noise=noise,
     )
+
+
+def run_plan(
+    pool: ClientPool,
+    ids: Sequence[int],
+    plan: RoundPlan,
+    *,
+    dropouts: Mapping[str, set[int]] | None = None,
+    faults: FaultInjector | None = None,
+) -> SecAggResult:
+    """Run one round of ``plan`` with the clients ``ids`` in ``pool`` (which holds their inputs, vectors of
+    length ``plan.dim``): the plan is checked again for these clients (:func:`round_plan`, so a hand-made plan
+    meets the same rules), handed to the pool (identities, clients) and the server's fields taken from it; the
+    server and the transport (with ``faults``, if given) run here. ``dropouts`` maps a stage to the clients
+    silent from it on. A seeded plan (``plan.seed``) derives every key, nonce and the delivery order from
+    (seed, round id): every pool then gives the same result as :class:`~protocols.pool.InProcessClientPool`."""
+    plan = round_plan(
+        ids,
+        plan.dim,
+        bits=plan.bits,
+        threshold=plan.threshold,
+        dropouts=dropouts,
+        neighbours=plan.neighbours,
+        security=plan.security,
+        seed=plan.seed,
+        round_id=plan.round_id,
+        min_roster=plan.min_roster,
+        noise=plan.noise,
+    )
+    members = frozenset(int(c) for c in ids)
+    silent_from = _silences(members, dropouts)
+    rng = None if plan.seed is None else np.random.default_rng(plan.seed)
     registry = None
-    if security == "active":
+    if plan.security == "active":
         keys = pool.identities(plan)
         if set(keys) != members:
             raise ProtocolError("the client pool returned identity keys for other clients than the round's")
         registry = KeyRegistry(keys)
     server = SecAggServer(
-        bits=bits,
-        dim=dim,
-        threshold=t,
-        neighbours=neighbours,
-        security=security,
+        bits=plan.bits,
+        dim=plan.dim,
+        threshold=plan.threshold,
+        neighbours=plan.neighbours,
+        security=plan.security,
         registry=registry,
-        round_id=round_id,
+        round_id=plan.round_id,
         source=plan.server_source(),
-        noise=noise,
+        noise=plan.noise,
     )
     pool.start(plan, registry, silent_from)
     return drive_round(server, pool, InProcessTransport(rng=rng, faults=faults, keep_log=False))
+
+
+def run_pooled_round(
+    pool: ClientPool,
+    ids: Sequence[int],
+    dim: int,
+    *,
+    bits: int | None = None,
+    threshold: int,
+    dropouts: Mapping[str, set[int]] | None = None,
+    neighbours: int | None = None,
+    security: str = "active",
+    seed: int | None = None,
+    round_id: bytes | None = None,
+    faults: FaultInjector | None = None,
+    min_roster: int | None = None,
+    noise: NoiseSpec | None = None,
+    modulus_bits: int | None = None,
+) -> SecAggResult:
+    """:func:`run_secagg_round` with the clients in ``pool`` (which holds the inputs of the clients ``ids``,
+    vectors of length ``dim``); the server and the transport (with ``faults``, if given) run here. Same
+    checks, same seeded derivations: for the same seed and round id every pool gives the same result as
+    :class:`~protocols.pool.InProcessClientPool`. ``neighbours >= len(ids) - 1`` runs the full graph (and
+    its thresholds): a client configured with a degree refuses to treat a roster as a full graph itself.
+    ``modulus_bits``: the deprecated name of ``bits``. :func:`round_plan` then :func:`run_plan`.
+    """
+    plan = round_plan(
+        ids,
+        dim,
+        bits=_bits(bits, modulus_bits),
+        threshold=threshold,
+        dropouts=dropouts,
+        neighbours=neighbours,
+        security=security,
+        seed=seed,
+        round_id=round_id,
+        min_roster=min_roster,
+        noise=noise,
+    )
+    return run_plan(pool, ids, plan, dropouts=dropouts, faults=faults)

@@ -14,6 +14,7 @@ __all__ = [
     "SecAggDPError",
     "ParameterError",
     "ConfigError",
+    "TaskError",
     "ProtocolError",
     "AuthenticationError",
     "AbortError",
@@ -34,6 +35,11 @@ class ParameterError(SecAggDPError, ValueError):
 
 class ConfigError(ParameterError):
     """A simulation configuration is invalid (unknown key, impossible combination)."""
+
+
+class TaskError(ParameterError):
+    """A simulation task (``simulations.Task``) broke its contract or raised: the message names the task, the
+    method and what was expected (or what it raised, and where)."""
 
 
 class RoundingError(ParameterError):

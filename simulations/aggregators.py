@@ -12,13 +12,19 @@ at ``unmasking`` already sent its masked input, which is included.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from secagg_dp import zq
-from secagg_dp.errors import AbortError, ParameterError
+from secagg_dp.errors import AbortError
 from secagg_dp.stages import NOISE_LOST_STAGES, stages_for
+
+if TYPE_CHECKING:  # the protocol is imported where a round runs (the ideal mode never loads it)
+    from protocols import ClientPool, LazyInputs, RoundPlan, SecAggResult
+    from secagg_dp.noise.add_then_remove import NoiseSpec
 
 __all__ = [
     "STAGES",
@@ -32,11 +38,8 @@ __all__ = [
     "aborts_from_counts",
     "abort_reason",
     "ROSTER_STAGE",
-    "crypto_aggregate",
-    "crypto_aggregate_on",
+    "round_plan",
     "crypto_round",
-    "crypto_round_lazy",
-    "crypto_round_on",
 ]
 
 # The protocol's stages (secagg_dp.stages) without the active-only consistency stage, which the dropout model does
@@ -123,168 +126,26 @@ def abort_reason(
     return None
 
 
-def crypto_aggregate(
-    ids: list[int],
-    vectors: np.ndarray,
-    *,
-    bits: int,
-    threshold: int,
-    dropouts: Mapping[str, set[int]],
-    neighbours: int | None,
-    seed: int,
-    security: str = "active",
-    noise=None,  # noqa: ANN001  (a secagg_dp.noise.add_then_remove.NoiseSpec: add-then-remove noise)
-    min_roster: int | None = None,
-) -> tuple[np.ndarray, frozenset[int]]:
-    """Run the full protocol on the clients' vectors (one row per id), the server here and the clients in the
-    pool ``protocols.procpool.client_pool`` picks (forked workers over the usable cores for a large round, else
-    this process; the same result either way), as ``protocols.run_secagg_round`` does.
-    Returns ``(aggregate, survivors)``; :func:`crypto_round` returns the whole round result."""
-    res = crypto_round(
-        ids,
-        vectors,
-        bits=bits,
-        threshold=threshold,
-        dropouts=dropouts,
-        neighbours=neighbours,
-        seed=seed,
-        security=security,
-        noise=noise,
-        min_roster=min_roster,
-    )
-    return res.aggregate, frozenset(res.survivors)
-
-
-def crypto_round(
-    ids: list[int],
-    vectors: np.ndarray,
-    *,
-    bits: int,
-    threshold: int,
-    dropouts: Mapping[str, set[int]],
-    neighbours: int | None,
-    seed: int,
-    security: str = "active",
-    noise=None,  # noqa: ANN001  (a secagg_dp.noise.add_then_remove.NoiseSpec: add-then-remove noise)
-    min_roster: int | None = None,
-):  # noqa: ANN201  (a protocols.SecAggResult)
-    """:func:`crypto_aggregate`, returning the ``protocols.SecAggResult`` (survivors, reports, timings and
-    the bytes each client sent and received, ``communication``)."""
-
-    rows = zq.check_residues("vectors", vectors, bits)
-    if rows.ndim != 2 or rows.shape[0] != len(ids) or rows.shape[1] == 0:
-        raise ParameterError(
-            f"Argument 'vectors' must have one non-empty row per id ({len(ids)}), not shape {rows.shape}."
-        )
-    inputs = {int(cid): rows[i] for i, cid in enumerate(ids)}
-    # each row is handed to its client (and let go from the dict) when the client is built
-    return crypto_round_lazy(
-        sorted(inputs),
-        inputs.pop,
-        rows.shape[1],
-        bits=bits,
-        threshold=threshold,
-        dropouts=dropouts,
-        neighbours=neighbours,
-        seed=seed,
-        security=security,
-        noise=noise,
-        min_roster=min_roster,
-    )
-
-
-def crypto_round_lazy(
-    ids: list[int],
-    make,  # noqa: ANN001  (a callable client id -> its uint64 input vector, of length dim)
+def round_plan(
+    ids: Sequence[int],
     dim: int,
+    dropouts: Mapping[str, set[int]],
     *,
     bits: int,
     threshold: int,
-    dropouts: Mapping[str, set[int]],
     neighbours: int | None,
     seed: int,
     security: str = "active",
-    noise=None,  # noqa: ANN001  (a secagg_dp.noise.add_then_remove.NoiseSpec: add-then-remove noise)
+    noise: NoiseSpec | None = None,
     min_roster: int | None = None,
-):  # noqa: ANN201  (a protocols.SecAggResult)
-    """:func:`crypto_round` with each client's input made by ``make(cid)`` where its client is built
-    (``protocols.LazyInputs``): in this process, or in the forked worker holding the client's shard, which
-    calls ``make`` for its own clients only. No n x d array of inputs exists (the simulator's
-    :class:`~simulations.clients.BlockInputs` encodes one block of participants at a time). Same seed and same
-    inputs, same result as :func:`crypto_round`."""
-    from protocols.pool import LazyInputs
-    from protocols.procpool import client_pool
-
-    inputs = LazyInputs(tuple(ids), make, dim)  # checks dim (an int >= 1)
-    with client_pool(inputs) as pool:  # forked workers over the usable cores for a large round; the same result
-        return crypto_round_on(
-            pool,
-            list(inputs.ids),
-            dim,
-            bits=bits,
-            threshold=threshold,
-            dropouts=dropouts,
-            neighbours=neighbours,
-            seed=seed,
-            security=security,
-            noise=noise,
-            min_roster=min_roster,
-        )
-
-
-def crypto_aggregate_on(
-    pool,  # noqa: ANN001  (a started-nowhere protocols.ClientPool holding the clients' inputs)
-    ids: list[int],
-    dim: int,
-    *,
-    bits: int,
-    threshold: int,
-    dropouts: Mapping[str, set[int]],
-    neighbours: int | None,
-    seed: int,
-    security: str = "active",
-    noise=None,  # noqa: ANN001  (a secagg_dp.noise.add_then_remove.NoiseSpec: add-then-remove noise)
-    min_roster: int | None = None,
-) -> tuple[np.ndarray, frozenset[int]]:
-    """:func:`crypto_aggregate` with the clients (and their inputs, vectors of length ``dim``) in ``pool``;
-    the server runs here (``protocols.run_pooled_round``). Same seed, same result as in-process."""
-    res = crypto_round_on(
-        pool,
-        ids,
-        dim,
-        bits=bits,
-        threshold=threshold,
-        dropouts=dropouts,
-        neighbours=neighbours,
-        seed=seed,
-        security=security,
-        noise=noise,
-        min_roster=min_roster,
-    )
-    return res.aggregate, frozenset(res.survivors)
-
-
-def crypto_round_on(
-    pool,  # noqa: ANN001  (a started-nowhere protocols.ClientPool holding the clients' inputs)
-    ids: list[int],
-    dim: int,
-    *,
-    bits: int,
-    threshold: int,
-    dropouts: Mapping[str, set[int]],
-    neighbours: int | None,
-    seed: int,
-    security: str = "active",
-    noise=None,  # noqa: ANN001  (a secagg_dp.noise.add_then_remove.NoiseSpec: add-then-remove noise)
-    min_roster: int | None = None,
-):  # noqa: ANN201  (a protocols.SecAggResult)
-    """:func:`crypto_aggregate_on`, returning the ``protocols.SecAggResult`` (aggregate checked as residues).
-
-    The round id is derived from ``seed`` (``protocols.pool.seeded_sources``), not drawn afresh, so a seed
-    reproduces every message, and with it the graph and the bytes counted, on any pool."""
-    from dataclasses import replace
-
-    from protocols import run_pooled_round
+) -> RoundPlan:
+    """The simulator's round configuration, one :class:`protocols.RoundPlan` (:func:`protocols.round_plan`
+    checks it): the clients ``ids`` with vectors of length ``dim`` (residues mod 2^bits), the round id derived
+    from ``seed`` (``protocols.pool.seeded_sources``, not drawn afresh, so a seed reproduces every message, and
+    with it the graph and the bytes counted, on any pool), and every client's minimum roster ``min_roster``.
+    Raises :class:`~secagg_dp.errors.AbortError` when fewer than ``min_roster`` clients checked in in active
+    mode: every client refuses the roster, so the round aborts before it starts."""
+    from protocols import round_plan as checked_plan
     from protocols.pool import seeded_sources
 
     drops = {s: set(v) for s, v in dropouts.items() if v}
@@ -300,18 +161,47 @@ def crypto_round_on(
                 "refuses the roster"
             )
         min_roster = max(2, len(ids))  # semi-honest clients check no roster floor (ClientPolicy)
-    result = run_pooled_round(
-        pool,
+    return checked_plan(
         ids,
         dim,
-        modulus_bits=bits,
+        bits=bits,
         threshold=threshold,
-        dropouts=drops or None,
+        dropouts=drops,
         neighbours=neighbours,
-        seed=seed,
         security=security,
+        seed=seed,
         round_id=seeded_sources(seed)[0],
         min_roster=min_roster,
         noise=noise,
     )
-    return replace(result, aggregate=zq.check_residues("aggregate", result.aggregate, bits))
+
+
+def crypto_round(
+    clients: LazyInputs | ClientPool,
+    plan: RoundPlan,
+    dropouts: Mapping[str, set[int]],
+    ids: Sequence[int] | None = None,
+) -> SecAggResult:
+    """Run the full protocol for ``plan`` (:func:`round_plan`): the server here, the clients where ``clients``
+    puts them, and return the ``protocols.SecAggResult`` (aggregate checked as residues mod 2^bits, survivors,
+    reports, timings and the bytes each client sent and received, ``communication``). ``dropouts``: stage ->
+    clients silent from it on.
+
+    ``clients`` is a :class:`protocols.LazyInputs` (each client's input made by ``make(cid)`` where its client
+    is built: in this process, or in the forked worker of ``protocols.procpool.client_pool`` holding the
+    client's shard, which calls ``make`` for its own clients only; the simulator's
+    :class:`~simulations.clients.BlockInputs` encodes a few rows of one block at a time, so no participants x d
+    array exists), or a client pool that already holds the inputs (``simulations.crypto_pool.DaskClientPool``),
+    whose clients are ``ids`` (default: the pool's ``ids``). Same plan and inputs, same result on any pool."""
+    from protocols import LazyInputs, run_plan
+    from protocols.procpool import client_pool
+
+    drops = {s: set(v) for s, v in dropouts.items() if v} or None
+    if isinstance(clients, LazyInputs):
+        inputs = LazyInputs(clients.ids, clients.make, plan.dim)  # checks dim
+        with client_pool(inputs) as pool:  # forked workers over the usable cores for a large round; same result
+            result = run_plan(pool, list(inputs.ids), plan, dropouts=drops)
+    else:
+        members = list(getattr(clients, "ids", ()) if ids is None else ids)
+        result = run_plan(clients, members, plan, dropouts=drops)
+    return replace(result, aggregate=zq.check_residues("aggregate", result.aggregate, plan.bits))

@@ -200,10 +200,10 @@ def _client_block(
     noise of the sum, ``client_noise`` False). Without ``keep`` (protocol input): (residue rows, the task's
     rows); with it: (modular sum of the kept rows, plain float sum of their task rows). The same draws either
     way, so the sum equals the kept rows' sum bit for bit."""
-    from simulations.tasks.protocol import check_rows
+    from simulations.tasks.protocol import call_task, check_rows
 
     task = spec.task
-    rows = task.client_vectors(spec.model, ids, spec.round, spec.root_seed)
+    rows = call_task(task, "client_vectors", spec.model, ids, spec.round, spec.root_seed, round=spec.round)
     x = check_rows(task, rows, len(ids), spec.dim, finite=keep is None)
     if keep is not None:  # the column sums check finiteness (a NaN or an infinity makes its column's sum so)
         cols = x.sum(axis=0)
@@ -221,10 +221,10 @@ def _encode_sample_level(spec: RoundSpec, codec: Any, cid: int, rng: np.random.G
     rate q, clip and encode every example's row on its own (one example moves the step's integer vector by at
     most the codec's Delta_2), add one noise share, decode the step locally for the task's local update, and
     add the step's residues to the round vector."""
-    from simulations.tasks.protocol import check_rows
+    from simulations.tasks.protocol import call_task, check_rows
 
     task = spec.task
-    m = int(task.shard_size(spec.root_seed))
+    m = int(call_task(task, "shard_size", spec.root_seed, round=spec.round))
     model = spec.model
     total = np.zeros(codec.padded_dim, dtype=np.uint64)
     for step in range(spec.local_steps):
@@ -232,11 +232,11 @@ def _encode_sample_level(spec: RoundSpec, codec: Any, cid: int, rng: np.random.G
         vec = zq.wrap_int64(draw_noise(spec.mechanism, spec.sigma_int, codec.padded_dim, rng), spec.bits)
         if chosen.any():
             examples = np.flatnonzero(chosen)
-            rows = task.sample_vectors(model, cid, examples, spec.round, spec.root_seed)
+            rows = call_task(task, "sample_vectors", model, cid, examples, spec.round, spec.root_seed, round=spec.round)
             rows = check_rows(task, rows, len(examples), spec.dim, "sample_vectors")
             vec = zq.add_mod(vec, zq.sum_mod(codec.encode(rows, rng=rng), spec.bits), spec.bits)
         if step + 1 < spec.local_steps:
-            model = task.local_update(model, codec.decode(vec), spec.sample_rate * m)
+            model = call_task(task, "local_update", model, codec.decode(vec), spec.sample_rate * m, round=spec.round)
         total = zq.add_mod(total, vec, spec.bits)
     return total
 
@@ -317,17 +317,108 @@ def run_blocks(spec: RoundSpec, blocks: list[Block]) -> tuple[np.ndarray | None,
     return np.concatenate(ids_out), np.concatenate(rows), None
 
 
-_NO_ROWS = np.zeros((0, 0), dtype=np.uint64)
+#: Float64 values per batch of rows a block is encoded in for the protocol (:func:`encode_block_packed`) and its
+#: truth summed in (:func:`client_truth`): 8 MB work arrays, one row at d = 2^20, the whole block at d = 1024.
+ROW_VALUES = 1 << 20
+
+
+def _rows_per_batch(dim: int, rows: int) -> int:
+    """Rows per batch of a block of ``rows`` rows of length ``dim``: :data:`ROW_VALUES` values, at least one row."""
+    return max(1, min(rows, ROW_VALUES // max(dim, 1)))
+
+
+def encode_block_packed(spec: RoundSpec, block: Block) -> dict[int, bytes]:
+    """The protocol inputs of one block of participants (no inclusion mask), each client's row bit-packed at
+    ``spec.bits`` (``protocols.wire.pack_residues``): the rows ``run_blocks(spec, [block])`` returns, bit for
+    bit, computed a batch of rows at a time (:data:`ROW_VALUES`), so the block never exists as rows x d.
+
+    The block's generator is consumed in the order of :func:`_client_block`: the noise of every row first
+    (one stream: the discrete Gaussian's batches by :func:`~secagg_dp.noise.discrete_gaussian.
+    iter_discrete_gaussian`; Skellam's two Poisson halves, the first for every row, then the second), kept
+    as packed residues (only the noise mod q enters the input: wrap is a ring map Z -> Z_q); then the
+    rounding draws of every row and the redraws (:meth:`~secagg_dp.quantize.ZqCodec.quantize_stream`), each
+    row's residues replacing its packed noise. Sample-level clients are encoded one after another, as in
+    :func:`run_blocks`."""
+    from protocols import wire
+
+    tune_allocator()
+    codec = make_codec(spec.dim, spec.bits, spec.clip, spec.scale, spec.rotation_seed, spec.beta)
+    index, ids, keep = block
+    if keep is not None:
+        raise ParameterError("Argument 'block' must carry no inclusion mask (every row is an input).")
+    bits, d = spec.bits, codec.padded_dim
+    rng = block_rng(spec.root_seed, spec.round, index, spec.generator)
+    cids = [int(c) for c in ids]
+    if spec.unit != "client":
+        return {c: wire.pack_residues(_encode_sample_level(spec, codec, c, rng), bits) for c in cids}
+    noise: dict[int, bytes] = {}  # client -> its packed noise residues, until its row replaces them
+    schedule = noise_schedule(spec) if spec.client_noise else None
+    if spec.client_noise and schedule is None:
+        _noise_residues(spec, cids, d, rng, noise)
+    task = spec.task
+    step = _rows_per_batch(max(spec.dim, d), len(cids))
+
+    def batches() -> Any:
+        from simulations.tasks.protocol import call_task, check_rows
+
+        for lo in range(0, len(cids), step):
+            part = ids[lo : lo + step]
+            rows = call_task(task, "client_vectors", spec.model, part, spec.round, spec.root_seed, round=spec.round)
+            yield check_rows(task, rows, len(part), spec.dim)
+
+    out: dict[int, bytes] = {}
+    for i, xq in codec.quantize_stream(batches(), rng=rng):
+        c = cids[i]
+        row = zq.wrap_int64(xq, bits)
+        if c in noise:
+            row = zq.add_mod(row, wire.unpack_residues(noise.pop(c), d, bits), bits)
+        elif schedule is not None and not spec.noise_in_protocol:  # add-then-remove, applied here (ideal mode)
+            from secagg_dp.noise.add_then_remove import client_noise
+
+            z = client_noise(schedule, noise_master(spec, c), d, keep=spec.kept_groups)
+            row = zq.add_mod(row, zq.wrap_int64(z, bits), bits)
+        out[c] = wire.pack_residues(row, bits)
+    return {c: out[c] for c in cids}
+
+
+def _noise_residues(spec: RoundSpec, cids: list[int], d: int, rng: np.random.Generator, into: dict[int, bytes]) -> None:
+    """The draws of :func:`draw_noise` for ``len(cids)`` rows of ``d`` (one call, row-major), one row at a time:
+    ``into[c]`` = client c's noise mod 2^bits, packed. Skellam is Poisson(v/2) - Poisson(v/2) with every first
+    half drawn before any second half (:func:`secagg_dp.noise.sample_skellam`), so the second pass subtracts."""
+    from protocols import wire
+    from secagg_dp.noise.discrete_gaussian import iter_discrete_gaussian
+
+    bits = spec.bits
+    if spec.mechanism == "ddg":
+        buf = np.empty(d, dtype=np.int64)
+        fill, row = 0, 0
+        for piece in iter_discrete_gaussian(spec.sigma_int, len(cids) * d, rng=rng):
+            pos = 0
+            while pos < piece.size:
+                take = min(d - fill, piece.size - pos)
+                buf[fill : fill + take] = piece[pos : pos + take]
+                fill, pos = fill + take, pos + take
+                if fill == d:
+                    into[cids[row]] = wire.pack_residues(zq.wrap_int64(buf, bits), bits)
+                    fill, row = 0, row + 1
+        return
+    lam = 0.5 * float(spec.sigma_int**2)  # sample_skellam's Poisson mean, v / 2 (v as draw_noise passes it)
+    for c in cids:
+        into[c] = wire.pack_residues(zq.wrap_int64(rng.poisson(lam, d).astype(np.int64, copy=False), bits), bits)
+    for c in cids:
+        half = zq.wrap_int64(rng.poisson(lam, d).astype(np.int64, copy=False), bits)
+        into[c] = wire.pack_residues(zq.sub_mod(wire.unpack_residues(into[c], d, bits), half, bits), bits)
 
 
 class BlockInputs:
     """The protocol inputs of a round's participants, made one block at a time: ``inputs(cid)`` is client
     ``cid``'s uint64 row, the row :func:`run_blocks` gives it among all participants (its block, of the
-    :func:`blocks_of` layout of ``ids``, is encoded whole with that block's generator, so the numbers are the
-    same bit for bit). The last encoded block is kept until each of its rows has been handed out (or another
-    block is asked for), so memory is one block of rows, ``BLOCK`` x padded d, never participants x d. The
-    ``make`` of :class:`protocols.LazyInputs` (a forked worker of ``protocols.procpool`` inherits it and
-    encodes its own shard's blocks). ``seconds``: time spent encoding in this process."""
+    :func:`blocks_of` layout of ``ids``, is encoded with that block's generator by :func:`encode_block_packed`,
+    so the numbers are the same bit for bit). The last encoded block is kept, bit-packed, until each of its
+    rows has been handed out (or another block is asked for), so memory is one block of packed rows
+    (``BLOCK`` x padded d x bits / 8 bytes) and a batch of work rows, never participants x d. The ``make`` of
+    :class:`protocols.LazyInputs` (a forked worker of ``protocols.procpool`` inherits it and encodes its own
+    shard's blocks). ``seconds``: time spent encoding in this process."""
 
     def __init__(self, spec: RoundSpec, ids: Any) -> None:
         self._setup(spec, blocks_of(np.asarray(ids, dtype=np.int64)))  # the layout (and generators) of run_blocks
@@ -350,8 +441,8 @@ class BlockInputs:
         self._blocks = blocks
         self._first = np.array([b[1][0] for b in blocks], dtype=np.int64)
         self._block = -1  # position in self._blocks of the block held, -1: none
-        self._rows = _NO_ROWS
-        self._left: dict[int, int] = {}  # held block: id -> row, for rows not handed out yet
+        self._left: dict[int, bytes] = {}  # held block: id -> packed row, for rows not handed out yet
+        self._dim = make_codec(spec.dim, spec.bits, spec.clip, spec.scale, spec.rotation_seed, spec.beta).padded_dim
         self.seconds = 0.0
 
     @property
@@ -360,20 +451,21 @@ class BlockInputs:
         return [int(c) for b in self._blocks for c in b[1]]
 
     def __call__(self, cid: int) -> np.ndarray:
+        from protocols import wire
+
         cid = int(cid)
         b = int(np.searchsorted(self._first, cid, side="right")) - 1
         if b < 0 or cid not in self._blocks[b][1]:
             raise ParameterError(f"Argument 'cid': {cid} is not a participant of this round.")
         if b != self._block or cid not in self._left:  # (a row asked for twice is encoded again: the same row)
-            self._block, self._rows, self._left = -1, _NO_ROWS, {}  # let the held block go first
+            self._block, self._left = -1, {}  # let the held block go first
             t0 = time.perf_counter()
-            _, rows, _ = run_blocks(self._spec, [self._blocks[b]])  # one row per id of the block, in order
+            self._left = encode_block_packed(self._spec, self._blocks[b])
             self.seconds += time.perf_counter() - t0
-            self._block, self._rows = b, rows
-            self._left = {int(c): i for i, c in enumerate(self._blocks[b][1])}
-        row = self._rows[self._left.pop(cid)]
-        if not self._left:  # every row of the block handed out: let it go (the clients pack their rows)
-            self._block, self._rows = -1, _NO_ROWS
+            self._block = b
+        row = wire.unpack_residues(self._left.pop(cid), self._dim, self._spec.bits)
+        if not self._left:  # every row of the block handed out (the clients pack their rows)
+            self._block = -1
         return row
 
 
@@ -389,9 +481,25 @@ def client_truth(spec: RoundSpec, ids: Any) -> np.ndarray | None:
     """Plain sum of the rows of ``ids`` for tasks with ``truth_metrics`` (else None), in blocks of ``BLOCK``."""
     if spec.unit != "client" or not wants_truth(spec.task):
         return None
+    from simulations.tasks.protocol import call_task, check_rows
+
     arr = np.asarray(ids, dtype=np.int64)
+    task, r = spec.task, spec.round
     total = np.zeros(spec.dim)
     for i in range(0, len(arr), BLOCK):
         block = arr[i : i + BLOCK]
-        total += spec.task.client_vectors(spec.model, block, spec.round, spec.root_seed).sum(axis=0)
+        step = _rows_per_batch(spec.dim, len(block))
+        if step >= len(block):
+            rows = call_task(task, "client_vectors", spec.model, block, r, spec.root_seed, round=r)
+            total += check_rows(task, rows, len(block), spec.dim).sum(axis=0)
+            continue
+        # a batch of rows at a time; numpy sums axis 0 row after row, so adding the rows in order into a zero
+        # vector gives the block's .sum(axis=0) bit for bit (tested)
+        acc = np.zeros(spec.dim)
+        for lo in range(0, len(block), step):
+            part = block[lo : lo + step]
+            rows = call_task(task, "client_vectors", spec.model, part, r, spec.root_seed, round=r)
+            for row in check_rows(task, rows, len(part), spec.dim):
+                acc += row
+        total += acc
     return total

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["plot_run", "plot_study", "metric_name", "describe", "epsilon_label", "observer_note"]
+__all__ = ["plot_run", "plot_study", "metric_name", "metric_names", "describe", "epsilon_label", "observer_note"]
 
 
 def _plt():
@@ -25,6 +25,14 @@ def metric_name(doc: dict[str, Any]) -> str:
         if r["metrics"]:
             return "accuracy" if "accuracy" in r["metrics"] else str(next(iter(r["metrics"])))
     return "accuracy"
+
+
+def metric_names(doc: dict[str, Any]) -> list[str]:
+    """Every metric the run's rounds report, in the order they first appear (the plotted one,
+    :func:`metric_name`, first); ``[metric_name(doc)]`` when no round reported any."""
+    first = metric_name(doc)
+    names = dict.fromkeys(str(k) for r in doc["rounds"] for k in r["metrics"])
+    return [first, *(n for n in names if n != first)] if first in names else list(names) or [first]
 
 
 def _series(doc: dict[str, Any], metric: str) -> tuple[list[int], list[float], list[float]]:
@@ -80,23 +88,28 @@ def observer_note(privacy: dict[str, Any]) -> str:
 
 
 def plot_run(doc: dict[str, Any], out_dir: str | Path) -> list[Path]:
-    """metric and certified epsilon against rounds, and metric against epsilon; returns the PNG paths."""
+    """Every metric the rounds report against the round (one panel each, log scale for MSE) and the certified
+    epsilon against the round (last panel); returns the PNG paths."""
     plt = _plt()
     out = Path(out_dir)
-    metric = metric_name(doc)
-    rounds, eps, vals = _series(doc, metric)
+    metrics = metric_names(doc)
     all_rounds = [r["round"] for r in doc["rounds"]]
     all_eps = [r["epsilon"] for r in doc["rounds"]]
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-    axes[0].plot(rounds, vals, marker="o", ms=3)
-    axes[0].set_xlabel("round")
-    axes[0].set_ylabel(metric)
-    if metric == "mse":
-        axes[0].set_yscale("log")
-    axes[1].plot(all_rounds, all_eps, marker="o", ms=3, color="C1")
-    axes[1].set_xlabel("round")
-    axes[1].set_ylabel(epsilon_label(doc["privacy"]))
-    axes[1].set_title(observer_note(doc["privacy"]), fontsize=8)
+    cols = len(metrics) + 1
+    fig, axes = plt.subplots(1, cols, figsize=(4.5 * cols, 3.6), squeeze=False)
+    for i, metric in enumerate(metrics):
+        ax = axes[0][i]
+        rounds, _, vals = _series(doc, metric)
+        ax.plot(rounds, vals, marker="o", ms=3, color=f"C{i + 1 if i else 0}")
+        ax.set_xlabel("round")
+        ax.set_ylabel(metric)
+        if metric == "mse" and any(v > 0 for v in vals):
+            ax.set_yscale("log")
+    ax = axes[0][-1]
+    ax.plot(all_rounds, all_eps, marker="o", ms=3, color="C1")
+    ax.set_xlabel("round")
+    ax.set_ylabel(epsilon_label(doc["privacy"]))
+    ax.set_title(observer_note(doc["privacy"]), fontsize=8)
     fig.suptitle(f"{doc['config']['name']} (seed {doc['config']['seed']})\n{describe(doc)}", fontsize=9)
     fig.tight_layout()
     path = out / "rounds.png"

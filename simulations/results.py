@@ -4,7 +4,9 @@ A run rewrites its document atomically (write to a temporary file in the same di
 ``os.replace``) after every round, so a run that is interrupted or killed at any moment leaves a complete,
 readable JSON file whose ``status`` says how far it got ("running" if the process died without a chance to
 say more, "interrupted" after Ctrl-C, "failed" after an error, "budget_exhausted" when the ledger refused
-a round that would exceed ``privacy.epsilon_budget`` (that round is not released), "complete").
+a round that would exceed ``privacy.epsilon_budget`` (that round is not released), "complete"). A failed run
+also says why: ``failure`` = {``type``, ``message``, ``round`` (the round running when it failed, or null),
+``rounds_completed``}; ``rounds`` keeps every round completed before it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ __all__ = [
     "INFINITE_EPSILON",
     "METRICS_NOTE",
     "COALITION_KEYS",
+    "FAILURE_KEYS",
     "write_atomic",
     "read_results",
     "check_results",
@@ -32,6 +35,8 @@ SCHEMA = "secagg-dp/simulate-results/1"
 STUDY_SCHEMA = "secagg-dp/simulate-study/1"
 _STATUSES = {"running", "complete", "interrupted", "failed", "budget_exhausted"}
 _RUN_KEYS = {"schema", "status", "config", "seeds", "derived", "privacy", "rounds", "summary", "software"}
+#: Keys of the ``failure`` object of a run with status "failed" (and of a failed study).
+FAILURE_KEYS = {"type", "message", "round", "rounds_completed"}
 _ROUND_KEYS = {"round", "checked_in", "included", "aborted", "epsilon", "order", "metrics", "seconds"}
 #: Keys of a ``communication`` object (crypto mode; ``null`` in ideal mode and for an aborted round).
 COMMUNICATION_KEYS = {"upload_bytes_mean", "upload_bytes_max", "download_bytes_mean", "download_bytes_max", "raw_bytes"}
@@ -128,6 +133,9 @@ def check_results(doc: dict[str, Any]) -> None:
         raise ValueError(f"results lack keys {sorted(missing)}")
     if doc["status"] not in _STATUSES:
         raise ValueError(f"bad status {doc['status']!r}")
+    failure = doc.get("failure")
+    if failure is not None and FAILURE_KEYS - set(failure):
+        raise ValueError(f"failure lacks keys {sorted(FAILURE_KEYS - set(failure))}")
     for key in ("method", "neighbouring", "delta", "accountant"):
         if key not in doc["privacy"]:
             raise ValueError(f"privacy lacks key {key!r}")

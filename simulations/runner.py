@@ -20,12 +20,12 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import numpy as np
 
 from secagg_dp import zq
-from secagg_dp.errors import ConfigError, ParameterError, ProtocolError
+from secagg_dp.errors import AbortError, ConfigError, ParameterError, ProtocolError
 from secagg_dp.noise import SIGMA_MAX
 from simulations import aggregators
 from simulations.clients import (
@@ -47,7 +47,7 @@ from simulations.clients import (
 from simulations.config import SimConfig
 from simulations.results import METRICS_NOTE, SCHEMA, write_atomic
 from simulations.tasks import LogRegTask, MeanTask, make_task
-from simulations.tasks.protocol import finite_metrics
+from simulations.tasks.protocol import call_task, check_server_update, finite_metrics, task_description
 
 __all__ = [
     "Plan",
@@ -74,19 +74,6 @@ SEED_DERIVATION = (
     "logreg client-level local minibatches of client i in round r (2, r, i)"
 )
 _DRAW_CHUNK = 1 << 20  # check-in coins drawn per call: bounded memory at n = 10^7 (same stream as one call)
-
-
-class _CryptoArgs(TypedDict):
-    """Keyword arguments of :func:`aggregators.crypto_aggregate` (and ``crypto_aggregate_on``) for one round."""
-
-    bits: int
-    threshold: int
-    dropouts: dict[str, set[int]]
-    neighbours: int | None
-    seed: int
-    security: str
-    noise: Any  # a secagg_dp.noise.add_then_remove.NoiseSpec, or None
-    min_roster: int | None
 
 
 @dataclass(frozen=True)
@@ -325,7 +312,7 @@ def run_scenario(
         accountant = make_accountant(cfg, p, None)  # validates the certificate for the planned rounds
         accountant.attach_ledger(out / "ledger.sqlite")
     out.mkdir(parents=True, exist_ok=True)
-    model = task.init_model(root)
+    model = call_task(task, "init_model", root)
     own_exec = executor is None
     if own_exec:
         executor = make_executor(cfg.executor, cfg.scheduler)
@@ -334,6 +321,8 @@ def run_scenario(
     config_doc["seed"] = root
     if given:  # a task object passed as task=: results.json names its class
         config_doc["task"]["name"] = f"{type(task).__module__}:{type(task).__qualname__}"
+    if not isinstance(task, MeanTask | LogRegTask):  # a user task: its own settings, not the bundled tasks' keys
+        config_doc["task"] = custom_task_record(config_doc["task"], task, cfg.privacy.unit)
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "status": "running",
@@ -356,8 +345,10 @@ def run_scenario(
     start = time.perf_counter()
     from secagg_dp.errors import PrivacyBudgetExceeded
 
+    running: int | None = None  # the round in progress (for the failure record)
     try:
         for r in range(1, cfg.rounds + 1):
+            running = r
             try:
                 rec, model = _one_round(cfg, p, task, model, root, r, executor, acct)
             except PrivacyBudgetExceeded as exc:  # the ledger refused round r before its release
@@ -366,6 +357,7 @@ def run_scenario(
                 doc["privacy"]["refused"] = {"round": r, "reason": str(exc)}
                 break
             doc["rounds"].append(asdict(rec))
+            running = None
             doc["privacy"] = acct.describe()
             doc["summary"] = _summary(doc, time.perf_counter() - start)
             write_atomic(results_path, doc)
@@ -382,6 +374,7 @@ def run_scenario(
         raise
     except BaseException as exc:
         doc["status"] = "failed"
+        doc["failure"] = failure_record(exc, running, len(doc["rounds"]))
         _record_outcome(acct, "failed", f"the run failed after the round was charged: {type(exc).__name__}: {exc}")
         raise
     finally:
@@ -395,6 +388,31 @@ def run_scenario(
         if close is not None:
             close()
     return doc
+
+
+def failure_record(exc: BaseException, round_: int | None, completed: int) -> dict[str, Any]:
+    """results.json ``failure`` of a run that stopped on an error: the exception's ``type`` and ``message``,
+    the ``round`` that was running when it was raised (``None`` between rounds) and ``rounds_completed``.
+
+    The round that failed may already have been recorded in the privacy ledger (a round is committed before
+    its aggregate is decoded and handed to ``server_update``)."""
+    return {"type": type(exc).__name__, "message": str(exc), "round": round_, "rounds_completed": completed}
+
+
+def custom_task_record(given: dict[str, Any], task: Any, unit: str) -> dict[str, Any]:
+    """``config.task`` of a run with a user task: its ``name``, the constructor ``options`` it was built with,
+    what it ``reported`` about itself (:func:`simulations.tasks.protocol.task_description`) and its
+    ``vector_dim``; ``local_steps`` and ``sample_rate`` at the sample level only, where the simulator runs them.
+    The bundled tasks' keys (``dim``, ``learning_rate``) do not describe a user task and are left out."""
+    rec: dict[str, Any] = {
+        "name": given["name"],
+        "options": dict(given.get("options", {})),
+        "reported": task_description(task, given.get("options")),
+        "vector_dim": int(task.vector_dim),
+    }
+    if unit == "sample":
+        rec.update(local_steps=given["local_steps"], sample_rate=given["sample_rate"])
+    return rec
 
 
 def _record_outcome(acct: Any, outcome: str, reason: str) -> None:
@@ -565,17 +583,26 @@ def aggregate_round(
         secs["clients"] = time.perf_counter() - t1
     else:
         survivors = None
-        crypto = _CryptoArgs(
-            bits=cfg.secagg.bits,
-            threshold=t,
-            dropouts=aggregators.dropout_sets(ids, stages),
-            neighbours=cfg.secagg.neighbours,
-            seed=_round_int(root, r, PURPOSE_CRYPTO),
-            security=cfg.secagg.security,
-            noise=_noise_spec(cfg, p),
-            min_roster=roster_floor(cfg, p),
-        )
-        if hasattr(executor, "client_pool") and len(ids) >= max(t, 2):
+        dropouts = aggregators.dropout_sets(ids, stages)
+        # the round's one configuration (protocols.RoundPlan), handed to the clients' pool and the server
+        plan_ = None
+        if len(ids) >= max(t, 2):
+            try:
+                plan_ = aggregators.round_plan(
+                    ids.tolist(),
+                    p.padded_dim,
+                    dropouts,
+                    bits=cfg.secagg.bits,
+                    threshold=t,
+                    neighbours=cfg.secagg.neighbours,
+                    seed=_round_int(root, r, PURPOSE_CRYPTO),
+                    security=cfg.secagg.security,
+                    noise=_noise_spec(cfg, p),
+                    min_roster=roster_floor(cfg, p),
+                )
+            except AbortError:  # fewer check-ins than the clients' minimum roster: every client refuses it
+                plan_ = None
+        if hasattr(executor, "client_pool") and plan_ is not None:
             # clients live on the workers for the round: each shard encodes its own blocks there, one block at
             # a time as its clients are built
             from simulations.executors import chunked
@@ -585,20 +612,22 @@ def aggregate_round(
                 secs["clients"] = time.perf_counter() - t1
                 t2 = time.perf_counter()
                 try:
-                    res = aggregators.crypto_round_on(pool, pool.ids, p.padded_dim, **crypto)
+                    res = aggregators.crypto_round(pool, plan_, dropouts)
                     aggregate, survivors, comm = res.aggregate, frozenset(res.survivors), res.communication
                 except ProtocolError:
                     aggregate = None
         else:
             # each client's row is encoded when its client is built (in this process or in the forked worker
-            # holding its shard), its block whole with the block's generator, as run_blocks does for all
-            # participants: the same rows, and never a participants x d array
+            # holding its shard), a few rows of its block at a time with the block's generator, as run_blocks
+            # does for the whole block: the same rows, and never a participants x d array
+            from protocols import LazyInputs
+
             secs["clients"] = time.perf_counter() - t1
             t2 = time.perf_counter()
             inputs = BlockInputs(spec, ids)
-            if len(ids) >= max(t, 2):
+            if plan_ is not None:
                 try:
-                    res = aggregators.crypto_round_lazy(inputs.ids, inputs, p.padded_dim, **crypto)
+                    res = aggregators.crypto_round(LazyInputs(tuple(inputs.ids), inputs, p.padded_dim), plan_, dropouts)
                     aggregate, survivors, comm = res.aggregate, frozenset(res.survivors), res.communication
                 except ProtocolError:
                     aggregate = None
@@ -670,10 +699,11 @@ def _one_round(cfg, p: Plan, task, model, root: int, r: int, executor, acct) -> 
         spec = ra.spec
         codec = make_codec(spec.dim, spec.bits, spec.clip, spec.scale, spec.rotation_seed, spec.beta)
         decoded = codec.decode(ra.aggregate)
-        model, raw = task.server_update(model, decoded, len(ra.included), root)
-        metrics = finite_metrics(task, raw)
+        out = call_task(task, "server_update", model, decoded, len(ra.included), root, round=r)
+        model, metrics = check_server_update(task, out, r)
         if ra.truth is not None:  # tasks with truth_metrics (mean: MSE against the survivors' true mean)
-            metrics.update(finite_metrics(task, task.truth_metrics(decoded, ra.truth, len(ra.included))))
+            truth = call_task(task, "truth_metrics", decoded, ra.truth, len(ra.included), round=r)
+            metrics.update(finite_metrics(task, truth, "truth_metrics"))
     secs["decode"] = time.perf_counter() - t3
     if aborted:  # charged all the same (docs/ledger.md, "Outcomes"): the ledger says why nothing was released
         why = aggregators.abort_reason(len(ra.ids), ra.dropped_counts(), ra.threshold)

@@ -11,7 +11,7 @@ from typing import Any
 from simulations.config import SimConfig, expand_study
 from simulations.results import STUDY_SCHEMA, write_atomic
 
-__all__ = ["run", "summary_rows", "observer_lines", "format_table"]
+__all__ = ["run", "summary_rows", "observer_lines", "format_table", "collapse_lines"]
 
 
 def _slug(i: int, label: str) -> str:
@@ -61,6 +61,7 @@ def run(
         "study": {"name": cfg.name, "grid": cfg.study.grid, "x": cfg.study.x, "seed": root, "seeds": seeds},
         "runs": [],
     }
+    label, sub, v = variants[0][0], out, variants[0][2]  # named in the failure record if the study fails
     try:
         for i, (label, vals, variant) in enumerate(variants):
             for j in range(seeds):
@@ -78,8 +79,9 @@ def run(
     except KeyboardInterrupt:
         study["status"] = "interrupted"
         raise
-    except BaseException:
+    except BaseException as exc:
         study["status"] = "failed"
+        study["failure"] = _failure(exc, sub, label, v.seed)
         raise
     finally:
         write_atomic(out / "results.json", study)
@@ -89,6 +91,20 @@ def run(
         study["plots"] = [p.name for p in plot_study(study, out)]
         write_atomic(out / "results.json", study)
     return study
+
+
+def _failure(exc: BaseException, sub: Path, label: str, seed: int | None) -> dict[str, Any]:
+    """A failed study's ``failure``: the failed run's own record (its results.json ``failure``: type, message,
+    round, rounds_completed) with the variant's ``label``, ``seed`` and folder ``out``."""
+    import json
+
+    from simulations.runner import failure_record
+
+    try:
+        rec = json.loads((sub / "results.json").read_text(encoding="utf-8"))["failure"]
+    except (OSError, ValueError, KeyError, TypeError):  # the run failed before writing its record
+        rec = failure_record(exc, None, 0)
+    return {**rec, "label": label, "seed": seed, "out": sub.name}
 
 
 def _with_seed(cfg: SimConfig, root: int) -> SimConfig:
@@ -125,10 +141,20 @@ def summary_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def collapse_lines(lines: list[str]) -> list[str]:
+    """``lines`` with repeats removed, in first-seen order; a line that occurred n > 1 times ends with
+    ``(identical for n runs)`` (a study's seeds of one variant share its certificate, so its lines repeat)."""
+    counts: dict[str, int] = {}
+    for line in lines:
+        counts[line] = counts.get(line, 0) + 1
+    return [line if n == 1 else f"{line}  (identical for {n} runs)" for line, n in counts.items()]
+
+
 def observer_lines(doc: dict[str, Any]) -> list[str]:
     """One line per run and observer: the analyst's certificate (sees K and the aggregate), the
     secure-aggregation server's (also sees who took part and who dropped) and the coalition's (an active server
-    with c colluding clients, which may shrink a sum to m clients)."""
+    with c colluding clients, which may shrink a sum to m clients). Identical lines (the seeds of one variant)
+    are printed once, with their count (:func:`collapse_lines`)."""
     runs = doc["runs"] if "runs" in doc else [{"label": doc["config"]["name"], "results": doc}]
     lines = []
     for run in runs:
@@ -152,7 +178,7 @@ def observer_lines(doc: dict[str, Any]) -> list[str]:
                 f", sums down to {coalition['min_sum']} clients): epsilon = "
                 f"{math.inf if eps is None else eps:.6g} at delta = {priv.get('delta')} ({unit} level)"
             )
-    return lines
+    return collapse_lines(lines)
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:

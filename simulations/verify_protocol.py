@@ -74,7 +74,7 @@ def _one_case(
     try:
         res = run_secagg_round(
             inputs,
-            modulus_bits=bits,
+            bits=bits,
             threshold=t,
             dropouts=drops or None,
             neighbours=neighbours,

@@ -31,3 +31,62 @@ def test_example_runs(path, tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip(), "an example prints what it shows"
+
+
+def _flower_run_module():
+    """examples/flower_app/run.py as a module (it imports Flower only inside main, after the checks)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("flower_app_run", ROOT / "examples" / "flower_app" / "run.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--sample", "6", "--nodes", "4"], "Argument '--sample' must be an integer in [2, 4], not 6."),
+        (["--threshold", "9"], "Argument '--threshold' must be an integer in [2, 6], not 9."),
+        (["--z", "-1"], "Argument '--z' must lie in (0, inf], not -1.0."),
+        (["--rounds", "0"], "Argument '--rounds' must be an integer >= 1, not 0."),
+        (["--fail", "8"], "Argument '--fail' must name partition ids in [0, 7], not '8'."),
+        (["--nodes", "1"], "Argument '--nodes' must be an integer"),
+    ],
+)
+def test_flower_example_refuses_bad_arguments_before_flower(argv, message, monkeypatch, capsys):
+    """Pure validation (no Flower needed): the flag is named, and main exits 2 with one line before it would
+    import Flower (blocked here, so reaching the import would raise ImportError instead)."""
+    from secagg_dp.errors import ParameterError
+
+    monkeypatch.setattr(sys, "path", list(sys.path))  # run.py puts its folder first: undone after the test
+    run = _flower_run_module()
+    with pytest.raises(ParameterError) as err:
+        run.check_args(run.build_parser().parse_args(argv))
+    assert str(err.value).startswith(message)
+    monkeypatch.setitem(sys.modules, "flwr", None)
+    with pytest.raises(SystemExit) as exit_:
+        run.main(argv)
+    assert exit_.value.code == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"run.py: error: {message}")
+
+
+def test_flower_example_accepts_its_defaults_and_makes_its_out_folder(tmp_path, monkeypatch, capsys):
+    from secagg_dp.errors import ParameterError
+
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    run = _flower_run_module()
+    cfg = run.check_args(run.build_parser().parse_args([]))
+    assert (cfg.population, cfg.sample_size, cfg.threshold) == (8, 6, 5)  # t = floor(2 * 6 / 3) + 1
+    run.prepare_out(str(tmp_path / "a" / "b"))  # before: a traceback after Flower's ~28 s start
+    assert (tmp_path / "a" / "b").is_dir()
+    (tmp_path / "f").write_text("")
+    with pytest.raises(ParameterError, match="Argument '--out' must be a folder"):
+        run.prepare_out(str(tmp_path / "f"))
+    monkeypatch.setitem(sys.modules, "flwr", None)  # Flower missing: one line naming the extra, exit 2
+    with pytest.raises(SystemExit) as exit_:
+        run.main(["--out", str(tmp_path / "c")])
+    assert exit_.value.code == 2 and "secagg-dp[flower]" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()

@@ -8,6 +8,7 @@ arXiv:2004.00010; "CKS20" below).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from secagg_dp.rng import resolve_rng
 
 __all__ = [
     "sample_discrete_gaussian",
+    "iter_discrete_gaussian",
     "discrete_gaussian_pmf",
     "discrete_gaussian_logpmf",
     "discrete_gaussian_log_normaliser",
@@ -71,9 +73,27 @@ def sample_discrete_gaussian(
     """
     sigma = check_sigma(sigma)
     shape = check_size(size)
-    gen = resolve_rng(rng)
     n = math.prod(shape)
     out = np.empty(n, dtype=np.int64)
+    filled = 0
+    for piece in _pieces(sigma, n, resolve_rng(rng)):
+        out[filled : filled + piece.size] = piece
+        filled += piece.size
+    return out.reshape(shape)
+
+
+def iter_discrete_gaussian(sigma: float, size: int, *, rng: np.random.Generator | None = None) -> Iterator[np.ndarray]:
+    """The values of ``sample_discrete_gaussian(sigma, size, rng=rng)``, in order, as consecutive int64 pieces
+    of at most ``2^20`` values each: the same draws from ``rng`` (which ends in the same state), without an
+    array of ``size`` values (e.g. the noise of 100 clients of dimension 10^6, drawn as one stream, row by row).
+    Same algorithm and caveats as :func:`sample_discrete_gaussian` (CKS20, Algorithm 3, float fast path)."""
+    sigma = check_sigma(sigma)
+    n = math.prod(check_size(size))
+    return _pieces(sigma, n, resolve_rng(rng))
+
+
+def _pieces(sigma: float, n: int, gen: np.random.Generator) -> Iterator[np.ndarray]:
+    """The accepted proposals of each batch of the vectorised CKS20 sampler, ``n`` values in all."""
     t = math.floor(sigma) + 1
     sigma2 = sigma * sigma
     shift = sigma2 / t
@@ -102,9 +122,9 @@ def sample_discrete_gaussian(
         signed = mag.view(np.uint64) | (neg.astype(np.uint64) << np.uint64(63))
         vals = np.compress(keep, signed).view(np.float64).astype(np.int64)
         take = min(vals.size, need)
-        out[filled : filled + take] = vals[:take]
+        if take:
+            yield vals[:take]
         filled += take
-    return out.reshape(shape)
 
 
 def discrete_gaussian_log_normaliser(sigma: float) -> float:

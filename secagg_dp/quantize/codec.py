@@ -16,6 +16,7 @@ Exactness: from the rounded int64 vector onwards the path is integer only (``zq.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator
 from dataclasses import KW_ONLY, dataclass, field
 from functools import cached_property
 
@@ -221,7 +222,13 @@ class ZqCodec:
         return _conditional_round_rows(y, self.l2_sensitivity, rng, self.max_attempts)
 
     def _rounded_rows(
-        self, a: np.ndarray, rng: np.random.Generator, *, keep: np.ndarray | None = None, rows: bool = True
+        self,
+        a: np.ndarray,
+        rng: np.random.Generator,
+        *,
+        keep: np.ndarray | None = None,
+        rows: bool = True,
+        defer: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] | None = None,
     ) -> np.ndarray:
         """:meth:`_quantize_rows` of checked float64 ``a`` (2-D) fused per pass of :data:`_PASS_ROWS` rows.
 
@@ -234,7 +241,9 @@ class ZqCodec:
         the first draws take the same uniforms as one draw of the batch and the redraws follow in the same
         order. ``rows`` True: the (n, d) integer-valued float64 rows. False: their float64 sum over the rows
         in ``keep`` (None: all), shape (d,), exact when n·(Δ₂ + 1) < 2^53 (every partial sum is an integer
-        below 2^53), without keeping the rows."""
+        below 2^53), without keeping the rows. ``defer`` (with ``rows``): no redraws here; the rejected rows
+        (indices, first rounding, up bits, fractions) are appended to it and left at their first draw in the
+        output (:meth:`quantize_stream` redraws them after its last batch)."""
         n = a.shape[0]
         d, dim = self.padded_dim, self.dim
         bound, cs = self.l2_sensitivity, self.clip * self.scale
@@ -271,6 +280,9 @@ class ZqCodec:
                 if drop is not None:
                     r[drop[lo : lo + m]] = 0.0
                 out[:m] += r  # exact: integers below 2^53 (see the caller)
+        if redo and defer is not None and rows:
+            defer.extend(redo)
+            redo = []
         if redo:
             pending = np.concatenate([i for i, _, _, _ in redo])
             floor = np.concatenate([r for _, r, _, _ in redo]) - np.concatenate([u for _, _, u, _ in redo])
@@ -298,6 +310,55 @@ class ZqCodec:
                     "'beta' (β = 0 never rejects)."
                 )
         return out if rows else out.sum(axis=0)
+
+    def quantize_stream(
+        self, batches: Iterable[np.ndarray], *, rng: np.random.Generator | None = None
+    ) -> Iterator[tuple[int, np.ndarray]]:
+        """:meth:`quantize` of the rows of ``batches`` (2-D arrays of shape (m, dim), taken in order) as if they
+        were one batch, a few rows at a time: yields ``(row index, x̃ row as int64)`` once per row, with the
+        draws of ``quantize(np.concatenate(batches), rng=rng)`` in the same order (every row's first rounding
+        draw, batch after batch; then the redraws of the rows above Δ₂, [KLS21] Prop. 22, after the last batch),
+        so every row is the same bit for bit. Rows accepted at their first draw come as their batch is rounded,
+        redrawn ones after the last batch. Memory: one batch, not the n x d rows (e.g. one client at a time
+        at d = 2^20)."""
+        rng = resolve_rng(rng)
+        bound = self.l2_sensitivity
+        redo: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        lo = 0
+        for x in batches:
+            arr = np.asarray(self._check_input(x, finite=False), dtype=np.float64)
+            if arr.ndim != 2:
+                raise ParameterError(f"Argument 'batches' must hold arrays of shape (m, {self.dim}), not {arr.shape}.")
+            held = len(redo)
+            out = self._rounded_rows(arr, rng, defer=redo)
+            later = {int(i) for part in redo[held:] for i in part[0]}
+            redo[held:] = [(i + lo, r, u, f) for i, r, u, f in redo[held:]]
+            for i in range(arr.shape[0]):
+                if i not in later:
+                    yield lo + i, out[i].astype(np.int64)
+            lo += arr.shape[0]
+            del out
+        if not redo:
+            return
+        pending = np.concatenate([i for i, _, _, _ in redo])
+        floor = np.concatenate([r for _, r, _, _ in redo]) - np.concatenate([u for _, _, u, _ in redo])
+        frac = np.concatenate([f for _, _, _, f in redo])
+        for _ in range(self.max_attempts - 1):
+            again = floor + (rng.random(frac.shape) < frac)  # the redraws of _rounded_rows, same order
+            bad = _rejected(again, bound)
+            good = np.ones(pending.size, dtype=np.bool_)
+            good[bad] = False
+            for j in np.flatnonzero(good):
+                yield int(pending[j]), again[j].astype(np.int64)
+            pending, floor, frac = pending[bad], floor[bad], frac[bad]
+            if pending.size == 0:
+                return
+        raise RoundingError(
+            f"Conditional randomized rounding did not reach ‖x̃‖₂ ≤ {bound:.6g} for {pending.size} "
+            f"vector(s) within max_attempts={self.max_attempts} draws. To fix, check that the input "
+            "norm is at most the clip (the bound assumes it), raise 'max_attempts', or use a smaller "
+            "'beta' (β = 0 never rejects)."
+        )
 
     def quantize(self, x: np.ndarray, *, rng: np.random.Generator | None = None) -> np.ndarray:
         """Clip, rotate, scale and conditionally round: the int64 vector(s) x̃ with ‖x̃‖₂ ≤ Δ₂ (no noise, no wrap)."""

@@ -116,20 +116,24 @@ def handle(args: argparse.Namespace) -> int:
 
 def _warn_aborts(doc: dict) -> None:
     """One warning line on stderr per run with aborted rounds: how many, why, and what they were charged."""
+    from simulations.study import collapse_lines
+
     runs = doc["runs"] if "runs" in doc else [{"label": doc["config"]["name"], "results": doc}]
+    lines = []
     for r in runs:
         s = r["results"].get("summary", {})
         if not s.get("aborted_rounds"):
             continue
-        why = "; ".join(f"{k}: {v}" for k, v in s.get("abort_reasons", {}).items())
-        print(
+        why = "; ".join(f"{k} ({v} round{'' if v == 1 else 's'})" for k, v in s.get("abort_reasons", {}).items())
+        lines.append(
             f"secagg-dp: warning: {r['label']}: {s['aborted_rounds']} of {len(r['results']['rounds'])} rounds aborted "
             f"({why}); nothing was released for them, yet each is charged as a full round: epsilon = "
             f"{s['epsilon']:.4g} at delta = {s['delta']:g}, of which the completed rounds alone account for "
             f"{s['epsilon_completed_rounds']:.4g}. To fix, lower population.dropout or secagg.threshold, or raise "
-            "population.clients or population.checkin.",
-            file=sys.stderr,
+            "population.clients or population.checkin."
         )
+    for line in collapse_lines(lines):
+        print(line, file=sys.stderr)
 
 
 def _check_out(out: Path) -> None:
@@ -152,7 +156,10 @@ def _check_out(out: Path) -> None:
 
 
 def summary_text(doc: dict, out: Path) -> str:
-    """The lines under the table: what ε certifies, stops, wrap-around risk, and where every file is."""
+    """The lines under the table: what ε certifies, stops, wrap-around risk, and where every file is (a line
+    repeated for the seeds of one variant is printed once, with its count)."""
+    from simulations.study import collapse_lines
+
     runs = doc["runs"] if "runs" in doc else [{"label": doc["config"]["name"], "out": "", "results": doc}]
     lines = []
     for r in runs:
@@ -187,6 +194,7 @@ def summary_text(doc: dict, out: Path) -> str:
                 f"{tag}wrap-around: P(some coordinate of a round's sum wraps mod q) <= {wrap:.3g} per "
                 "round; raise secagg.bits or privacy.k_stddevs to lower it"
             )
+    lines = collapse_lines(lines)
     lines.append(f"results: {out / 'results.json'}")
     plots = list(doc.get("plots", [])) + [
         f"{r['out']}/{p}" for r in runs if r["out"] for p in r["results"].get("plots", [])

@@ -35,7 +35,7 @@ from protocols.pool import RoundPlan
 from protocols.security import ClientPolicy
 from secagg_dp.crypto import signing
 from secagg_dp.crypto.randomness import SeededRandom
-from secagg_dp.errors import ProtocolError
+from secagg_dp.errors import ParameterError, ProtocolError
 from simulations.flower.core import (
     FlowerDPConfig,
     client_generator,
@@ -53,7 +53,11 @@ IDENTITY = "secagg-dp.identity"  # the node's long-term identity seed (Context.s
 
 def flatten_arrays(arrays: Any) -> np.ndarray:
     """The arrays of a Flower ``ArrayRecord`` (in their order) as one float64 vector."""
-    parts = [np.asarray(a, dtype=np.float64).reshape(-1) for a in arrays.to_numpy_ndarrays()]
+    parts = [np.asarray(a) for a in arrays.to_numpy_ndarrays()]
+    for a in parts:
+        if a.dtype.kind not in "biuf":  # float64 conversion would drop a complex array's imaginary part
+            raise ParameterError(f"The model's arrays must be real numbers, not dtype {a.dtype}.")
+    parts = [a.astype(np.float64).reshape(-1) for a in parts]
     return np.concatenate(parts) if parts else np.zeros(0)
 
 

@@ -252,7 +252,10 @@ def encode_update(cfg: FlowerDPConfig, update: np.ndarray, rng: np.random.Genera
     from simulations.clients import draw_noise
 
     codec = cfg.codec
-    x = np.asarray(update, dtype=np.float64).reshape(-1)
+    raw = np.asarray(update)
+    if raw.dtype.kind not in "biuf":  # a complex update would lose its imaginary part with only a warning
+        raise ParameterError(f"Argument 'update' must be a real numeric array, not dtype {raw.dtype}.")
+    x = raw.astype(np.float64).reshape(-1)
     if x.size != cfg.dim:
         raise ParameterError(f"Argument 'update' must have {cfg.dim} entries (config 'dim'), not {x.size}.")
     noise = draw_noise(cfg.mechanism, cfg.sigma_int, codec.padded_dim, rng)

@@ -210,7 +210,7 @@ class SecAggDPWorkflow:
             pool,
             sorted(pool.nodes),
             cfg.codec.padded_dim,
-            modulus_bits=cfg.bits,
+            bits=cfg.bits,
             threshold=cfg.threshold,
             neighbours=cfg.neighbours,
             security=cfg.security,

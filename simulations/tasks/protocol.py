@@ -18,6 +18,16 @@ Units of privacy (``privacy.unit``):
   adds one noise share per step and hands the decoded noisy step sum to :meth:`SampleLevelTask.local_update`.
   The accountant is given exactly these S, q and the per-example sensitivity, because the simulator did them.
 
+Optional members (a task without them runs as before): ``setup(context)`` receives a :class:`TaskContext`
+(the population size n, the unit and the root seed) before ``init_model``, e.g. to split a data set over the
+n clients; ``describe()`` returns a dict of JSON values, the task's own settings, recorded in results.json as
+``config.task.reported`` (without it, the task's public number/string/boolean attributes are recorded).
+
+Contract checks: every call into the task is made through :func:`call_task`, so anything a task raises, and
+any return value that breaks the contract (rows of the wrong shape or not real, ``server_update`` not
+returning ``(model, metrics)``), becomes one :class:`~secagg_dp.errors.TaskError` naming the task, the method
+and what was expected (the round too, when it happens inside one).
+
 Determinism: client data and any local randomness of :meth:`Task.client_vectors` must be a function of
 ``(root_seed, round, client id)`` only, so a block of clients gives the same rows whichever worker runs it and
 in whatever blocks the participants are cut (numpy ``SeedSequence(root_seed, spawn_key=(..., round, cid))``).
@@ -26,16 +36,32 @@ in whatever blocks the participants are cut (numpy ``SeedSequence(root_seed, spa
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from secagg_dp._validate import all_finite
-from secagg_dp.errors import ConfigError, ParameterError
+from secagg_dp.errors import ConfigError, TaskError
 
-__all__ = ["Task", "SampleLevelTask", "load_task", "task_label", "check_task", "check_rows", "MAX_VECTOR_DIM"]
+__all__ = [
+    "Task",
+    "SampleLevelTask",
+    "TaskContext",
+    "load_task",
+    "task_label",
+    "check_task",
+    "check_rows",
+    "call_task",
+    "check_server_update",
+    "task_description",
+    "MAX_VECTOR_DIM",
+]
 
 MAX_VECTOR_DIM = 1 << 24  # the codec pads to a power of two; larger vectors do not fit one round's arrays
 
@@ -92,6 +118,19 @@ class SampleLevelTask(Task, Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class TaskContext:
+    """What the simulator tells a task before any round, through its optional ``setup(context)`` method.
+
+    ``clients`` is the population size n (every client id is in [0, n)), ``unit`` the unit of privacy
+    (``"client"`` or ``"sample"``), ``root_seed`` the run's root seed. ``setup`` may be called more than once
+    (the plan and the run each check the task) and must give the same task state each time."""
+
+    clients: int
+    unit: str
+    root_seed: int
+
+
 def task_label(task: Any) -> str:
     """How error messages name a task: its ``name`` attribute, or its class."""
     name = getattr(task, "name", None)
@@ -103,7 +142,8 @@ def load_task(path: str, options: dict[str, Any]) -> Any:
 
     The module is looked up on ``sys.path`` and then in the current folder (as ``python -m`` would; the
     ``secagg-dp`` script's own folder is not the user's). Raises one :class:`~secagg_dp.errors.ConfigError`
-    naming ``task.name`` when the module or the attribute is missing or the constructor refuses the options."""
+    naming ``task.name`` when the module or the attribute is missing or the constructor refuses the options
+    (a TaskError when the constructor raises anything else)."""
     module_name, _, attr = path.partition(":")
     if not module_name or not attr:
         raise ConfigError(f"Config key 'task.name' must be 'mean', 'logreg' or 'package.module:Class', not {path!r}.")
@@ -122,6 +162,19 @@ def load_task(path: str, options: dict[str, Any]) -> Any:
         return factory(**options)
     except TypeError as exc:
         raise ConfigError(f"Config key 'task.options' does not fit task {path!r}: {exc}.") from exc
+    except TaskError:
+        raise
+    except Exception as exc:  # the task's own constructor failed: one line, not a traceback
+        at = _where(exc)
+        raise TaskError(
+            f"Task {path!r}: its constructor raised {type(exc).__name__}: {exc}" + (f" ({at})." if at else ".")
+        ) from exc
+
+
+def _where(exc: BaseException) -> str:
+    """``at file.py:line`` of the innermost frame that raised ``exc`` (empty if raised where it was called)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return f"at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if len(frames) > 1 else ""
 
 
 def _import(module_name: str) -> Any:
@@ -139,65 +192,148 @@ def _import(module_name: str) -> Any:
 def check_rows(
     task: Any, rows: Any, n: int, dim: int, what: str = "client_vectors", *, finite: bool = True
 ) -> np.ndarray:
-    """``rows`` as a float64 (n, dim) array, or a one-line ParameterError naming the task and the method.
+    """``rows`` as a float64 (n, dim) array, or a one-line TaskError naming the task and the method.
 
     ``finite`` False: the caller checks finiteness in a pass it makes anyway (and calls again with True to
     get this message)."""
     label = task_label(task)
     try:
-        arr = np.asarray(rows, dtype=np.float64)
+        raw = np.asarray(rows)
+        if raw.dtype.kind == "c":  # float64 conversion would drop the imaginary part with only a warning
+            raise TaskError(
+                f"Task {label!r}: {what} must return real numbers, not complex ones (dtype {raw.dtype}); "
+                "take the real part (or the magnitude) in the task if that is what the update is."
+            )
+        arr = np.asarray(raw, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise ParameterError(f"Task {label!r}: {what} must return real numbers, not {type(rows).__name__}.") from exc
+        if isinstance(exc, TaskError):
+            raise
+        raise TaskError(f"Task {label!r}: {what} must return real numbers, not {type(rows).__name__}.") from exc
     if arr.shape != (n, dim):
-        raise ParameterError(
+        raise TaskError(
             f"Task {label!r}: {what} must return an array of shape ({n}, {dim}) (one row of vector_dim reals "
             f"per id), not {arr.shape}."
         )
     if finite and not all_finite(arr):
         bad = int(np.count_nonzero(~np.isfinite(arr)))
-        raise ParameterError(f"Task {label!r}: {what} returned {bad} non-finite value(s) (NaN or inf).")
+        raise TaskError(f"Task {label!r}: {what} returned {bad} non-finite value(s) (NaN or inf).")
     return arr
 
 
 def check_task(task: Any, *, root_seed: int, clients: int, unit: str) -> Any:
-    """Check ``task`` before any round and return its initial model (raises a one-line ParameterError).
+    """Check ``task`` before any round and return its initial model (raises a one-line TaskError).
 
     Checks: it satisfies :class:`Task` (and :class:`SampleLevelTask` for ``unit = "sample"``); ``vector_dim``
     is an integer in [1, 2^24]; ``init_model`` runs; ``client_vectors`` on clients 0, 1 and n - 1 of round 1
-    returns finite rows of the right shape (and ``sample_vectors`` on one example for the sample level)."""
+    returns finite rows of the right shape (and ``sample_vectors`` on one example for the sample level).
+    A task with a ``setup`` method is first given the :class:`TaskContext` (population size, unit, seed)."""
     label = task_label(task)
     if not isinstance(task, Task):
         missing = [m for m in ("vector_dim", "init_model", "client_vectors", "server_update") if not hasattr(task, m)]
-        raise ParameterError(f"Task {label!r} is not a simulations.Task: it lacks {', '.join(missing)}.")
+        raise TaskError(f"Task {label!r} is not a simulations.Task: it lacks {', '.join(missing)}.")
     dim = task.vector_dim
     if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or not 1 <= int(dim) <= MAX_VECTOR_DIM:
-        raise ParameterError(f"Task {label!r}: vector_dim must be an integer in [1, {MAX_VECTOR_DIM}], not {dim!r}.")
+        raise TaskError(f"Task {label!r}: vector_dim must be an integer in [1, {MAX_VECTOR_DIM}], not {dim!r}.")
     if unit == "sample" and not isinstance(task, SampleLevelTask):
-        raise ParameterError(
+        raise TaskError(
             f"Task {label!r} cannot run with privacy.unit = 'sample': it lacks shard_size, sample_vectors "
             "and local_update (see simulations.SampleLevelTask)."
         )
-    model = task.init_model(root_seed)
+    if callable(getattr(task, "setup", None)):
+        call_task(task, "setup", TaskContext(clients=int(clients), unit=unit, root_seed=int(root_seed)))
+        dim = task.vector_dim  # setup may size the task (e.g. from the population)
+        if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or not 1 <= int(dim) <= MAX_VECTOR_DIM:
+            raise TaskError(
+                f"Task {label!r}: vector_dim must be an integer in [1, {MAX_VECTOR_DIM}] after setup, not {dim!r}."
+            )
+    model = call_task(task, "init_model", root_seed)
     probe = np.unique(np.array([0, 1, clients - 1], dtype=np.int64).clip(0, clients - 1))
-    check_rows(task, task.client_vectors(model, probe, 1, root_seed), len(probe), int(dim))
+    check_rows(task, call_task(task, "client_vectors", model, probe, 1, root_seed), len(probe), int(dim))
     if unit == "sample":
-        sample_task: Any = task  # a SampleLevelTask (checked above)
-        m = sample_task.shard_size(root_seed)
+        m = call_task(task, "shard_size", root_seed)
         if isinstance(m, bool) or not isinstance(m, int | np.integer) or m < 1:
-            raise ParameterError(f"Task {label!r}: shard_size must be a positive integer, not {m!r}.")
-        rows = sample_task.sample_vectors(model, 0, np.zeros(1, dtype=np.int64), 1, root_seed)
+            raise TaskError(f"Task {label!r}: shard_size must be a positive integer, not {m!r}.")
+        rows = call_task(task, "sample_vectors", model, 0, np.zeros(1, dtype=np.int64), 1, root_seed)
         check_rows(task, rows, 1, int(dim), "sample_vectors")
     return model
 
 
-def finite_metrics(task: Any, metrics: Any) -> dict[str, float]:
-    """``metrics`` as {str: float}, or a one-line ParameterError naming the task."""
+def _kind(obj: Any) -> str:
+    """A short description of a returned value for error messages."""
+    if isinstance(obj, tuple):
+        return f"a tuple of {len(obj)} item{'' if len(obj) == 1 else 's'}"
+    if isinstance(obj, np.ndarray):
+        return f"an array of shape {obj.shape}"
+    return "None" if obj is None else f"a {type(obj).__name__}"
+
+
+def call_task(task: Any, method: str, *args: Any, round: int | None = None) -> Any:
+    """``task.<method>(*args)``; anything it raises becomes one :class:`~secagg_dp.errors.TaskError` naming the
+    task, the method, the round (if given), the exception and the line of the task's code that raised it
+    (the original exception is chained as ``__cause__``)."""
+    try:
+        return getattr(task, method)(*args)
+    except TaskError:
+        raise
+    except Exception as exc:
+        where = ", ".join(p for p in ("" if round is None else f"round {round}", _where(exc)) if p)
+        raise TaskError(
+            f"Task {task_label(task)!r}: {method} raised {type(exc).__name__}: {exc}"
+            + (f" ({where})." if where else ".")
+        ) from exc
+
+
+def check_server_update(task: Any, out: Any, round: int | None = None) -> tuple[Any, dict[str, float]]:
+    """The ``(model, metrics)`` pair ``server_update`` must return, with metrics as {str: float}, or one
+    TaskError naming the task and what it returned instead."""
+    if not (isinstance(out, tuple) and len(out) == 2):
+        when = "" if round is None else f" (round {round})"
+        raise TaskError(
+            f"Task {task_label(task)!r}: server_update must return a tuple (model, metrics) with metrics a dict "
+            f"of name -> float (possibly empty), not {_kind(out)}{when}."
+        )
+    return out[0], finite_metrics(task, out[1])
+
+
+def finite_metrics(task: Any, metrics: Any, what: str = "server_update") -> dict[str, float]:
+    """``metrics`` as {str: float}, or a one-line TaskError naming the task."""
     if not isinstance(metrics, dict):
-        raise ParameterError(f"Task {task_label(task)!r}: server_update must return (model, dict of metrics).")
+        raise TaskError(
+            f"Task {task_label(task)!r}: {what} must return metrics as a dict of name -> float, not {_kind(metrics)}."
+        )
     out: dict[str, float] = {}
     for k, v in metrics.items():
         try:
             out[str(k)] = float(v)
         except (TypeError, ValueError) as exc:
-            raise ParameterError(f"Task {task_label(task)!r}: metric {k!r} is not a number ({v!r}).") from exc
+            raise TaskError(f"Task {task_label(task)!r}: metric {k!r} is not a number ({v!r}).") from exc
     return out
+
+
+_SCALARS = (bool, int, float, str, np.bool_, np.integer, np.floating)
+
+
+def task_description(task: Any, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a task reports about its own settings, for results.json (``config.task.reported``).
+
+    The task's optional ``describe()`` method (a dict of JSON values); without one, its public attributes
+    that are numbers, strings or booleans (``vector_dim`` and ``name`` are recorded elsewhere), updated with
+    the constructor keywords ``options`` it was built with."""
+    label = task_label(task)
+    if callable(getattr(task, "describe", None)):
+        out = call_task(task, "describe")
+        if not isinstance(out, dict):
+            raise TaskError(f"Task {label!r}: describe must return a dict of JSON values, not {_kind(out)}.")
+        from simulations.results import jsonable
+
+        try:
+            json.dumps(jsonable(out), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise TaskError(f"Task {label!r}: describe must return a dict of JSON values ({exc}).") from exc
+        return {str(k): v for k, v in out.items()}
+    attrs = {
+        k: v.item() if isinstance(v, np.generic) else v
+        for k, v in getattr(task, "__dict__", {}).items()
+        if not k.startswith("_") and k not in ("vector_dim", "name") and isinstance(v, _SCALARS)
+    }
+    return {**attrs, **(options or {})}

@@ -30,7 +30,7 @@ def test_released_state_leaves_the_sum_exact(neighbours: int | None, security: s
     pool = InProcessClientPool(inputs)
     t = 5 if neighbours else (21 if security == "active" else 4)
     res = run_pooled_round(
-        pool, IDS, DIM, modulus_bits=BITS, threshold=t, neighbours=neighbours, security=security,
+        pool, IDS, DIM, bits=BITS, threshold=t, neighbours=neighbours, security=security,
         dropouts={stage: gone}, seed=2, round_id=bytes(16),
     )  # fmt: skip
     late = stage in ("consistency", "unmasking")  # silent after the masked input: its y arrived and counts

@@ -24,7 +24,7 @@ def _round(faults: FaultInjector | None, neighbours: int | None, security: str):
         InProcessClientPool(inputs),
         IDS,
         DIM,
-        modulus_bits=BITS,
+        bits=BITS,
         threshold=t,
         neighbours=neighbours,
         security=security,

@@ -53,9 +53,7 @@ def test_split_pool_gives_the_sequential_round(security):
     drops = {"share_keys": {IDS[4]}, "masked_input": {IDS[9], IDS[10]}, "unmasking": {IDS[13]}}
     if security == "active":
         drops["consistency"] = {IDS[20]}
-    kw = dict(
-        modulus_bits=BITS, threshold=7, neighbours=12, dropouts=drops, seed=7, round_id=b"p" * 16, security=security
-    )
+    kw = dict(bits=BITS, threshold=7, neighbours=12, dropouts=drops, seed=7, round_id=b"p" * 16, security=security)
     ref = run_pooled_round(InProcessClientPool(inputs), IDS, DIM, faults=_faults(), **kw)
     got = run_pooled_round(SplitPool(inputs), IDS, DIM, faults=_faults(), **kw)
     assert got.survivors == ref.survivors == frozenset(IDS) - {IDS[4], IDS[9], IDS[10]}
@@ -86,11 +84,11 @@ def test_pool_returning_foreign_identities_is_refused():
             return keys
 
     with pytest.raises(ProtocolError, match="identity keys"):
-        run_pooled_round(Liar(_inputs()), IDS, DIM, modulus_bits=BITS, threshold=5, neighbours=8, seed=1)
+        run_pooled_round(Liar(_inputs()), IDS, DIM, bits=BITS, threshold=5, neighbours=8, seed=1)
 
 
 def test_run_pooled_round_checks_its_parameters():
     with pytest.raises(ParameterError, match="'dim'"):
-        run_pooled_round(InProcessClientPool(_inputs()), IDS, 0, modulus_bits=BITS, threshold=5, neighbours=8)
+        run_pooled_round(InProcessClientPool(_inputs()), IDS, 0, bits=BITS, threshold=5, neighbours=8)
     with pytest.raises(ParameterError, match="'ids'"):
-        run_pooled_round(InProcessClientPool(_inputs()), [-1, *IDS], DIM, modulus_bits=BITS, threshold=5, neighbours=8)
+        run_pooled_round(InProcessClientPool(_inputs()), [-1, *IDS], DIM, bits=BITS, threshold=5, neighbours=8)

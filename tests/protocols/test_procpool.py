@@ -49,9 +49,7 @@ def test_process_pool_gives_the_sequential_round(security, workers):
     drops = {"share_keys": {IDS[4]}, "masked_input": {IDS[9], IDS[17]}, "unmasking": {IDS[13]}}
     if security == "active":
         drops["consistency"] = {IDS[21]}
-    kw = dict(
-        modulus_bits=BITS, threshold=7, neighbours=12, dropouts=drops, seed=7, round_id=b"p" * 16, security=security
-    )
+    kw = dict(bits=BITS, threshold=7, neighbours=12, dropouts=drops, seed=7, round_id=b"p" * 16, security=security)
     ref = run_pooled_round(InProcessClientPool(inputs), IDS, DIM, faults=_faults(), **kw)
     with ProcessClientPool(inputs, workers) as pool:
         got = run_pooled_round(pool, IDS, DIM, faults=_faults(), **kw)
@@ -65,7 +63,7 @@ def test_process_pool_gives_the_sequential_round(security, workers):
 def test_run_secagg_round_workers_full_graph_and_secaggplus():
     inputs = _inputs()
     for k in (None, 8):
-        kw = dict(modulus_bits=BITS, threshold=17 if k is None else 5, neighbours=k, seed=3, round_id=b"q" * 16)
+        kw = dict(bits=BITS, threshold=17 if k is None else 5, neighbours=k, seed=3, round_id=b"q" * 16)
         drops = {"masked_input": {IDS[0], IDS[5]}}
         ref = run_secagg_round(inputs, dropouts=drops, workers=1, **kw)
         got = run_secagg_round(inputs, dropouts=drops, workers=2, **kw)
@@ -80,7 +78,7 @@ def test_client_pool_choice_and_bad_workers():
     with pytest.raises(ParameterError, match="'workers'"):
         client_pool(inputs, 0)
     with pytest.raises(ParameterError, match="'workers'"):
-        run_secagg_round(inputs, modulus_bits=BITS, threshold=5, neighbours=8, workers=-1)
+        run_secagg_round(inputs, bits=BITS, threshold=5, neighbours=8, workers=-1)
 
 
 def test_a_reply_in_another_shards_name_is_refused():
@@ -125,7 +123,7 @@ def test_lazy_process_pool_makes_each_shards_inputs_in_its_worker_once(tmp_path)
         return _made(cid)
 
     drops = {"share_keys": {IDS[4]}, "masked_input": {IDS[9], IDS[17]}, "unmasking": {IDS[13]}}
-    kw = dict(modulus_bits=BITS, threshold=7, neighbours=12, dropouts=drops, seed=7, round_id=b"z" * 16)
+    kw = dict(bits=BITS, threshold=7, neighbours=12, dropouts=drops, seed=7, round_id=b"z" * 16)
     with ProcessClientPool.lazy(reversed(IDS), make, 2) as pool:  # ids in any order
         assert pool.ids == IDS and pool.workers == 2
         assert not log.exists()  # nothing is made before the clients are built
@@ -169,7 +167,7 @@ def test_run_secagg_round_takes_lazy_inputs(workers):
     """run_secagg_round on LazyInputs (dim set): the exact sum of the survivors' inputs (Python ints on inputs
     recomputed here) and the same seeded round as the dict; a bad vector is refused where it is made, naming
     the client."""
-    kw = dict(modulus_bits=BITS, threshold=5, neighbours=8, seed=3, round_id=bytes(16), workers=workers)
+    kw = dict(bits=BITS, threshold=5, neighbours=8, seed=3, round_id=bytes(16), workers=workers)
     drops = {"masked_input": {IDS[5], IDS[18]}}
     got = run_secagg_round(LazyInputs(IDS, _made, dim=DIM), dropouts=drops, **kw)
     assert got.survivors == frozenset(IDS) - {IDS[5], IDS[18]}

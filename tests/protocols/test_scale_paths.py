@@ -160,7 +160,7 @@ def test_round_sum_equals_brute_force_after_dropouts(security, k, t, stage):
     gone = set(range(3, n, 17))  # 7 clients, spread around the ring
     res = run_secagg_round(
         inputs,
-        modulus_bits=bits,
+        bits=bits,
         threshold=t,
         neighbours=k,
         security=security,

@@ -42,9 +42,7 @@ def test_accumulated_sum_equals_python_int_sum_with_dropouts_at_every_stage(n, t
     if security == "active":
         stages.insert(3, "consistency")
     dropouts = {s: {ids[2 * i]} for i, s in enumerate(stages)}
-    res = run_secagg_round(
-        inputs, modulus_bits=bits, threshold=t, neighbours=k, security=security, dropouts=dropouts, seed=7
-    )
+    res = run_secagg_round(inputs, bits=bits, threshold=t, neighbours=k, security=security, dropouts=dropouts, seed=7)
     gone_before_masking = {ids[0], ids[2], ids[4]}
     assert res.survivors == frozenset(inputs) - gone_before_masking
     assert res.dropped == frozenset({ids[4]})

@@ -362,7 +362,7 @@ def test_message_from_an_earlier_run_with_the_same_seed_is_refused(monkeypatch):
         return captured[self.id]
 
     monkeypatch.setattr(client_mod.SecAggClient, "_on_bundle", record)
-    run_secagg_round(inp, modulus_bits=BITS, threshold=5, seed=7)
+    run_secagg_round(inp, bits=BITS, threshold=5, seed=7)
     old = captured[10]
 
     def replay(self, msg):
@@ -370,7 +370,7 @@ def test_message_from_an_earlier_run_with_the_same_seed_is_refused(monkeypatch):
         return old if self.id == 10 else out
 
     monkeypatch.setattr(client_mod.SecAggClient, "_on_bundle", replay)
-    res = run_secagg_round(inp, modulus_bits=BITS, threshold=5, seed=7)
+    res = run_secagg_round(inp, bits=BITS, threshold=5, seed=7)
     assert 10 not in res.survivors and any("another round" in r for r in res.reports)
     assert res.aggregate.tolist() == exact_sum(inp, res.survivors)
 
@@ -392,7 +392,7 @@ def test_masked_input_from_an_earlier_execution_with_the_same_round_id_is_refuse
         return captured[self.id]
 
     monkeypatch.setattr(client_mod.SecAggClient, "_on_bundle", record)
-    first = run_secagg_round(inp, modulus_bits=BITS, threshold=5, round_id=rid, workers=1)
+    first = run_secagg_round(inp, bits=BITS, threshold=5, round_id=rid, workers=1)
     assert first.aggregate.tolist() == exact_sum(inp, inp)
     old = captured[10]
 
@@ -401,7 +401,7 @@ def test_masked_input_from_an_earlier_execution_with_the_same_round_id_is_refuse
         return old if self.id == 10 else out
 
     monkeypatch.setattr(client_mod.SecAggClient, "_on_bundle", replay)
-    res = run_secagg_round(inp, modulus_bits=BITS, threshold=5, round_id=rid, workers=1)
+    res = run_secagg_round(inp, bits=BITS, threshold=5, round_id=rid, workers=1)
     assert 10 not in res.survivors and any("another round" in r for r in res.reports)
     assert res.aggregate.tolist() == exact_sum(inp, res.survivors)
 

@@ -143,7 +143,7 @@ def test_run_secagg_round_reports_communication_without_a_log():
     rng = np.random.default_rng(0)
     inputs = {c: rng.integers(0, 1 << 20, size=40, dtype=np.uint64) for c in range(12)}
     res = run_secagg_round(
-        inputs, modulus_bits=20, threshold=4, neighbours=6, dropouts={"share_keys": {3}}, seed=2, round_id=bytes(16)
+        inputs, bits=20, threshold=4, neighbours=6, dropouts={"share_keys": {3}}, seed=2, round_id=bytes(16)
     )
     comm = res.communication
     assert comm.clients.tolist() == list(range(12))

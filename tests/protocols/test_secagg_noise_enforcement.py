@@ -58,7 +58,7 @@ def test_exact_sum_after_removal(security, neighbours, threshold, drops) -> None
     rid = seeded_sources(seed)[0]
     res = run_secagg_round(
         inputs,
-        modulus_bits=BITS,
+        bits=BITS,
         threshold=threshold,
         dropouts=drops,
         neighbours=neighbours,
@@ -78,7 +78,7 @@ def test_exact_sum_after_removal(security, neighbours, threshold, drops) -> None
 
 def test_without_noise_the_round_is_unchanged() -> None:
     inputs = _inputs()
-    a = run_secagg_round(inputs, modulus_bits=BITS, threshold=9, seed=3, round_id=seeded_sources(3)[0])
+    a = run_secagg_round(inputs, bits=BITS, threshold=9, seed=3, round_id=seeded_sources(3)[0])
     assert a.noise_removed == () and np.array_equal(a.aggregate, zq.sum_mod(list(inputs.values()), BITS))
 
 
@@ -114,7 +114,7 @@ def test_server_asking_for_more_noise_groups_is_refused_by_every_honest_client(
             pool,
             sorted(inputs),
             DIM,
-            modulus_bits=BITS,
+            bits=BITS,
             threshold=threshold,
             dropouts=drops,
             neighbours=neighbours,
@@ -138,7 +138,7 @@ def test_decoded_noise_of_a_crypto_round_has_the_target_variance() -> None:
     inputs = {i: np.zeros(m_coords, dtype=np.uint64) for i in range(N)}
     res = run_secagg_round(
         inputs,
-        modulus_bits=BITS,
+        bits=BITS,
         threshold=4,
         dropouts={"masked_input": {3, 5}},
         security="semi-honest",
@@ -181,7 +181,7 @@ def test_survivor_set_counting_clients_that_never_shared_is_refused(monkeypatch,
             pool,
             sorted(inputs),
             DIM,
-            modulus_bits=BITS,
+            bits=BITS,
             threshold=threshold,
             dropouts={"share_keys": {2}, "masked_input": {3}},
             neighbours=neighbours,

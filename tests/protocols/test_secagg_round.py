@@ -32,7 +32,7 @@ def test_api_exported():
 @pytest.mark.parametrize("security,t", [("active", 5), ("semi-honest", 4)])
 def test_no_dropouts_full_sum(security, t):
     inp = _inputs(6, 17, 20)
-    res = run_secagg_round(inp, modulus_bits=20, threshold=t, security=security, seed=1)
+    res = run_secagg_round(inp, bits=20, threshold=t, security=security, seed=1)
     assert res.survivors == frozenset(inp) and res.aggregate.dtype == np.uint64
     assert res.aggregate.tolist() == _oracle(inp, inp, 20)
 
@@ -45,7 +45,7 @@ def test_dropout_at_each_stage(stage, neighbours, security):
     gone = {11, 15}
     t = 7 if (security, neighbours) == ("active", None) else 3  # active full graph: t > 2n/3
     res = run_secagg_round(
-        inp, modulus_bits=16, threshold=t, dropouts={stage: gone}, neighbours=neighbours, security=security, seed=2
+        inp, bits=16, threshold=t, dropouts={stage: gone}, neighbours=neighbours, security=security, seed=2
     )
     counted = stage in ("consistency", "unmasking")  # a client that sent its masked input is summed even if it leaves
     assert res.survivors == (frozenset(inp) if counted else frozenset(inp) - gone)
@@ -57,7 +57,7 @@ def test_dropout_at_each_stage(stage, neighbours, security):
 def test_dropouts_at_all_stages_together_semi_honest():
     inp = _inputs(12, 5, 32)
     drops = {"advertise_keys": {10}, "share_keys": {11}, "masked_input": {12, 13}, "unmasking": {14}}
-    res = run_secagg_round(inp, modulus_bits=32, threshold=5, dropouts=drops, security="semi-honest", seed=3)
+    res = run_secagg_round(inp, bits=32, threshold=5, dropouts=drops, security="semi-honest", seed=3)
     assert res.survivors == frozenset(inp) - {10, 11, 12, 13}
     assert res.aggregate.tolist() == _oracle(inp, res.survivors, 32)
 
@@ -66,11 +66,11 @@ def test_dropouts_at_all_stages_together_active():
     # n = 15, t = 11 = floor(2n/3) + 1 tolerates 4 dropouts in all.
     inp = _inputs(15, 5, 32)
     drops = {"advertise_keys": {10}, "share_keys": {11}, "masked_input": {12}, "consistency": {13}}
-    res = run_secagg_round(inp, modulus_bits=32, threshold=11, dropouts=drops, seed=3)
+    res = run_secagg_round(inp, bits=32, threshold=11, dropouts=drops, seed=3)
     assert res.survivors == frozenset(inp) - {10, 11, 12}
     assert res.aggregate.tolist() == _oracle(inp, res.survivors, 32)
     with pytest.raises(AbortError):  # one more dropout leaves 10 < t unmasking responses
-        run_secagg_round(inp, modulus_bits=32, threshold=11, dropouts={**drops, "unmasking": {14}}, seed=3)
+        run_secagg_round(inp, bits=32, threshold=11, dropouts={**drops, "unmasking": {14}}, seed=3)
     assert res.aggregate.tolist() == _oracle(inp, res.survivors, 32)
 
 
@@ -84,7 +84,7 @@ def test_fewer_than_t_aborts_cleanly(stage, security, monkeypatch):
     monkeypatch.setattr(server_mod.SecAggServer, "_reconstruct_all", lambda self, *a: seen.append(1) or orig(self, *a))
     inp = _inputs(5, 4, 8)
     with pytest.raises(AbortError):
-        run_secagg_round(inp, modulus_bits=8, threshold=4, dropouts={stage: {10, 11}}, security=security, seed=4)
+        run_secagg_round(inp, bits=8, threshold=4, dropouts={stage: {10, 11}}, security=security, seed=4)
     assert seen == []  # nothing was reconstructed
 
 
@@ -101,7 +101,7 @@ def test_secaggplus_exact_with_dropouts(k, security):
     # would leave a neighbourhood below t after these two dropouts.
     res = run_secagg_round(
         inp,
-        modulus_bits=24,
+        bits=24,
         threshold=t,
         neighbours=k,
         dropouts={"masked_input": {12, 20}},
@@ -122,7 +122,7 @@ def _masked_inputs(**kwargs):
     mp = pytest.MonkeyPatch()
     mp.setattr(client_mod.SecAggClient, "_on_bundle", lambda self, msg: ys.append(orig(self, msg)) or ys[-1])
     try:
-        res = run_secagg_round(_inputs(5, 8, 12), modulus_bits=12, threshold=4, **kwargs)
+        res = run_secagg_round(_inputs(5, 8, 12), bits=12, threshold=4, **kwargs)
     finally:
         mp.undo()
     return sorted(ys), res
@@ -151,18 +151,18 @@ def test_seeded_runs_draw_fresh_round_ids():
 @pytest.mark.parametrize(
     "kwargs",
     [
-        dict(modulus_bits=63, threshold=3),
-        dict(modulus_bits=8, threshold=1),
-        dict(modulus_bits=8, threshold=5),
-        dict(modulus_bits=8, threshold=3, dropouts={"unmask": {10}}),
-        dict(modulus_bits=8, threshold=3, dropouts={"share_keys": {99}}),
-        dict(modulus_bits=8, threshold=3, dropouts={"share_keys": {10}, "unmasking": {10}}),
-        dict(modulus_bits=8, threshold=4, neighbours=2),
-        dict(modulus_bits=8, threshold=3, seed=-1),
-        dict(modulus_bits=8, threshold=3, security="malicious"),
-        dict(modulus_bits=8, threshold=3, round_id=b"short"),
-        dict(modulus_bits=8, threshold=2),  # active full graph: t > 2n/3 = 2.67
-        dict(modulus_bits=8, threshold=2, neighbours=3),  # active SecAgg+: t > (k + 1)/2 = 2
+        dict(bits=63, threshold=3),
+        dict(bits=8, threshold=1),
+        dict(bits=8, threshold=5),
+        dict(bits=8, threshold=3, dropouts={"unmask": {10}}),
+        dict(bits=8, threshold=3, dropouts={"share_keys": {99}}),
+        dict(bits=8, threshold=3, dropouts={"share_keys": {10}, "unmasking": {10}}),
+        dict(bits=8, threshold=4, neighbours=2),
+        dict(bits=8, threshold=3, seed=-1),
+        dict(bits=8, threshold=3, security="malicious"),
+        dict(bits=8, threshold=3, round_id=b"short"),
+        dict(bits=8, threshold=2),  # active full graph: t > 2n/3 = 2.67
+        dict(bits=8, threshold=2, neighbours=3),  # active SecAgg+: t > (k + 1)/2 = 2
     ],
 )
 def test_bad_arguments(kwargs):
@@ -172,18 +172,16 @@ def test_bad_arguments(kwargs):
 
 def test_threshold_error_names_the_argument_and_the_fix():
     with pytest.raises(ParameterError, match=r"'threshold' must be >= 67 .*semi-honest"):
-        run_secagg_round(_inputs(100, 1, 8), modulus_bits=8, threshold=51)
+        run_secagg_round(_inputs(100, 1, 8), bits=8, threshold=51)
 
 
 def test_bad_inputs():
     with pytest.raises(ParameterError):
-        run_secagg_round(
-            {1: np.array([256], dtype=np.uint64), 2: np.array([0], dtype=np.uint64)}, modulus_bits=8, threshold=2
-        )
+        run_secagg_round({1: np.array([256], dtype=np.uint64), 2: np.array([0], dtype=np.uint64)}, bits=8, threshold=2)
     with pytest.raises(ParameterError):
-        run_secagg_round({1: np.array([1.0]), 2: np.array([0.0])}, modulus_bits=8, threshold=2)
+        run_secagg_round({1: np.array([1.0]), 2: np.array([0.0])}, bits=8, threshold=2)
     with pytest.raises(ParameterError):
-        run_secagg_round({1: np.zeros(2, np.uint64), 2: np.zeros(3, np.uint64)}, modulus_bits=8, threshold=2)
+        run_secagg_round({1: np.zeros(2, np.uint64), 2: np.zeros(3, np.uint64)}, bits=8, threshold=2)
 
 
 @st.composite
@@ -240,7 +238,7 @@ def test_property_exact_sum_or_abort(scenario):
         # the round id is pinned so that a failing example replays (by default every run draws a fresh one)
         res = run_secagg_round(
             inp,
-            modulus_bits=bits,
+            bits=bits,
             threshold=t,
             dropouts=drops,
             neighbours=k,

@@ -129,7 +129,7 @@ def _run(monkeypatch, neighbours, threshold, *, drops=None, **forge):  # noqa: A
     pool = _Pool(inputs)
     drops = {"masked_input": DROPPED} if drops is None else drops
     rid = seeded_sources(SEED)[0]
-    kw = {"modulus_bits": BITS, "threshold": threshold, "neighbours": neighbours, "security": "active"}
+    kw = {"bits": BITS, "threshold": threshold, "neighbours": neighbours, "security": "active"}
     try:
         res = run_pooled_round(pool, sorted(inputs), DIM, dropouts=drops, seed=SEED, round_id=rid, noise=SPEC, **kw)
     except AbortError as e:
@@ -262,7 +262,7 @@ def _residual_round(monkeypatch, server_cls, neighbours, threshold, fake, drops,
     monkeypatch.setattr(_Residual, "FAKE", frozenset(fake))
     monkeypatch.setattr(round_module, "SecAggServer", server_cls)
     inputs = _inputs()
-    kw = {"modulus_bits": BITS, "threshold": threshold, "neighbours": neighbours, "security": "active"}
+    kw = {"bits": BITS, "threshold": threshold, "neighbours": neighbours, "security": "active"}
     pool = _Pool(inputs) if pool is None else pool
     rid = seeded_sources(SEED)[0]
     return run_pooled_round(pool, sorted(inputs), DIM, dropouts=drops, seed=SEED, round_id=rid, noise=RES_SPEC, **kw)

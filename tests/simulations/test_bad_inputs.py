@@ -142,7 +142,7 @@ def _round(**kw):
     from protocols.round import run_secagg_round
 
     inputs = {i: np.zeros(4, dtype=np.uint64) for i in range(8)}
-    return run_secagg_round(inputs, modulus_bits=16, **{"threshold": 7, "seed": 1, **kw})
+    return run_secagg_round(inputs, bits=16, **{"threshold": 7, "seed": 1, **kw})
 
 
 def _policy(**kw):

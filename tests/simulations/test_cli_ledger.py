@@ -9,6 +9,7 @@ import json
 import pytest
 
 from secagg_dp.accounting import Gaussian, PLDAccountant, PoissonSampled, PrivacyLedger, RdpAccountant, Skellam
+from secagg_dp.errors import TaskError
 from simulations.cli import main
 
 G = Gaussian(5.0, 1.0, "add-remove")
@@ -224,17 +225,18 @@ def test_a_failed_run_leaves_a_ledger_that_says_why(tmp_path):
             return super().server_update(model, decoded_sum, participants, root_seed)
 
     cfg = small_config(rounds=3)
-    with pytest.raises(RuntimeError, match="disk full"):
+    with pytest.raises(TaskError, match="server_update raised RuntimeError: disk full") as err:
         run_scenario(cfg, tmp_path / "run", task=FailsInRound2(dim=24, clip=cfg.privacy.clip), progress=False)
     path = str(tmp_path / "run" / "ledger.sqlite")
     code, out, _ = _run(["ledger", path, "--json", "--events"])
     events = _strict(out)["events"]
     # round 2 was charged before its release (crash safety), then failed: the ledger keeps the charge and says why
     assert code == 0 and [e["outcome"] for e in events] == ["released", "failed"]
-    assert "RuntimeError: disk full while saving the model" in events[1]["reason"]
+    assert isinstance(err.value.__cause__, RuntimeError)  # the task's own exception, chained
+    assert "RuntimeError: disk full while saving the model (round 2" in events[1]["reason"]
     code, out, _ = _run(["ledger", path])
     assert "outcomes: 1 released, 0 aborted, 1 failed" in out
-    assert "failed x1: the run failed after the round was charged: RuntimeError: disk full" in out
+    assert "failed x1: the run failed after the round was charged: TaskError: Task 'mean': server_update raised " in out
 
 
 def _format2(path, spend_with_budget=False):

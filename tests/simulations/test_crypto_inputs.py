@@ -1,14 +1,13 @@
 """The simulator's crypto round without Dask makes each client's input when its client is built, one block of
 participants at a time (``simulations.clients.BlockInputs``): the aggregate is the exact sum of the included
 clients' encoded rows (recomputed here from ``run_blocks`` over all participants, summed with Python ints),
-the round equals the one fed every row at once (``aggregators.crypto_round``, the earlier path), and no more
-than one block of rows is alive at any time."""
+the round equals the one fed every row at once (a dict of every participant's row, the earlier path), and no
+more than one block of rows is alive at any time."""
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import sys
-import weakref
 
 import numpy as np
 import pytest
@@ -42,42 +41,46 @@ def _brute_force(ra) -> list[int]:
 
 
 def _concatenated(ra):
-    """The round as the earlier path ran it: every participant's row in one array, handed to crypto_round."""
-    ids, rows, _ = run_blocks(ra.spec, blocks_of(ra.ids))
-    return aggregators.crypto_round(ids.tolist(), rows, **_crypto_args(ra))
-
-
-def _crypto_args(ra) -> dict:
+    """The round as the earlier path ran it: every participant's row in one array, handed over at once."""
+    from protocols import LazyInputs
     from simulations.clients import PURPOSE_CRYPTO
     from simulations.runner import _round_int
 
+    ids, rows, _ = run_blocks(ra.spec, blocks_of(ra.ids))
     cfg = _cfg()
-    return dict(
+    drops = aggregators.dropout_sets(ra.ids, ra.drop_stages)
+    plan = aggregators.round_plan(
+        ids.tolist(),
+        rows.shape[1],
+        drops,
         bits=BITS,
         threshold=ra.threshold,
-        dropouts=aggregators.dropout_sets(ra.ids, ra.drop_stages),
         neighbours=cfg.secagg.neighbours,
         seed=_round_int(cfg.seed, ra.spec.round, PURPOSE_CRYPTO),
         security=cfg.secagg.security,
     )
+    by_id = dict(zip(ids.tolist(), rows, strict=True))
+    return aggregators.crypto_round(LazyInputs(tuple(by_id), by_id.__getitem__), plan, drops)
 
 
 def test_crypto_round_encodes_block_by_block_and_is_exact(monkeypatch):
-    live = {"rows": 0, "peak": 0, "calls": 0}
-    real = sc.run_blocks
+    live = {"held": 0, "calls": 0}
+    real, call = sc.encode_block_packed, BlockInputs.__call__
 
-    def spy(spec, blocks):  # every block encoding of the round goes through here: count the rows alive
-        out = real(spec, blocks)
+    def spy(spec, block):  # every block encoding of the round goes through here, one block per call
+        out = real(spec, block)
         live["calls"] += 1
-        assert len(blocks) == 1  # one block per call
-        n = len(out[1])
-        live["rows"] += n
-        live["peak"] = max(live["peak"], live["rows"])
-        weakref.finalize(out[1], lambda: live.__setitem__("rows", live["rows"] - n))
+        assert len(out) == len(block[1]) <= BLOCK
         return out
 
-    monkeypatch.setattr(sc, "run_blocks", spy)
-    monkeypatch.setattr(aggregators, "crypto_round", None)  # the path that takes every row at once is not taken
+    def handing(self, cid):  # the inputs hold one block's packed rows at most, none once all are handed out
+        row = call(self, cid)
+        live["held"] = max(live["held"], len(self._left))
+        return row
+
+    monkeypatch.setattr(sc, "encode_block_packed", spy)
+    monkeypatch.setattr(BlockInputs, "__call__", handing)
+    monkeypatch.setattr(sc, "run_blocks", None)  # the whole-block encoder (ideal mode's) is not used
     cfg = _cfg()
     p = plan(cfg, 11)
     ra = aggregate_round(cfg, p, 11, 1, None, InProcessExecutor(), "crypto")
@@ -85,7 +88,7 @@ def test_crypto_round_encodes_block_by_block_and_is_exact(monkeypatch):
     assert len(ra.ids) > 2 * BLOCK and 0 < len(ra.ids) - len(ra.included)  # several blocks, dropouts
     assert ra.aggregate is not None
     assert live["calls"] == len(blocks_of(ra.ids))  # each block encoded once
-    assert 0 < live["peak"] <= BLOCK and live["rows"] == 0  # never more than one block alive; none left
+    assert 0 < live["held"] < BLOCK  # never more than one block's rows held
     assert ra.aggregate.tolist() == _brute_force(ra)
     # the truth is the plain float sum of the included clients' task rows, one client at a time
     want = sum(ra.spec.task.client_vectors(None, np.array([c]), 1, 11)[0] for c in ra.included)
@@ -118,15 +121,13 @@ def test_scenario_results_equal_the_concatenating_path(monkeypatch, tmp_path):
     cfg = _cfg(clients=120, rounds=2)
     new = run_scenario(cfg, tmp_path / "new", executor=InProcessExecutor(), accountant=CountingAccountant())
 
-    real = aggregators.crypto_round_lazy
+    real = aggregators.crypto_round
 
-    def concatenating(ids, make, dim, **kw):  # the earlier path: every row at once, through crypto_round
-        rows = np.stack([make(c) for c in ids])
-        with monkeypatch.context() as inner:  # crypto_round hands its rows on through the real function
-            inner.setattr(aggregators, "crypto_round_lazy", real)
-            return aggregators.crypto_round(list(ids), rows, **kw)
+    def concatenating(clients, plan, dropouts):  # the earlier path: every row at once, in one dict
+        rows = {c: clients.make(c) for c in clients.ids}
+        return real(type(clients)(tuple(rows), rows.__getitem__), plan, dropouts)
 
-    monkeypatch.setattr(aggregators, "crypto_round_lazy", concatenating)
+    monkeypatch.setattr(aggregators, "crypto_round", concatenating)
     old = run_scenario(cfg, tmp_path / "old", executor=InProcessExecutor(), accountant=CountingAccountant())
     strip = lambda doc: [{k: v for k, v in r.items() if k != "seconds"} for r in doc["rounds"]]  # noqa: E731
     assert strip(new) == strip(old)

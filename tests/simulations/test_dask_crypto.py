@@ -64,9 +64,7 @@ def test_dask_pool_round_equals_inprocess_and_brute_force(cluster, security):
     faults = lambda: (  # noqa: E731
         FaultInjector().tamper(Kind.UNMASK_REQUEST, recipient=IDS[3]).tamper(Kind.UNMASK_REQUEST, recipient=IDS[33])
     )
-    kw = dict(
-        modulus_bits=BITS, threshold=6, neighbours=10, dropouts=drops, seed=3, round_id=b"e" * 16, security=security
-    )
+    kw = dict(bits=BITS, threshold=6, neighbours=10, dropouts=drops, seed=3, round_id=b"e" * 16, security=security)
     ref = run_pooled_round(InProcessClientPool(inputs), IDS, DIM, faults=faults(), **kw)
     with cluster.client_pool(_loads(inputs, cut=17)) as pool:
         assert pool.ids == IDS
@@ -84,7 +82,7 @@ def test_dask_pool_round_aborts_like_inprocess(cluster):
     inputs = _inputs(2)
     # every neighbour but a few of client IDS[0] falls silent before masking: too few share holders left
     kw = dict(
-        modulus_bits=BITS,
+        bits=BITS,
         threshold=6,
         neighbours=10,
         seed=5,

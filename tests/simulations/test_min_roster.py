@@ -188,14 +188,24 @@ def test_crypto_clients_refuse_a_roster_below_their_min_roster():
     so the honest server's roster has 7; clients whose min_roster is 8 refuse it, with 7 they accept it."""
     ids = list(range(10))
     vectors = np.arange(40, dtype=np.uint64).reshape(10, 4) % 16
-    kw = dict(bits=16, threshold=7, dropouts={"advertise_keys": {7, 8, 9}}, neighbours=None, seed=4, security="active")
+    from protocols import LazyInputs
+
+    drops = {"advertise_keys": {7, 8, 9}}
+    rows = dict(zip(ids, vectors, strict=True))
+
+    def crypto_round(min_roster: int):  # the round's plan (aggregators.round_plan), run by crypto_round
+        plan = aggregators.round_plan(
+            ids, 4, drops, bits=16, threshold=7, neighbours=None, seed=4, security="active", min_roster=min_roster
+        )
+        return aggregators.crypto_round(LazyInputs(tuple(ids), rows.__getitem__), plan, drops)
+
     # every rostered client refuses the roster (protocols.SecAggClient: "fewer than our minimum roster 8") and
     # shares no keys, so the server aborts: the only difference from the accepted round below is min_roster
     with pytest.raises(AbortError, match="0 clients shared keys"):
-        aggregators.crypto_round(ids, vectors, min_roster=8, **kw)
-    res = aggregators.crypto_round(ids, vectors, min_roster=7, **kw)
+        crypto_round(8)
+    res = crypto_round(7)
     assert sorted(res.survivors) == list(range(7))
     assert np.array_equal(res.aggregate, vectors[:7].sum(axis=0))  # far below q = 2^16: no wrap
     # more than checked in: refused before any message (every client would refuse the roster)
     with pytest.raises(ProtocolError, match="fewer than the clients' minimum roster 11"):
-        aggregators.crypto_round(ids, vectors, min_roster=11, **kw)
+        crypto_round(11)

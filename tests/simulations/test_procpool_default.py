@@ -6,7 +6,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import sys
 
-import numpy as np
 import pytest
 
 from tests.protocols.roundkit import exact_sum
@@ -21,15 +20,17 @@ pytestmark = pytest.mark.skipif(
 
 def test_simulator_crypto_round_forks_and_matches_one_process(monkeypatch):
     # made to fork for this small round (4 clients per worker, 2 cores)
+    from protocols import LazyInputs
     from simulations import aggregators
 
     inputs = _inputs()
     ids = sorted(inputs)
-    rows = np.stack([inputs[c] for c in ids])
-    kw = dict(bits=BITS, threshold=5, dropouts={"masked_input": {IDS[3]}}, neighbours=8, seed=11)
-    ref = aggregators.crypto_round(ids, rows, **kw)  # 24 clients: in this process
+    drops = {"masked_input": {IDS[3]}}
+    plan = aggregators.round_plan(ids, len(inputs[ids[0]]), drops, bits=BITS, threshold=5, neighbours=8, seed=11)
+    lazy = LazyInputs(tuple(ids), inputs.__getitem__)
+    ref = aggregators.crypto_round(lazy, plan, drops)  # 24 clients: in this process
     forks = force_forking(monkeypatch, 4)
-    got = aggregators.crypto_round(ids, rows, **kw)
+    got = aggregators.crypto_round(lazy, plan, drops)
     assert forks == [2]
     _same(got, ref)
     assert got.aggregate.tolist() == exact_sum(inputs, frozenset(IDS) - {IDS[3]}, BITS)

@@ -86,7 +86,7 @@ def _smallest_finishing_sum(cfg) -> int:
             try:
                 run_secagg_round(
                     inputs,
-                    modulus_bits=16,
+                    bits=16,
                     threshold=t,
                     dropouts=drops or None,
                     neighbours=cfg.secagg.neighbours,

@@ -105,7 +105,7 @@ def test_broken_protocol_sum_is_detected(monkeypatch: pytest.MonkeyPatch, capsys
 
     def off_by_one(inputs, **kwargs):  # type: ignore[no-untyped-def]
         res = real(inputs, **kwargs)
-        bits = kwargs["modulus_bits"]
+        bits = kwargs["bits"]
         object.__setattr__(res, "aggregate", secagg_dp.zq.add_mod(res.aggregate, np.uint64(1), bits))
         return res
 

@@ -33,9 +33,7 @@ def test_noise_lost_stages_are_where_the_protocol_drops_the_input(security):
     inputs = {i: np.full(4, i + 1, dtype=np.uint64) for i in range(n)}
     lost = []
     for stage in stages_for(security):
-        res = run_secagg_round(
-            inputs, modulus_bits=16, threshold=6, dropouts={stage: {dropped}}, seed=3, security=security
-        )
+        res = run_secagg_round(inputs, bits=16, threshold=6, dropouts={stage: {dropped}}, seed=3, security=security)
         want = sum(i + 1 for i in range(n) if i != dropped or dropped in res.survivors)
         assert res.aggregate.tolist() == [want] * 4
         if dropped not in res.survivors:
