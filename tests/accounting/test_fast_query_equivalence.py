@@ -183,7 +183,7 @@ PLD_CASES = [
     (10000, 0.1, 1.0, 10, 1e-5, "analyst"),
     (1000, 0.1, 0.3, 1, 1e-5, "analyst"),
     (100, 0.5, 2.0, 3, 1e-6, "server"),
-    (10**5, 0.01, 0.1, 200, 1e-6, "analyst"),
+    pytest.param((10**5, 0.01, 0.1, 200, 1e-6, "analyst"), marks=pytest.mark.slow),  # 200 rounds: CI only
 ]
 
 
@@ -325,7 +325,7 @@ def _reference_edge(n: int, p: float, log_budget: float, lower: bool) -> int:
     return lo
 
 
-@pytest.mark.parametrize("n", [1, 7, 100, 1000, 600000, 10**9])
+@pytest.mark.parametrize("n", [1, 7, 100, 1000, pytest.param(600000, marks=pytest.mark.slow), 10**9])  # CI: 6e5
 def test_window_edge_search_equals_bisection(n: int) -> None:
     for p in (1e-9, 1e-6, 1e-3, 0.1, 0.5, 0.97):
         for budget in (1e-300, 1e-40, 1e-18, 1e-9, 1e-4, 0.05, 0.4):

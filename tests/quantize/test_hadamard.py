@@ -22,7 +22,9 @@ from secagg_dp.quantize import (
 
 
 @pytest.mark.parametrize("transform", [fwht, fwht_butterfly])
-@pytest.mark.parametrize("log_d", range(0, 13))
+# d = 2^12 (the Kronecker path's largest size) holds two dense 4096 x 4096 matrices (~270 MB): CI only; the
+# quick loop checks d = 2^12 on sampled rows below
+@pytest.mark.parametrize("log_d", [*range(0, 12), pytest.param(12, marks=pytest.mark.slow)])
 def test_fwht_matches_dense_sylvester_hadamard(transform, log_d: int) -> None:
     # Oracle: scipy.linalg.hadamard builds the Sylvester matrix entry by entry, independent of our butterflies
     # and of our Kronecker factors.
@@ -48,7 +50,20 @@ def test_kronecker_fwht_equals_butterfly_to_rounding(log_d: int) -> None:
     np.testing.assert_array_equal(fwht(np.ones(d)) * np.sqrt(d), e0)  # H·1 = d·e_0 exactly (no d x d identity)
 
 
-@pytest.mark.parametrize("d", [1, 2, 4, 32, 64, 4096])
+@pytest.mark.parametrize("transform", [fwht, fwht_butterfly])
+def test_fwht_at_the_kronecker_limit_matches_sylvester_entries_on_sampled_rows(transform) -> None:  # noqa: ANN001
+    # Oracle: Sylvester's entry formula H[i, j] = (-1)^popcount(i & j) (Sylvester 1867), on 64 sampled rows of
+    # the d = 2^12 transform, without building the dense matrix (the full check is the slow case above).
+    d = 1 << 12
+    rows = np.random.default_rng(12).choice(d, size=64, replace=False)
+    popcount = np.array([[bin(int(i) & j).count("1") for j in range(d)] for i in rows])
+    h_rows = np.where(popcount % 2 == 0, 1.0, -1.0) / np.sqrt(d)
+    x = np.random.default_rng(12).normal(size=(3, d))
+    np.testing.assert_allclose(transform(x)[:, rows], x @ h_rows.T, rtol=0, atol=1e-12 * np.sqrt(d))
+
+
+# d = 4096 (the largest sylvester allows) builds two 4096 x 4096 int64 matrices (~270 MB): CI only
+@pytest.mark.parametrize("d", [1, 2, 4, 32, 64, 1024, pytest.param(4096, marks=pytest.mark.slow)])
 def test_sylvester_is_scipy_hadamard(d: int) -> None:
     np.testing.assert_array_equal(sylvester(d), scipy.linalg.hadamard(d))
     with pytest.raises(ParameterError):
