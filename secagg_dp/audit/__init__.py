@@ -12,23 +12,11 @@ is *not* (epsilon, delta)-DP for the observer it was measured for, never that it
 
 from __future__ import annotations
 
-from secagg_dp.audit.bounds import (
-    AuditEstimate,
-    audit_from_scores,
-    clopper_pearson,
-    clopper_pearson_upper,
-    epsilon_from_rates,
-    epsilon_lower_bound,
-)
-from secagg_dp.audit.one_run import one_run_epsilon_lower, one_run_p_value
+from secagg_dp.audit import bounds, one_run
+from secagg_dp.audit.bounds import *  # noqa: F403
+from secagg_dp.audit.one_run import *  # noqa: F403
 
-__all__ = [
-    "AuditEstimate",
-    "audit_from_scores",
-    "clopper_pearson",
-    "clopper_pearson_upper",
-    "epsilon_from_rates",
-    "epsilon_lower_bound",
-    "one_run_epsilon_lower",
-    "one_run_p_value",
-]
+# The package only re-exports: its public names are those of its two modules.
+__all__: list[str] = []
+__all__ += bounds.__all__
+__all__ += one_run.__all__

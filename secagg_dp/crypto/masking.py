@@ -41,22 +41,27 @@ def new_self_mask_seed(*, source: RandomSource | None = None) -> bytes:
     return resolve_source(source).bytes(SEED_LEN)
 
 
+def _pair_key(
+    label: bytes, own: KeyPair, peer_public: bytes | X25519PublicKey, round_id: bytes, own_id: int, peer_id: int
+) -> bytes:
+    """HKDF-SHA256(X25519(own, peer), info = label || round || min id || max id): the same key on both sides."""
+    lo, hi = sorted((own_id, peer_id))
+    info = kdf.context(label, round_id, lo, hi)
+    return kdf.derive(exchange(own, peer_public), info=info)
+
+
 def pairwise_seed(
     own: KeyPair, peer_public: bytes | X25519PublicKey, *, round_id: bytes, own_id: int, peer_id: int
 ) -> bytes:
     """s_uv = HKDF-SHA256(X25519(own, peer), info = 'pairwise-mask-seed' || round || min id || max id)."""
-    lo, hi = sorted((own_id, peer_id))
-    info = kdf.context(kdf.LABEL_PAIRWISE_MASK, round_id, lo, hi)
-    return kdf.derive(exchange(own, peer_public), info=info)
+    return _pair_key(kdf.LABEL_PAIRWISE_MASK, own, peer_public, round_id, own_id, peer_id)
 
 
 def channel_key(
     own: KeyPair, peer_public: bytes | X25519PublicKey, *, round_id: bytes, own_id: int, peer_id: int
 ) -> bytes:
     """AES-256-GCM key for shares between two clients: HKDF over X25519 of their channel key pairs."""
-    lo, hi = sorted((own_id, peer_id))
-    info = kdf.context(kdf.LABEL_CHANNEL, round_id, lo, hi)
-    return kdf.derive(exchange(own, peer_public), info=info)
+    return _pair_key(kdf.LABEL_CHANNEL, own, peer_public, round_id, own_id, peer_id)
 
 
 def neighbour_secrets(

@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections.abc import Sequence
+from typing import TypeVar
 
 from secagg_dp.errors import ParameterError, ProtocolError
 
@@ -68,6 +69,35 @@ def depth_for(n: int) -> int:
     return (n - 1).bit_length()
 
 
+_Node = TypeVar("_Node")
+
+
+def _multiproof(levels: Sequence[Sequence[_Node]], n: int, indices: Sequence[int]) -> list[_Node]:
+    """The siblings proving the leaves at ``indices`` (any order, duplicates ignored) of the n-leaf tree kept
+    level by level in ``levels`` (leaves first), level by level from the leaves up and left to right; subtrees
+    made only of padding are left out (module docstring). Shared by the plain and the sum tree."""
+    known = sorted(set(int(i) for i in indices))
+    if not known or known[0] < 0 or known[-1] >= n:
+        raise ParameterError(f"Argument 'indices' must be non-empty and within [0, {n}).")
+    proof: list[_Node] = []
+    for height, level in enumerate(levels[:-1]):
+        # ``known`` ascends, so a node's sibling, if known, is its neighbour in the list: one linear pass
+        nxt: list[int] = []
+        t, size = 0, len(known)
+        while t < size:
+            i = known[t]
+            if not i & 1 and t + 1 < size and known[t + 1] == i + 1:
+                t += 2  # both children known
+            else:
+                if (i ^ 1) << height < n:  # all-padding siblings are implicit
+                    proof.append(level[i ^ 1])
+                t += 1
+            if not nxt or nxt[-1] != i >> 1:
+                nxt.append(i >> 1)
+        known = nxt
+    return proof
+
+
 class MerkleTree:
     """The whole tree over ``leaves`` (already hashed with :func:`leaf_hash`), kept level by level."""
 
@@ -89,27 +119,7 @@ class MerkleTree:
 
     def multiproof(self, indices: Sequence[int]) -> list[bytes]:
         """The sibling hashes proving the leaves at ``indices`` (any order, duplicates ignored)."""
-        known = sorted(set(int(i) for i in indices))
-        if not known or known[0] < 0 or known[-1] >= self.n:
-            raise ParameterError(f"Argument 'indices' must be non-empty and within [0, {self.n}).")
-        proof: list[bytes] = []
-        n = self.n
-        for height, level in enumerate(self.levels[:-1]):
-            # ``known`` ascends, so a node's sibling, if known, is its neighbour in the list: one linear pass
-            nxt: list[int] = []
-            t, size = 0, len(known)
-            while t < size:
-                i = known[t]
-                if not i & 1 and t + 1 < size and known[t + 1] == i + 1:
-                    t += 2  # both children known
-                else:
-                    if (i ^ 1) << height < n:  # all-padding siblings are implicit
-                        proof.append(level[i ^ 1])
-                    t += 1
-                if not nxt or nxt[-1] != i >> 1:
-                    nxt.append(i >> 1)
-            known = nxt
-        return proof
+        return _multiproof(self.levels, self.n, indices)
 
 
 def verify_multiproof(root: bytes, n: int, leaves: dict[int, bytes], proof: Sequence[bytes]) -> None:
@@ -218,25 +228,7 @@ class MerkleSumTree:
     def multiproof(self, indices: Sequence[int]) -> list[SumNode]:
         """The siblings (count, hash) proving the leaves at ``indices``, in the order of
         :meth:`MerkleTree.multiproof` (all-padding siblings are implicit)."""
-        known = sorted(set(int(i) for i in indices))
-        if not known or known[0] < 0 or known[-1] >= self.n:
-            raise ParameterError(f"Argument 'indices' must be non-empty and within [0, {self.n}).")
-        proof: list[SumNode] = []
-        for height, level in enumerate(self.levels[:-1]):
-            nxt: list[int] = []
-            t, size = 0, len(known)
-            while t < size:
-                i = known[t]
-                if not i & 1 and t + 1 < size and known[t + 1] == i + 1:
-                    t += 2
-                else:
-                    if (i ^ 1) << height < self.n:
-                        proof.append(level[i ^ 1])
-                    t += 1
-                if not nxt or nxt[-1] != i >> 1:
-                    nxt.append(i >> 1)
-            known = nxt
-        return proof
+        return _multiproof(self.levels, self.n, indices)
 
 
 def verify_sum_multiproof(

@@ -19,6 +19,7 @@ import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, CipherContext, algorithms, modes
 
 from secagg_dp._validate import check_int
+from secagg_dp.crypto.randomness import rejection_uniform
 from secagg_dp.errors import ParameterError
 from secagg_dp.zq import check_bits
 
@@ -121,14 +122,4 @@ def uniform_mod(seed: bytes, length: int, q: int) -> np.ndarray:
     length = check_int("length", length, lo=0)
     q = check_int("q", q, lo=2, hi=1 << 62)
     enc = _encryptor(seed)
-    low = np.uint64((1 << (q - 1).bit_length()) - 1)
-    out = np.empty(length, dtype=np.uint64)
-    filled = 0
-    while filled < length:
-        need = length - filled
-        draw = need + need // 2 + 16
-        words = np.frombuffer(enc.update(bytes(8 * draw)), dtype="<u8") & low
-        ok = words[words < np.uint64(q)][:need]
-        out[filled : filled + ok.size] = ok
-        filled += ok.size
-    return out
+    return rejection_uniform(lambda n: enc.update(bytes(n)), length, q)  # keystream: AES-CTR of zeros

@@ -8,6 +8,7 @@ knows the seed knows every key of the run.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -66,6 +67,23 @@ def resolve_source(source: RandomSource | None) -> RandomSource:
     return source
 
 
+def rejection_uniform(read: Callable[[int], bytes], count: int, q: int) -> np.ndarray:
+    """``count`` exactly uniform integers in [0, q) as uint64 from the random bytes ``read(n)`` returns (q >= 2
+    checked by the caller): each candidate is the low L = bitlen(q - 1) bits of a little-endian 64-bit word,
+    candidates >= q are rejected (acceptance probability q / 2^L > 1/2) and the stream continues."""
+    low = np.uint64((1 << (q - 1).bit_length()) - 1)
+    out = np.empty(count, dtype=np.uint64)
+    filled = 0
+    while filled < count:
+        need = count - filled
+        draw = need + need // 2 + 16
+        words = np.frombuffer(read(8 * draw), dtype="<u8") & low
+        ok = words[words < np.uint64(q)][:need]
+        out[filled : filled + ok.size] = ok
+        filled += ok.size
+    return out
+
+
 def uniform_below(source: RandomSource, count: int, q: int) -> np.ndarray:
     """``count`` exactly uniform integers in [0, q) as uint64, 2 <= q <= 2^63, by rejection sampling.
 
@@ -74,14 +92,4 @@ def uniform_below(source: RandomSource, count: int, q: int) -> np.ndarray:
     """
     count = check_int("count", count, lo=0)
     q = check_int("q", q, lo=2, hi=1 << 63)
-    low = np.uint64((1 << (q - 1).bit_length()) - 1)
-    out = np.empty(count, dtype=np.uint64)
-    filled = 0
-    while filled < count:
-        need = count - filled
-        draw = need + need // 2 + 16
-        words = np.frombuffer(source.bytes(8 * draw), dtype="<u8") & low
-        ok = words[words < np.uint64(q)][:need]
-        out[filled : filled + ok.size] = ok
-        filled += ok.size
-    return out
+    return rejection_uniform(source.bytes, count, q)

@@ -480,26 +480,5 @@ class ZqCodec:
             beta=self.beta,
         )
 
-    @staticmethod
-    def scale_for(
-        *,
-        bits: int,
-        n_clients: int,
-        clip: float,
-        dim: int,
-        sigma: float,
-        k: float = 4.0,
-        beta: float = DEFAULT_BETA,
-        max_inflation: float = 2.0,
-    ) -> float:
-        """The k-standard-deviations scale rule; see :func:`secagg_dp.quantize.scale.scale_for`."""
-        return scale_for(
-            bits=bits,
-            n_clients=n_clients,
-            clip=clip,
-            dim=dim,
-            sigma=sigma,
-            k=k,
-            beta=beta,
-            max_inflation=max_inflation,
-        )
+    #: The k-standard-deviations scale rule, :func:`secagg_dp.quantize.scale.scale_for` itself.
+    scale_for = staticmethod(scale_for)

@@ -34,21 +34,6 @@ if TYPE_CHECKING:  # the names, for type checkers and the API reference; at run 
     from secagg_dp.accounting.checkin.random_checkin import *  # noqa: F403
     from secagg_dp.accounting.checkin.tails import *  # noqa: F403
 
-_MODULES = (
-    "accountant",
-    "baselines",
-    "bases",
-    "coalition",
-    "dropout",
-    "events",
-    "local_steps",
-    "mixture",
-    "observers",
-    "pld",
-    "providers",
-    "random_checkin",
-    "tails",
-)  # bound in this order (a later module's name wins, as with the star imports)
 _ALL_ORDER = (
     "events",
     "accountant",
@@ -64,6 +49,8 @@ _ALL_ORDER = (
     "providers",
     "random_checkin",
 )
+# bound in alphabetical order (a later module's name wins, as with the star imports)
+_MODULES = tuple(sorted(_ALL_ORDER))
 
 
 # Public names and ``__all__`` load with the room's modules on first use (PEP 562): importing one module of the

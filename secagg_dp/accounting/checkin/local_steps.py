@@ -119,11 +119,16 @@ def _joint_convexity(q: float, eps: np.ndarray, orders: np.ndarray) -> np.ndarra
     return revealed_participation_rdp(eps, q, np.asarray(orders, dtype=np.float64))
 
 
-def _check_neighbouring(neighbouring: str, sample_rate: float) -> None:
+def _check_schedule(steps: int, sample_rate: float, neighbouring: str) -> tuple[int, float]:
+    """(S, q) after the checks every local-steps mechanism shares: S >= 1 steps, Poisson rate q in (0, 1], and
+    the relation (q < 1 with add/remove only)."""
+    steps = check_int("steps", steps, lo=1)
+    sample_rate = check_probability("sample_rate", sample_rate, allow_zero=False)
     if neighbouring not in ("add-remove", "replace-one"):
         raise ParameterError(f"Argument 'neighbouring' must be 'add-remove' or 'replace-one', not {neighbouring!r}.")
     if neighbouring == "replace-one" and sample_rate < 1.0:
         raise ParameterError("Poisson sampling inside the client (sample_rate < 1) is supported for 'add-remove' only.")
+    return steps, sample_rate
 
 
 def _poisson_discrete(
@@ -159,9 +164,7 @@ class LocalStepsGaussian:
 
     def __post_init__(self) -> None:
         check_real("sigma", self.sigma, lo=0.0, lo_open=True)
-        check_int("steps", self.steps, lo=1)
-        check_probability("sample_rate", self.sample_rate, allow_zero=False)
-        _check_neighbouring(self.neighbouring, self.sample_rate)
+        _check_schedule(self.steps, self.sample_rate, self.neighbouring)
 
     def rdp_upper(self, k_lo: np.ndarray, k_hi: np.ndarray, orders: np.ndarray) -> np.ndarray:
         k = np.atleast_1d(np.asarray(k_lo, dtype=np.float64))
@@ -188,9 +191,7 @@ class LocalStepsSkellam:
     neighbouring: str = "add-remove"
 
     def __post_init__(self) -> None:
-        check_int("steps", self.steps, lo=1)
-        check_probability("sample_rate", self.sample_rate, allow_zero=False)
-        _check_neighbouring(self.neighbouring, self.sample_rate)
+        _check_schedule(self.steps, self.sample_rate, self.neighbouring)
         SkellamSum(self.variance, self.l2_sensitivity, self.l1_sensitivity)
 
     def rdp_upper(self, k_lo: np.ndarray, k_hi: np.ndarray, orders: np.ndarray) -> np.ndarray:
@@ -217,9 +218,7 @@ class LocalStepsDDG:
     neighbouring: str = "add-remove"
 
     def __post_init__(self) -> None:
-        check_int("steps", self.steps, lo=1)
-        check_probability("sample_rate", self.sample_rate, allow_zero=False)
-        _check_neighbouring(self.neighbouring, self.sample_rate)
+        _check_schedule(self.steps, self.sample_rate, self.neighbouring)
         DDGSum(self.sigma, self.dim, self.l2_sensitivity, self.l1_sensitivity)
 
     def rdp_upper(self, k_lo: np.ndarray, k_hi: np.ndarray, orders: np.ndarray) -> np.ndarray:
@@ -244,9 +243,7 @@ def seed004_joint_noise_rdp(
     Exact for non-adaptive steps; beaten when later steps depend on the client's own earlier noise
     (docs/accounting/local-steps.md). Rows: the entries of ``k``."""
     check_real("sigma", sigma, lo=0.0, lo_open=True)
-    steps = check_int("steps", steps, lo=1)
-    q = check_probability("sample_rate", sample_rate, allow_zero=False)
-    _check_neighbouring(neighbouring, q)
+    steps, q = _check_schedule(steps, sample_rate, neighbouring)
     sens = 2.0 if neighbouring == "replace-one" else 1.0
     z = np.sqrt(np.atleast_1d(np.asarray(k, dtype=np.float64))) * sigma / sens
     return steps * poisson_subsampled_gaussian_rdp(z, q, np.asarray(orders, dtype=np.float64))

@@ -31,21 +31,6 @@ if TYPE_CHECKING:  # the names, for type checkers and the API reference; at run 
     from secagg_dp.accounting.core.registry import *  # noqa: F403
     from secagg_dp.accounting.core.subsampling import *  # noqa: F403
 
-_MODULES = (
-    "accountant",
-    "calibration",
-    "conversion",
-    "events",
-    "interop",
-    "ledger",
-    "logspace",
-    "pairs",
-    "pld_accountant",
-    "rdp",
-    "rdp_accountant",
-    "registry",
-    "subsampling",
-)  # bound in this order (a later module's name wins, as with the star imports)
 _ALL_ORDER = (
     "events",
     "rdp",
@@ -61,6 +46,8 @@ _ALL_ORDER = (
     "interop",
     "ledger",
 )
+# bound in alphabetical order (a later module's name wins, as with the star imports)
+_MODULES = tuple(sorted(_ALL_ORDER))
 
 
 # Public names and ``__all__`` load with the room's modules on first use (PEP 562): importing one module of the

@@ -295,6 +295,30 @@ class PrivacyAccountant(abc.ABC):
     def certificate(self, delta: float) -> Certificate:
         """The :class:`Certificate` record at ``delta`` for everything composed."""
 
+    def _upper_bound(
+        self,
+        epsilon: float,
+        delta: float,
+        *,
+        slack: float = 0.0,
+        order: float | None = None,
+        detail: Mapping[str, Any],
+    ) -> Certificate:
+        """The proven upper bound (``certificate=True``) at (``epsilon``, ``delta``) under this accountant's
+        observer, relation, method and citation, with the method-specific ``slack``, ``order`` and ``detail``."""
+        return Certificate(
+            epsilon=epsilon,
+            delta=float(delta),
+            observer=self.observer,
+            neighbouring=self.neighbouring,
+            method=self.method,
+            certificate=True,
+            citation=self.citation,
+            slack=slack,
+            order=order,
+            detail=detail,
+        )
+
     @abc.abstractmethod
     def fresh(self) -> Self:
         """An empty accountant with this one's configuration (relation, observer, orders, method...)."""

@@ -81,8 +81,8 @@ class PrivacyEvent:
 
 
 @dataclass(frozen=True)
-class Gaussian(PrivacyEvent):
-    """Continuous Gaussian N(0, σ²I) added to a query of L2 sensitivity Δ₂: ε(α) = αΔ₂²/(2σ²) (Mironov 2017)."""
+class _SigmaEvent(PrivacyEvent):
+    """Fields and checks the two Gaussian events share: scale σ > 0, L2 sensitivity Δ₂ >= 0, the relation."""
 
     sigma: float
     l2_sensitivity: float
@@ -92,6 +92,11 @@ class Gaussian(PrivacyEvent):
         object.__setattr__(self, "sigma", check_real("sigma", self.sigma, lo=0.0, lo_open=True))
         object.__setattr__(self, "l2_sensitivity", check_real("l2_sensitivity", self.l2_sensitivity, lo=0.0))
         check_neighbouring(self.neighbouring)
+
+
+@dataclass(frozen=True)
+class Gaussian(_SigmaEvent):
+    """Continuous Gaussian N(0, σ²I) added to a query of L2 sensitivity Δ₂: ε(α) = αΔ₂²/(2σ²) (Mironov 2017)."""
 
     @property
     def noise_multiplier(self) -> float:
@@ -103,17 +108,8 @@ class Gaussian(PrivacyEvent):
 
 
 @dataclass(frozen=True)
-class DiscreteGaussian(PrivacyEvent):
+class DiscreteGaussian(_SigmaEvent):
     """N_Z(0, σ²) per coordinate of an integer query, integer shift Δ₂: ε(α) = αΔ₂²/(2σ²) (WJ20 Thm 1)."""
-
-    sigma: float
-    l2_sensitivity: float
-    neighbouring: str
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "sigma", check_real("sigma", self.sigma, lo=0.0, lo_open=True))
-        object.__setattr__(self, "l2_sensitivity", check_real("l2_sensitivity", self.l2_sensitivity, lo=0.0))
-        check_neighbouring(self.neighbouring)
 
     def rdp(self, orders: Any) -> np.ndarray:
         return _rdp.discrete_gaussian_rdp(orders, self.sigma, self.l2_sensitivity)

@@ -208,14 +208,9 @@ class PLDAccountant(PrivacyAccountant):
         eps = self.get_epsilon(delta)
         opt = min(self._optimistic_epsilon(float(delta)), eps)
         slack = eps - opt if math.isfinite(eps) else math.inf
-        return Certificate(
-            epsilon=eps,
-            delta=float(delta),
-            observer=self.observer,
-            neighbouring=self.neighbouring,
-            method=self.method,
-            certificate=True,
-            citation=self.citation,
+        return self._upper_bound(
+            eps,
+            delta,
             slack=slack,
             detail={
                 "epsilon_optimistic": opt,

@@ -119,14 +119,9 @@ class RdpAccountant(PrivacyAccountant):
 
     def certificate(self, delta: float) -> Certificate:
         eps, order = rdp_to_dp(self._orders, self._rdp, delta, warn=False)
-        return Certificate(
-            epsilon=eps,
-            delta=float(delta),
-            observer=self.observer,
-            neighbouring=self.neighbouring,
-            method=self.method,
-            certificate=True,
-            citation=self.citation,
+        return self._upper_bound(
+            eps,
+            delta,
             order=order,
             detail={
                 "largest_order": float(self._orders.max()),

@@ -130,6 +130,19 @@ def _rows(lead: tuple[int, ...], *arrays: np.ndarray) -> list[np.ndarray]:
     return out
 
 
+def _gaussian_rows(
+    noise_multiplier: Any, rate: Any, orders: Any
+) -> tuple[np.ndarray, tuple[int, ...], np.ndarray, np.ndarray]:
+    """The checked arguments of a subsampled-Gaussian log(A − 1) kernel: integer orders, the broadcast shape of
+    (z, rate), and z and the rate as rows of that shape."""
+    a = _check_int_orders(orders)
+    z = _check_noise("noise_multiplier", noise_multiplier)
+    q = _check_rates("rate", rate)
+    lead = np.broadcast_shapes(z.shape, q.shape)
+    zr, qr = _rows(lead, z, q)
+    return a, lead, zr, qr
+
+
 def _from_log_am1(orders: np.ndarray, log_am1: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
     """ε at every order from log(A − 1) at the integer orders needed (fractional: interpolated cumulant)."""
     return interpolate_cumulant(orders, lambda ints: log1p_exp(log_am1(ints.astype(np.int64))))
@@ -237,11 +250,7 @@ def poisson_subsampled_gaussian_log_am1(noise_multiplier: Any, rate: Any, orders
     The binomial weights sum to 1 and the j = 0, 1 exponents vanish, so
     A − 1 = Σ_{j=2}^{α} C(α,j)(1−q)^{α−j} q^j (e^{(j²−j)/(2z²)} − 1), a sum of non-negative terms.
     """
-    a = _check_int_orders(orders)
-    z = _check_noise("noise_multiplier", noise_multiplier)
-    q = _check_rates("rate", rate)
-    lead = np.broadcast_shapes(z.shape, q.shape)
-    zr, qr = _rows(lead, z, q)
+    a, lead, zr, qr = _gaussian_rows(noise_multiplier, rate, orders)
     jmax = int(a.max())
     j = np.arange(jmax + 1, dtype=np.float64)
     c = _half_inv_square(zr)
@@ -480,11 +489,7 @@ def wor_subsampled_gaussian_log_am1(noise_multiplier: Any, rate: Any, orders: An
     all rows at once by the series above). z is relative to the *replace-one* sensitivity (2C for a sum of
     vectors clipped to C), as in dp-accounting.
     """
-    a = _check_int_orders(orders)
-    z = _check_noise("noise_multiplier", noise_multiplier)
-    g = _check_rates("rate", rate)
-    lead = np.broadcast_shapes(z.shape, g.shape)
-    zr, gr = _rows(lead, z, g)
+    a, lead, zr, gr = _gaussian_rows(noise_multiplier, rate, orders)
     jmax = int(a.max())
     top = jmax + 1 + (jmax + 1) % 2
     c = _half_inv_square(zr)
