@@ -51,7 +51,7 @@ def test_kronecker_fwht_equals_butterfly_to_rounding(log_d: int) -> None:
 
 
 @pytest.mark.parametrize("transform", [fwht, fwht_butterfly])
-def test_fwht_at_the_kronecker_limit_matches_sylvester_entries_on_sampled_rows(transform) -> None:  # noqa: ANN001
+def test_fwht_at_the_kronecker_limit_matches_sylvester_entries_on_sampled_rows(transform) -> None:
     # Oracle: Sylvester's entry formula H[i, j] = (-1)^popcount(i & j) (Sylvester 1867), on 64 sampled rows of
     # the d = 2^12 transform, without building the dense matrix (the full check is the slow case above).
     d = 1 << 12
