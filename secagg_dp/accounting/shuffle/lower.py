@@ -30,12 +30,14 @@ def gaussian_shift_delta(epsilon: float, mu: float) -> float:
     """δ_μ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ) for N(μ, 1) against N(0, 1) (Balle & Wang 2018, Thm 8).
 
     Evaluated as Φ(a)·(1 − e^{ε + log Φ(b) − log Φ(a)}) with log Φ from ``log_ndtr``, which keeps relative
-    precision where both terms are tiny."""
+    precision where both terms are tiny. The exponent is <= 0 exactly (δ >= 0); where rounding of terms near
+    1e20 makes it positive it is taken as 0 (δ = 0, below the exact value: the ε searched for by
+    :func:`shuffle_gaussian_epsilon_lower` can only get smaller, so it stays a lower bound)."""
     eps = check_real("epsilon", epsilon, lo=0.0)
     m = check_real("mu", mu, lo=0.0, lo_open=True)
     la = float(log_ndtr(m / 2.0 - eps / m))
     lb = float(log_ndtr(-m / 2.0 - eps / m))
-    return math.exp(la) * -math.expm1(eps + lb - la)
+    return math.exp(la) * -math.expm1(min(eps + lb - la, 0.0))
 
 
 def shuffle_gaussian_epsilon_lower(*, n: int, sigma: float, rounds: int, delta: float) -> float:

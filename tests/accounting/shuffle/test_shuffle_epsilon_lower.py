@@ -91,3 +91,14 @@ def test_bad_input_names_the_parameter():
     with pytest.raises(ParameterError, match="'mu'"):
         gaussian_shift_delta(1.0, 0.0)
     assert shuffle_gaussian_epsilon_lower(n=1, sigma=1e-320, rounds=1, delta=1e-5) == math.inf
+
+
+def test_tiny_sigma_does_not_overflow():
+    # sigma = 1e-10 gives mu = 1e10: near eps = mu^2 / 2 = 5e19 the terms eps and log Phi(b) - log Phi(a) cancel,
+    # and rounding at that magnitude once made the exponent positive (expm1 overflowed in the CLI at extremes)
+    for eps in (4e19, 5e19, 6e19, 1e20):
+        d = gaussian_shift_delta(eps, 1e10)
+        assert 0.0 <= d <= 1.0
+    lower = shuffle_gaussian_epsilon_lower(n=1, sigma=1e-10, rounds=1, delta=1e-5)
+    # the exact epsilon of a shift of 1e10 standard deviations is about mu^2 / 2 = 5e19 (Balle & Wang 2018)
+    assert 1e19 < lower <= 5e19 * (1 + 1e-6)
