@@ -25,10 +25,10 @@ import numpy.typing as npt
 
 from secagg_dp.errors import ParameterError
 
-__all__ = ["skellam_log_pmf", "ddg_sum_log_pmf", "exact_llr", "mixture_llr", "DDG_TAIL_BITS"]
+__all__ = ["skellam_log_pmf", "ddg_sum_log_pmf", "exact_llr", "mixture_llr", "DDG_TAIL_BITS", "MAX_SUPPORT"]
 
 DDG_TAIL_BITS = 80  #: each discrete Gaussian share is truncated where its tail mass is below 2^-DDG_TAIL_BITS
-_MAX_SUPPORT = 1 << 22  # beyond this many points the convolution is not attempted (use the Gaussian fallback)
+MAX_SUPPORT = 1 << 22  # beyond this many points the convolution is not attempted (use the Gaussian fallback)
 
 
 def _check_pos(name: str, value: float) -> float:
@@ -39,11 +39,18 @@ def _check_pos(name: str, value: float) -> float:
 
 
 def skellam_log_pmf(z: npt.ArrayLike, variance: float) -> npt.NDArray[np.float64]:
-    """log P[Z = z] for Z ~ Sk(v/2, v/2), the symmetric Skellam law of variance v (vectorised)."""
+    """log P[Z = z] for Z ~ Sk(v/2, v/2), the symmetric Skellam law of variance v (vectorised): e^-v I_|z|(v),
+    I the modified Bessel function (Skellam 1946), via the exponentially scaled scipy.special.ive."""
+    from scipy.special import ive
     from scipy.stats import skellam
 
     v = _check_pos("variance", variance)
-    out: npt.NDArray[np.float64] = np.asarray(skellam.logpmf(np.asarray(z), v / 2.0, v / 2.0), dtype=np.float64)
+    zz = np.abs(np.asarray(z, dtype=np.float64))
+    with np.errstate(divide="ignore", under="ignore"):
+        out: npt.NDArray[np.float64] = np.log(ive(zz, v))  # P[Z = z] = e^-v I_|z|(v) (Skellam 1946)
+    bad = ~np.isfinite(out)
+    if np.any(bad):  # far tails where the scaled Bessel function underflows: scipy's log pmf
+        out[bad] = skellam.logpmf(zz[bad], v / 2.0, v / 2.0)
     return out
 
 
@@ -51,10 +58,10 @@ def skellam_log_pmf(z: npt.ArrayLike, variance: float) -> npt.NDArray[np.float64
 def _ddg_sum_table(sigma: float, k: int) -> tuple[npt.NDArray[np.float64], int, float]:
     """(log pmf on [-R, R], R, truncated mass bound) of the sum of k discrete Gaussians N_Z(0, sigma^2)."""
     r = math.ceil(sigma * math.sqrt(2.0 * math.log(2.0) * DDG_TAIL_BITS)) + 1
-    if (2 * r + 1) * k > _MAX_SUPPORT:
+    if (2 * r + 1) * k > MAX_SUPPORT:
         raise ParameterError(
             f"Arguments 'sigma' = {sigma} and 'k' = {k}: the exact convolution needs {(2 * r + 1) * k} support "
-            f"points (> {_MAX_SUPPORT}); use the Gaussian approximation."
+            f"points (> {MAX_SUPPORT}); use the Gaussian approximation."
         )
     x = np.arange(-r, r + 1, dtype=np.float64)
     one = np.exp(-(x**2) / (2.0 * sigma**2))
