@@ -23,7 +23,10 @@ ratio of D against D' from the view:
 phi_v is the Gaussian density of variance v: y is a weighted sum of the padded_dim coordinates of the noise
 sum (the codec's rotation is orthonormal), so its law is that d-fold convolution; the Gaussian LR is the test
 statistic, not an assumption of the bound: any function of the view is a valid test, and an approximation
-can only cost power. The log LRs of the rounds add (independent rounds, the same data). Aborted rounds
+can only cost power. Where the view's canary coordinate is a lattice coordinate (task.dim = 1, no
+add-then-remove) the exact LR replaces it (``statistic = "auto"``, :func:`_exact_scores`: the exact Skellam or
+discrete-Gaussian-sum pmf, the canary's randomized rounding, :mod:`secagg_dp.audit.llr`); results.json
+labels each observer's ``test.statistic``. The log LRs of the rounds add (independent rounds, the same data). Aborted rounds
 reveal nothing (LR = 1; whether a round aborts does not depend on the inputs). Thresholds are chosen on a
 held-out third of the trials, Clopper-Pearson bounds on the rest (:func:`secagg_dp.audit.audit_from_scores`).
 
