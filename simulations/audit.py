@@ -26,9 +26,10 @@ statistic, not an assumption of the bound: any function of the view is a valid t
 can only cost power. Where the view's canary coordinate is a lattice coordinate (task.dim = 1, no
 add-then-remove) the exact LR replaces it (``statistic = "auto"``, :func:`_exact_scores`: the exact Skellam or
 discrete-Gaussian-sum pmf, the canary's randomized rounding, :mod:`secagg_dp.audit.llr`); results.json
-labels each observer's ``test.statistic``. The log LRs of the rounds add (independent rounds, the same data). Aborted rounds
-reveal nothing (LR = 1; whether a round aborts does not depend on the inputs). Thresholds are chosen on a
-held-out third of the trials, Clopper-Pearson bounds on the rest (:func:`secagg_dp.audit.audit_from_scores`).
+labels each observer's ``test.statistic``. The log LRs of the rounds add (independent rounds, the same
+data). Aborted rounds reveal nothing (LR = 1; whether a round aborts does not depend on the inputs).
+Thresholds are chosen on a held-out third of the trials, Clopper-Pearson bounds on the rest
+(:func:`secagg_dp.audit.audit_from_scores`).
 
 Engines. ``batched`` (default, ideal mode): the trials of a chunk are one vectorised computation built from the
 round's own parts: the check-in coins, :func:`simulations.aggregators.draw_drop_stages`, the threshold abort
