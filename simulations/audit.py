@@ -23,9 +23,13 @@ ratio of D against D' from the view:
 phi_v is the Gaussian density of variance v: y is a weighted sum of the padded_dim coordinates of the noise
 sum (the codec's rotation is orthonormal), so its law is that d-fold convolution; the Gaussian LR is the test
 statistic, not an assumption of the bound: any function of the view is a valid test, and an approximation
-can only cost power. The log LRs of the rounds add (independent rounds, the same data). Aborted rounds
-reveal nothing (LR = 1; whether a round aborts does not depend on the inputs). Thresholds are chosen on a
-held-out third of the trials, Clopper-Pearson bounds on the rest (:func:`secagg_dp.audit.audit_from_scores`).
+can only cost power. Where the view's canary coordinate is a lattice coordinate (task.dim = 1, no
+add-then-remove) the exact LR replaces it (``statistic = "auto"``, :func:`_exact_scores`: the exact Skellam or
+discrete-Gaussian-sum pmf, the canary's randomized rounding, :mod:`secagg_dp.audit.llr`); results.json
+labels each observer's ``test.statistic``. The log LRs of the rounds add (independent rounds, the same
+data). Aborted rounds reveal nothing (LR = 1; whether a round aborts does not depend on the inputs).
+Thresholds are chosen on a held-out third of the trials, Clopper-Pearson bounds on the rest
+(:func:`secagg_dp.audit.audit_from_scores`).
 
 Engines. ``batched`` (default, ideal mode): the trials of a chunk are one vectorised computation built from the
 round's own parts: the check-in coins, :func:`simulations.aggregators.draw_drop_stages`, the threshold abort
@@ -63,6 +67,7 @@ __all__ = [
     "ROUND_OBSERVERS",
     "FAULTS",
     "ENGINES",
+    "STATISTICS",
     "run_audit",
     "run_one_run_audit",
     "audit_scores",
@@ -73,6 +78,7 @@ OBSERVERS = ("analyst", "server", "coalition")
 ROUND_OBSERVERS = ("analyst", "server")  # the round engine runs the honest server's round only
 FAULTS = ("halve-noise", "strip-noise")
 ENGINES = ("batched", "round")
+STATISTICS = ("auto", "exact-llr", "gaussian-llr")
 _CHUNK_CELLS = 1 << 20  # trials x padded_dim per vectorised chunk (~8 MB per int64 array)
 
 
@@ -85,9 +91,27 @@ class _Setup:
     sigma: float  # per-client noise std actually used (after a fault)
     fault: str | None
     min_sum: int  # m: the smallest sum the protocol lets finish (simulations.privacy.coalition_min_sum)
+    statistic: str = "gaussian-llr"  # "exact-llr" where the view's canary coordinate is a lattice point
 
 
-def _setup(cfg: SimConfig, fault: str | None) -> _Setup:
+def _exact_feasible(cfg: SimConfig, codec: Any, sigma: float) -> bool:
+    """The exact LR is computable when the decoded canary coordinate IS a lattice coordinate of the aggregate
+    (padded_dim = 1: the rotation is a sign) and the noise pmf of any number of shares is: Skellam always
+    (scipy), a sum of k <= n discrete Gaussians while the truncated convolution fits (secagg_dp.audit.llr).
+    Not under add-then-remove: the analyst's exact law would mix over the roster it does not see."""
+    if codec.padded_dim != 1 or cfg.privacy.mechanism not in ("ddg", "skellam"):
+        return False
+    if cfg.privacy.noise_enforcement == "add-then-remove":  # the analyst's law mixes over the unseen roster
+        return False
+    if cfg.privacy.mechanism == "skellam":
+        return True
+    from secagg_dp.audit.llr import DDG_TAIL_BITS, MAX_SUPPORT
+
+    r = math.ceil(sigma * math.sqrt(2.0 * math.log(2.0) * DDG_TAIL_BITS)) + 1
+    return (2 * r + 1) * cfg.population.clients <= MAX_SUPPORT
+
+
+def _setup(cfg: SimConfig, fault: str | None, statistic: str = "gaussian-llr") -> _Setup:
     from simulations.runner import plan as make_plan
 
     if cfg.privacy.unit != "client":
@@ -114,7 +138,60 @@ def _setup(cfg: SimConfig, fault: str | None) -> _Setup:
     sigma = p.sigma_int / 2.0 if fault == "halve-noise" else p.sigma_int
     from simulations.privacy import coalition_min_sum
 
-    return _Setup(cfg, p, codec, cfg.privacy.clip * p.scale, sigma, fault, coalition_min_sum(cfg)[0])
+    if statistic not in STATISTICS:
+        raise ParameterError(f"Argument 'statistic' must be one of {STATISTICS}, not {statistic!r}.")
+    feasible = _exact_feasible(cfg, codec, sigma)
+    if statistic == "exact-llr" and not feasible:
+        raise ParameterError(
+            "Argument 'statistic' = 'exact-llr' needs a one-coordinate lattice view (padded_dim = 1, task.dim = 1) "
+            "and Skellam noise or a discrete Gaussian sum small enough to convolve; use 'auto' or 'gaussian-llr'."
+        )
+    resolved = "exact-llr" if statistic == "exact-llr" or (statistic == "auto" and feasible) else "gaussian-llr"
+    return _Setup(cfg, p, codec, cfg.privacy.clip * p.scale, sigma, fault, coalition_min_sum(cfg)[0], resolved)
+
+
+def _noise_log_pmf(setup: _Setup, z: np.ndarray, k: int, var: float) -> np.ndarray:
+    """log P[Z = z], Z the sum of ``k`` shares of per-share variance ``var`` of the configured mechanism (exact:
+    Skellam of variance k var, or the k-fold discrete Gaussian convolution, :mod:`secagg_dp.audit.llr`)."""
+    from secagg_dp.audit.llr import ddg_sum_log_pmf, skellam_log_pmf
+
+    if setup.cfg.privacy.mechanism == "skellam":
+        return skellam_log_pmf(z, max(k, 1) * var)
+    return ddg_sum_log_pmf(z, math.sqrt(var), max(k, 1))[0]
+
+
+def _exact_scores(
+    setup: _Setup, y: np.ndarray, k: np.ndarray, var: np.ndarray, w: np.ndarray | None = None
+) -> np.ndarray:
+    """Exact log LR of an integer view y = s + Z (one-coordinate lattice view), per trial with Z the sum of k[i]
+    shares of variance var[i]. The canary's shift s is +-mu rounded by the codec's randomized rounding
+    (floor(mu) w.p. 1 - f, ceil(mu) w.p. f, f = mu - floor(mu)), so each hypothesis' pmf is that two-point
+    mixture; with ``w`` (the analyst) the canary is in the sum with probability w[i], else s = 0."""
+    mu = setup.shift
+    lo, f = math.floor(mu), mu - math.floor(mu)
+    yi = np.rint(y).astype(np.int64)
+    out = np.zeros(len(yi))
+    pairs, inverse = np.unique(np.stack([k, var], axis=1), axis=0, return_inverse=True)
+    inv = inverse.reshape(-1)
+    for g, (kk, vv) in enumerate(pairs):
+        sel = np.flatnonzero(inv == g)
+        if not len(sel):
+            continue
+
+        def lp(shift: int, sel: np.ndarray = sel, kk: float = kk, vv: float = vv) -> np.ndarray:
+            return _noise_log_pmf(setup, yi[sel] - shift, int(kk), float(vv))
+
+        with np.errstate(divide="ignore"):
+            lf, l1f = math.log(f) if f > 0 else -np.inf, math.log1p(-f)
+        plus = np.logaddexp(l1f + lp(lo), lf + lp(lo + 1))  # under D: y - s with s in {lo, lo + 1}
+        minus = np.logaddexp(l1f + lp(-lo), lf + lp(-lo - 1))  # under D'
+        if w is None:
+            out[sel] = plus - minus
+        else:
+            from secagg_dp.audit.llr import mixture_llr
+
+            out[sel] = mixture_llr(plus, minus, lp(0), w[sel])
+    return out
 
 
 def _certificates(cfg: SimConfig, p: Any) -> dict[str, float]:
@@ -238,8 +315,13 @@ def _batched_round(
     v = np.maximum(k, 1) * var1
     v_analyst = np.full(b, float(setup.plan.expected_checkins * setup.plan.sigma_int**2)) if enforced else v
     w = np.where(live, k / n if pop.sampling == "checkin" else pop.fixed_size / n, 0.0)
-    analyst = np.where(live, _gauss_mix_llr(y, mu, v_analyst, w), 0.0)
-    server = np.where(canary_in, 2.0 * mu * y / v, 0.0)
+    if setup.statistic == "exact-llr":
+        kk = np.maximum(k, 1).astype(np.float64)
+        analyst = np.where(live, _exact_scores(setup, y, kk, var1, w), 0.0)
+        server = np.where(canary_in, _exact_scores(setup, y, kk, var1), 0.0)
+    else:
+        analyst = np.where(live, _gauss_mix_llr(y, mu, v_analyst, w), 0.0)
+        server = np.where(canary_in, 2.0 * mu * y / v, 0.0)
     out = {"analyst": analyst, "server": server}
     if coalition:
         out["coalition"] = _coalition_scores(setup, canary_rows, checked, included, roster, canary_in, rng)
@@ -285,7 +367,10 @@ def _coalition_scores(
     score = np.zeros(b)
     if len(idx):
         y = codec.decode(view[idx])[:, 0] * codec.scale
-        score[idx] = 2.0 * setup.shift * y / (h[idx] * per[idx])
+        if setup.statistic == "exact-llr":
+            score[idx] = _exact_scores(setup, y, h[idx].astype(np.float64), per[idx])
+        else:
+            score[idx] = 2.0 * setup.shift * y / (h[idx] * per[idx])
     return score
 
 
@@ -353,16 +438,21 @@ def audit_scores(
     engine: str = "batched",
     progress: bool = False,
     coalition: bool = True,
+    statistic: str = "auto",
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """The observers' log LRs of ``trials`` independent runs (``cfg.rounds`` rounds each) on D (canary +C e_1)
     and on D' (-C e_1): ({observer: scores on D}, {observer: scores on D'}). The batched engine scores
-    :data:`OBSERVERS` (the coalition's run only with ``coalition``), the round engine :data:`ROUND_OBSERVERS`."""
+    :data:`OBSERVERS` (the coalition's run only with ``coalition``), the round engine :data:`ROUND_OBSERVERS`.
+    ``statistic``: "exact-llr" (the exact LR of the view, :func:`_exact_scores`; batched engine, one-coordinate
+    lattice views), "gaussian-llr" (the Gaussian approximation) or "auto" (exact where feasible)."""
     if engine not in ENGINES:
         raise ParameterError(f"Argument 'engine' must be one of {ENGINES}, not {engine!r}.")
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 6:
         raise ParameterError(f"Argument 'trials' must be an integer >= 6 (per side), not {trials!r}.")
     gen = resolve_rng(rng)
-    setup = _setup(cfg, fault)
+    if engine == "round" and statistic == "exact-llr":
+        raise ParameterError("Argument 'statistic' = 'exact-llr' needs engine = 'batched'.")
+    setup = _setup(cfg, fault, statistic if engine == "batched" else "gaussian-llr")
     if engine == "round" and fault == "strip-noise":
         raise ParameterError("Argument 'fault' = 'strip-noise' is modelled by engine = 'batched' only.")
     sides: list[dict[str, np.ndarray]] = []
@@ -419,6 +509,7 @@ def run_audit(
     fault: str | None = None,
     engine: str = "batched",
     progress: bool = False,
+    statistic: str = "auto",
 ) -> dict[str, Any]:
     """Audit ``cfg``: for each observer, a LOWER bound on epsilon at the certified delta (with ``confidence``)
     beside the certificate. ``trials`` per side (D and D'); each trial is ``cfg.rounds`` rounds.
@@ -426,6 +517,7 @@ def run_audit(
     Returns the ``audit`` object of results.json: per observer ``epsilon_lower``, ``epsilon_certified``,
     ``delta``, ``trials``, ``confidence`` (and the test's counts), plus what was audited. The lower bound is an
     estimate (``certificate: false``); eps_lower > eps_certified means the run is not what was certified.
+    ``statistic`` chooses the test (:func:`audit_scores`); each observer's ``test.statistic`` says which ran.
     """
     if observer != "all" and observer not in OBSERVERS:
         raise ParameterError(f"Argument 'observer' must be one of {(*OBSERVERS, 'all')}, not {observer!r}.")
@@ -438,9 +530,17 @@ def run_audit(
     names = available if observer == "all" else (observer,)
     t0 = time.perf_counter()
     pos, neg = audit_scores(
-        cfg, trials, rng=rng, fault=fault, engine=engine, progress=progress, coalition="coalition" in names
+        cfg,
+        trials,
+        rng=rng,
+        fault=fault,
+        engine=engine,
+        progress=progress,
+        coalition="coalition" in names,
+        statistic=statistic,
     )
     seconds = time.perf_counter() - t0
+    used = _setup(cfg, fault, statistic if engine == "batched" else "gaussian-llr").statistic
     setup = _setup(cfg, None)
     certs = _certificates(cfg, setup.plan)
     delta = cfg.privacy.delta
@@ -468,7 +568,7 @@ def run_audit(
             "confidence": confidence,
             "ratio": est.epsilon_lower / certs[o] if certs[o] > 0 else None,
             "violation": est.epsilon_lower > certs[o],
-            "test": est.as_dict(),
+            "test": {**est.as_dict(), "statistic": used},
         }
     if "coalition" in out:
         out["coalition"].update(

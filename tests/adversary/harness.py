@@ -118,6 +118,7 @@ class Scenario:
     min_roster: int | str | None = "population"
     max_clients: int | None = None  # the population each client expects (None: n)
     first_id: int = 1
+    inputs: Mapping[int, np.ndarray] | None = None  # client -> input mod 2^bits (None: seeded random inputs)
 
     @property
     def ids(self) -> tuple[int, ...]:
@@ -541,6 +542,8 @@ def _setup(sc: Scenario, deviations: Sequence[Deviation]) -> Run:
     ids = sc.ids
     rng = np.random.default_rng([sc.seed, 77])
     inputs = {c: rng.integers(0, 1 << sc.bits, sc.dim, dtype=np.uint64) for c in ids}
+    if sc.inputs is not None:
+        inputs = {c: np.asarray(sc.inputs[c], dtype=np.uint64) if c in sc.inputs else inputs[c] for c in ids}
     masters = {c: simulated_noise_master(sc.seed, round_id, c) for c in ids} if sc.noise else {}
     registry, identities = create_identities(ids, isrc)
     engine = SecAggServer(

@@ -277,3 +277,47 @@ def test_cli_json_and_one_line_errors(tmp_path, capsys) -> None:
         == 2
     )
     assert "coalition" in capsys.readouterr().err
+
+
+ONE_COORD = [*SMALL[:2], "task.dim=1", *SMALL[3:], 'privacy.mechanism="skellam"']
+
+
+def test_exact_statistic_is_the_exact_llr_and_labelled() -> None:
+    """statistic = exact-llr on a one-coordinate Skellam view: the server's score equals the exact log LR of the
+    integer view y under the canary's randomized rounding (oracle: mpmath's Bessel function, Skellam pmf
+    e^-v I_|z|(v)); it is increasing in y like the Gaussian score (a symmetric log-concave shift family has a
+    monotone LR), so both give the same bound; results.json labels the test used."""
+    import mpmath
+
+    from simulations.runner import plan
+
+    cfg = _cfg(ONE_COORD)
+    p = plan(cfg, 0)
+    mu, v = cfg.privacy.clip * p.scale, 10 * p.sigma_int**2
+    pos_e, _ = audit_scores(cfg, 40, rng=np.random.default_rng(3), statistic="exact-llr", coalition=False)
+    pos_g, _ = audit_scores(cfg, 40, rng=np.random.default_rng(3), statistic="gaussian-llr", coalition=False)
+    y = np.rint(pos_g["server"] * v / (2 * mu)).astype(int)  # the Gaussian score is 2 mu y / v
+    lo, f = math.floor(mu), mu - math.floor(mu)
+    mpmath.mp.dps = 30
+
+    def pmf(z: int) -> mpmath.mpf:
+        return mpmath.exp(-v) * mpmath.besseli(abs(z), v)
+
+    for yy, got in zip(y[:6], pos_e["server"][:6], strict=True):
+        want = mpmath.log(
+            ((1 - f) * pmf(yy - lo) + f * pmf(yy - lo - 1)) / ((1 - f) * pmf(yy + lo) + f * pmf(yy + lo + 1))
+        )
+        assert got == pytest.approx(float(want), rel=1e-6, abs=1e-9)
+    order = np.argsort(y, kind="stable")
+    assert np.all(np.diff(pos_e["server"][order]) >= -1e-12)  # monotone in y
+    a = run_audit(cfg, trials=600, rng=np.random.default_rng(1))
+    assert {a[o]["test"]["statistic"] for o in a["observers"]} == {"exact-llr"}
+    b = run_audit(cfg, trials=600, rng=np.random.default_rng(1), statistic="gaussian-llr")
+    assert b["server"]["test"]["statistic"] == "gaussian-llr"
+    assert a["server"]["epsilon_lower"] == pytest.approx(b["server"]["epsilon_lower"], abs=1e-9)
+    wide = run_audit(_cfg(SMALL), trials=60, rng=np.random.default_rng(1), observer="server")
+    assert wide["server"]["test"]["statistic"] == "gaussian-llr"  # d = 16: the decoded coordinate is rotated
+    with pytest.raises(ParameterError, match="statistic"):
+        run_audit(_cfg(SMALL), trials=60, statistic="exact-llr")
+    with pytest.raises(ParameterError, match="statistic"):
+        run_audit(cfg, trials=60, statistic="likelihood")
