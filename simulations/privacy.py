@@ -67,6 +67,8 @@ from secagg_dp.errors import ConfigError, ParameterError
 from simulations.results import NO_PRIVACY_REASON
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from secagg_dp.accounting.checkin.mixture import SubsampledCheckin
     from secagg_dp.noise.add_then_remove import NoiseSpec
     from simulations.config import SimConfig
@@ -104,7 +106,45 @@ def effective_gamma(checkin: float, dropout: float) -> float:
     return effective_checkin_rate(checkin, dropout, PROTOCOL_DROPOUT_STAGES)
 
 
-class SimAccountant:
+class _LedgerOwner:
+    """The ledger of a simulator accountant: opened with the run's relation, orders, budget and method, in
+    memory until :meth:`attach_ledger` persists it."""
+
+    rounds: int
+    orders: np.ndarray
+    delta: float
+    budget: float | None
+    neighbouring: str
+    method: str
+    ledger: PrivacyLedger
+    ledger_path: Path | None
+
+    def _open_ledger(self, path: Path | None) -> PrivacyLedger:
+        # no budget: neither key (the ledger's defaults, None)
+        budget, delta = (None, None) if self.budget is None else (self.budget, self.delta)
+        led = PrivacyLedger(self.neighbouring, self.orders, path=path, epsilon_budget=budget, delta=delta)
+        return led.set_run(delta=self.delta, method=self.method, observer="analyst")
+
+    def attach_ledger(self, path: str | Path) -> None:
+        """Persist the ledger at ``path`` (folder created). A new run replaces a ledger left there by an
+        earlier run: each ledger accounts exactly one simulated run (its own synthetic data)."""
+        if self.rounds:
+            raise ParameterError("attach_ledger must be called before the first round is recorded.")
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            side = Path(os.fspath(path) + suffix)
+            if side.exists():
+                side.unlink()
+        self.ledger.close()
+        self.ledger = self._open_ledger(path)
+        self.ledger_path = path
+
+    def close(self) -> None:
+        self.ledger.close()
+
+
+class SimAccountant(_LedgerOwner):
     """Spends one :class:`CheckinRound` per simulated round in a :class:`PrivacyLedger`; reports epsilon."""
 
     def __init__(self, cfg: SimConfig, plan: PlanLike, ledger_path: str | Path | None) -> None:
@@ -226,12 +266,6 @@ class SimAccountant:
             self._coalition_certs[rounds] = acc.certificate(self.delta)
         return self._coalition_certs[rounds]
 
-    def _open_ledger(self, path: Path | None) -> PrivacyLedger:
-        # no budget: neither key (the ledger's defaults, None)
-        budget, delta = (None, None) if self.budget is None else (self.budget, self.delta)
-        led = PrivacyLedger(self.neighbouring, self.orders, path=path, epsilon_budget=budget, delta=delta)
-        return led.set_run(delta=self.delta, method=self.method, observer="analyst")
-
     def describe(self) -> dict[str, Any]:
         return {
             "accountant": "secagg_dp.accounting.checkin.mixture"
@@ -351,24 +385,6 @@ class SimAccountant:
         if self.rounds and self.outcome_pending:
             self.ledger.record_outcome(outcome, reason)
             self.outcome_pending = False
-
-    def attach_ledger(self, path: str | Path) -> None:
-        """Persist the ledger at ``path`` (folder created). A new run replaces a ledger left there by an
-        earlier run: each ledger accounts exactly one simulated run (its own synthetic data)."""
-        if self.rounds:
-            raise ParameterError("attach_ledger must be called before the first round is recorded.")
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            side = Path(os.fspath(path) + suffix)
-            if side.exists():
-                side.unlink()
-        self.ledger.close()
-        self.ledger = self._open_ledger(path)
-        self.ledger_path = path
-
-    def close(self) -> None:
-        self.ledger.close()
 
 
 def _int_order(order: float | None) -> int | None:
@@ -537,7 +553,7 @@ def _logreg_provider(cfg: SimConfig, plan: PlanLike) -> tuple[SubsampledCheckin,
 RANDOM_CHECKIN_UNAVAILABLE = "random-checkin accounting not available"
 
 
-class RandomCheckinSimAccountant:
+class RandomCheckinSimAccountant(_LedgerOwner):
     """The accountant of ``population.participation = "random-checkin"``: one
     :class:`~secagg_dp.accounting.checkin.random_checkin.RandomCheckinEpoch` per epoch of m rounds, certified by
     :class:`~secagg_dp.accounting.checkin.random_checkin.RandomCheckinAccountant` for the analyst, the server and
@@ -659,12 +675,6 @@ class RandomCheckinSimAccountant:
             self._certs[key] = acc.certificate(self.delta)
         return self._certs[key]
 
-    def _open_ledger(self, path: Path | None) -> PrivacyLedger:
-        # no budget: neither key (the ledger's defaults, None)
-        budget, delta = (None, None) if self.budget is None else (self.budget, self.delta)
-        led = PrivacyLedger(self.neighbouring, self.orders, path=path, epsilon_budget=budget, delta=delta)
-        return led.set_run(delta=self.delta, method=self.method, observer="analyst")
-
     def _view(self, observer: str, sees: str) -> dict[str, Any]:
         cert = self.cert(observer, self.epochs)
         return {
@@ -762,23 +772,6 @@ class RandomCheckinSimAccountant:
         if self.epochs and self.outcome_pending:
             self.ledger.record_outcome(outcome, f"epoch {self.epochs}, its first round {self.rounds}: {reason}")
             self.outcome_pending = False
-
-    def attach_ledger(self, path: str | Path) -> None:
-        """Persist the ledger at ``path`` (as :meth:`SimAccountant.attach_ledger`)."""
-        if self.rounds:
-            raise ParameterError("attach_ledger must be called before the first round is recorded.")
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            side = Path(os.fspath(path) + suffix)
-            if side.exists():
-                side.unlink()
-        self.ledger.close()
-        self.ledger = self._open_ledger(path)
-        self.ledger_path = path
-
-    def close(self) -> None:
-        self.ledger.close()
 
 
 class NoPrivacyAccountant:

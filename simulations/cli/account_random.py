@@ -11,7 +11,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from simulations.cli._args import DELTA, MAX_CHECKIN_ORDER, POSITIVE, PROBABILITY, Subparsers, int_in
-from simulations.cli.account_checkin import _coalition_flags, _coalition_of
+from simulations.cli.account_checkin import _coalition_flags, _coalition_of, _gamma_of
 
 if TYPE_CHECKING:
     from secagg_dp.accounting.checkin.coalition import Coalition
@@ -97,19 +97,6 @@ def register_calibrate(subparsers: Subparsers) -> None:
     p.set_defaults(handler=_handle_calibrate)
 
 
-def _gamma(args: argparse.Namespace) -> float:
-    from secagg_dp.accounting.checkin.dropout import effective_checkin_rate
-    from secagg_dp.errors import ParameterError
-
-    if args.gamma is not None:
-        if args.dropout is not None:
-            raise ParameterError("Argument '--dropout' goes with '--p', not with '--gamma'.")
-        return float(args.gamma)
-    if args.dropout is None:
-        raise ParameterError("Argument '--p' needs '--dropout' (use --dropout 0 for none).")
-    return float(effective_checkin_rate(args.p, args.dropout, args.dropout_stages))
-
-
 def _relation(args: argparse.Namespace) -> str:
     if args.neighbouring is not None:
         return str(args.neighbouring)
@@ -182,7 +169,7 @@ def _record(cert: Certificate) -> dict[str, Any]:
 def _handle(args: argparse.Namespace) -> int:
     from simulations.cli._output import dumps
 
-    gamma = _gamma(args)
+    gamma = _gamma_of(args)
     coalition = _coalition_of(args)
     ev = _event(args, args.sigma, gamma)
     analyst = _certify(args, ev, "analyst", None)
@@ -228,7 +215,7 @@ def _handle_calibrate(args: argparse.Namespace) -> int:
     from secagg_dp.errors import ParameterError
     from simulations.cli._output import dumps
 
-    gamma = _gamma(args)
+    gamma = _gamma_of(args)
     coalition = _coalition_of(args)
     observer = "coalition" if coalition is not None else args.observer
 
