@@ -282,13 +282,9 @@ class CheckinAccountant(PrivacyAccountant):
     def certificate(self, delta: float) -> Certificate:
         with _quiet():
             eps, order, slack, detail = self._epsilon(float(delta))
-        return Certificate(
-            epsilon=eps,
-            delta=float(delta),
-            observer=self.observer,
-            neighbouring=self.neighbouring,
-            method=self.method,
-            certificate=True,
+        return self._upper_bound(
+            eps,
+            delta,
             citation=_EX_POST_CITATION
             if self.ex_post
             else _CITATIONS[self.method] + ("" if self.coalition is None else _COALITION_CITATION),
