@@ -119,6 +119,21 @@ class _LedgerOwner:
     ledger: PrivacyLedger
     ledger_path: Path | None
 
+    def _start(self, ledger_path: str | Path | None) -> None:
+        """No round charged yet; the ledger in memory, or persisted at ``ledger_path``."""
+        # privacy.target_epsilon: the calibration that chose privacy.noise_multiplier (simulations.calibrate),
+        # set by the runner; recorded in describe()
+        self.calibration: dict[str, Any] | None = None
+        self.rounds = 0
+        self.outcome_pending = False  # the last charged round has no outcome recorded yet
+        self.epsilon = 0.0
+        self.order: int | None = None
+        self.certificate: dict[str, Any] | None = None
+        self.ledger_path = None
+        self.ledger = self._open_ledger(None)
+        if ledger_path is not None:
+            self.attach_ledger(ledger_path)
+
     def _open_ledger(self, path: Path | None) -> PrivacyLedger:
         # no budget: neither key (the ledger's defaults, None)
         budget, delta = (None, None) if self.budget is None else (self.budget, self.delta)
@@ -150,18 +165,7 @@ class SimAccountant(_LedgerOwner):
     def __init__(self, cfg: SimConfig, plan: PlanLike, ledger_path: str | Path | None) -> None:
         self._setup(cfg, plan)
         self._certify_planned_run(cfg)
-        # privacy.target_epsilon: the calibration that chose privacy.noise_multiplier (simulations.calibrate),
-        # set by the runner; recorded in describe()
-        self.calibration: dict[str, Any] | None = None
-        self.rounds = 0
-        self.outcome_pending = False  # the last charged round has no outcome recorded yet
-        self.epsilon = 0.0
-        self.order: int | None = None
-        self.certificate: dict[str, Any] | None = None
-        self.ledger_path: Path | None = None
-        self.ledger = self._open_ledger(None)
-        if ledger_path is not None:
-            self.attach_ledger(ledger_path)
+        self._start(ledger_path)
 
     @classmethod
     def planned_epsilon_for(cls, cfg: SimConfig, plan: PlanLike, observer: str) -> float:
@@ -630,19 +634,8 @@ class RandomCheckinSimAccountant(_LedgerOwner):
                 f"rounds: {exc} To fix, add noise (privacy.noise_multiplier) or use fewer rounds."
             ) from exc
         self.planned_epsilon = self.planned["analyst"]
-        # privacy.target_epsilon: the calibration that chose privacy.noise_multiplier (simulations.calibrate),
-        # set by the runner; recorded in describe()
-        self.calibration: dict[str, Any] | None = None
-        self.rounds = 0
         self.epochs = 0
-        self.outcome_pending = False
-        self.epsilon = 0.0
-        self.order: int | None = None
-        self.certificate: dict[str, Any] | None = None
-        self.ledger_path: Path | None = None
-        self.ledger = self._open_ledger(None)
-        if ledger_path is not None:
-            self.attach_ledger(ledger_path)
+        self._start(ledger_path)
 
     @classmethod
     def planned_epsilon_for(cls, cfg: SimConfig, plan: PlanLike, observer: str) -> float:

@@ -4,14 +4,48 @@ equality on ``detail``, and the plain-certificate view."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import fields
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from secagg_dp.accounting.core.accountant import Certificate, _field_or_detail
 from secagg_dp.errors import ParameterError
 
 __all__: list[str] = []
+
+_T = TypeVar("_T")
+
+
+class DetailField(Generic[_T]):
+    """A read-only certificate attribute kept in ``detail`` under its own name, ``convert`` applied on read
+    (a property without the boilerplate; ``doc`` is its docstring)."""
+
+    def __init__(self, convert: Callable[[Any], _T], doc: str) -> None:
+        self._convert = convert
+        self._name = ""
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> DetailField[_T]: ...
+    @overload
+    def __get__(self, obj: Certificate, owner: type | None = None) -> _T: ...
+    def __get__(self, obj: Certificate | None, owner: type | None = None) -> _T | DetailField[_T]:
+        if obj is None:
+            return self
+        return self._convert(obj.detail[self._name])
+
+
+def as_is(value: Any) -> Any:
+    """The stored value unchanged (a :class:`DetailField` whose value is set, already typed, by the constructor)."""
+    return value
+
+
+def int_pair(w: Any) -> tuple[int, int]:
+    """A client-count window [k_lo, k_hi] as a pair of ints."""
+    return (int(w[0]), int(w[1]))
 
 
 def coalition_detail(observer: str, colluders: Any, min_sum: Any, detail: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -29,6 +63,8 @@ def coalition_detail(observer: str, colluders: Any, min_sum: Any, detail: Mappin
 
 class DetailCertificate(Certificate):
     """A :class:`Certificate` whose former fields live in ``detail``: equality compares ``detail`` as well."""
+
+    rounds = DetailField(int, "T, the number of rounds certified.")
 
     @property
     def colluders(self) -> int | None:

@@ -39,7 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from secagg_dp._validate import check_int, check_probability, check_real
-from secagg_dp.accounting.checkin._record import DetailCertificate, coalition_detail
+from secagg_dp.accounting.checkin._record import DetailCertificate, DetailField, as_is, coalition_detail, int_pair
 from secagg_dp.accounting.checkin.tails import binom_window_edge, log_binom_pmf, log_binom_tail_ub
 from secagg_dp.accounting.core.accountant import _UNSET, _field_or_detail
 from secagg_dp.accounting.core.accountant import OBSERVERS as _CORE_OBSERVERS
@@ -512,37 +512,16 @@ class CheckinCertificate(DetailCertificate):
         if order is not None and float(order).is_integer():  # the integer Rényi order, as before
             object.__setattr__(self, "order", int(order))
 
-    @property
-    def rounds(self) -> int:
-        """T, the number of rounds certified."""
-        return int(self.detail["rounds"])
-
-    @property
-    def rdp(self) -> dict[int, float]:
-        """The composed RDP of the certified mechanism per order."""
-        out: dict[int, float] = self.detail["rdp"]
-        return out
-
-    @property
-    def window(self) -> tuple[int, int] | None:
-        """The client-count window [k_lo, k_hi] of the window certificate (None for the full mixture)."""
-        w = self.detail["window"]
-        return None if w is None else (int(w[0]), int(w[1]))
-
-    @property
-    def delta_rdp(self) -> float | None:
-        """The part of delta spent by the RDP conversion."""
-        return self.detail["delta_rdp"]  # type: ignore[no-any-return]  # a float or None, set in __init__
-
-    @property
-    def delta_window(self) -> float | None:
-        """The part of delta spent on client counts outside the window."""
-        return self.detail["delta_window"]  # type: ignore[no-any-return]  # a float or None, set in __init__
-
-    @property
-    def ex_post(self) -> bool:
-        """True for a bound conditioned on the target's participation (not the ex-ante guarantee)."""
-        return bool(self.detail["ex_post"])
+    rdp = DetailField[dict[int, float]](as_is, "The composed RDP of the certified mechanism per order.")
+    window = DetailField[tuple[int, int] | None](
+        lambda w: None if w is None else int_pair(w),
+        "The client-count window [k_lo, k_hi] of the window certificate (None for the full mixture).",
+    )
+    delta_rdp = DetailField[float | None](as_is, "The part of delta spent by the RDP conversion.")
+    delta_window = DetailField[float | None](as_is, "The part of delta spent on client counts outside the window.")
+    ex_post = DetailField(
+        bool, "True for a bound conditioned on the target's participation (not the ex-ante guarantee)."
+    )
 
     def as_dict(self, *, schema: str = "checkin") -> dict[str, Any]:
         """JSON-ready record: ``Certificate.as_dict`` in the ``"checkin"`` layout by default (the keys

@@ -42,7 +42,7 @@ from scipy import special
 
 from secagg_dp._parallel import idle_cpus
 from secagg_dp._validate import check_int, check_probability, check_real
-from secagg_dp.accounting.checkin._record import DetailCertificate, coalition_detail
+from secagg_dp.accounting.checkin._record import DetailCertificate, DetailField, coalition_detail, int_pair
 from secagg_dp.accounting.checkin.tails import binom_window_edge, log_binom_pmf, log_binom_tail_ub
 from secagg_dp.accounting.core.accountant import _UNSET, _field_or_detail
 from secagg_dp.errors import ParameterError
@@ -163,61 +163,18 @@ class PLDCertificate(DetailCertificate):
             detail=values,
         )
 
-    @property
-    def epsilon_optimistic(self) -> float:
-        """The same computation with every loss rounded down: a lower estimate, not a certificate."""
-        return float(self.detail["epsilon_optimistic"])
-
-    @property
-    def rounds(self) -> int:
-        """T, the number of rounds certified."""
-        return int(self.detail["rounds"])
-
-    @property
-    def sigma(self) -> float:
-        """The noise multiplier of the Gaussian sum."""
-        return float(self.detail["sigma"])
-
-    @property
-    def n(self) -> int:
-        """The number of clients."""
-        return int(self.detail["n"])
-
-    @property
-    def gamma(self) -> float:
-        """The check-in probability."""
-        return float(self.detail["gamma"])
-
-    @property
-    def window(self) -> tuple[int, int]:
-        """The client-count window [k_lo, k_hi] the PLD is computed on."""
-        w = self.detail["window"]
-        return (int(w[0]), int(w[1]))
-
-    @property
-    def blocks(self) -> int:
-        """The number of client-count blocks of the mixture."""
-        return int(self.detail["blocks"])
-
-    @property
-    def delta_tail(self) -> float:
-        """The part of delta spent on client counts outside the window."""
-        return float(self.detail["delta_tail"])
-
-    @property
-    def delta_truncation(self) -> float:
-        """dp-accounting's FFT tail allowance."""
-        return float(self.detail["delta_truncation"])
-
-    @property
-    def discretization(self) -> float:
-        """The step h of the privacy-loss grid."""
-        return float(self.detail["discretization"])
-
-    @property
-    def tail_handling(self) -> str:
-        """How the client counts outside the window are accounted."""
-        return str(self.detail["tail_handling"])
+    epsilon_optimistic = DetailField(
+        float, "The same computation with every loss rounded down: a lower estimate, not a certificate."
+    )
+    sigma = DetailField(float, "The noise multiplier of the Gaussian sum.")
+    n = DetailField(int, "The number of clients.")
+    gamma = DetailField(float, "The check-in probability.")
+    window = DetailField(int_pair, "The client-count window [k_lo, k_hi] the PLD is computed on.")
+    blocks = DetailField(int, "The number of client-count blocks of the mixture.")
+    delta_tail = DetailField(float, "The part of delta spent on client counts outside the window.")
+    delta_truncation = DetailField(float, "dp-accounting's FFT tail allowance.")
+    discretization = DetailField(float, "The step h of the privacy-loss grid.")
+    tail_handling = DetailField(str, "How the client counts outside the window are accounted.")
 
     def as_dict(self, *, schema: str = "pld") -> dict[str, Any]:
         """JSON-ready record: ``Certificate.as_dict`` in the ``"pld"`` layout by default (the keys
