@@ -118,6 +118,7 @@ class _LedgerOwner:
     method: str
     ledger: PrivacyLedger
     ledger_path: Path | None
+    cfg: SimConfig
 
     def _start(self, ledger_path: str | Path | None) -> None:
         """No round charged yet; the ledger in memory, or persisted at ``ledger_path``."""
@@ -133,6 +134,17 @@ class _LedgerOwner:
         self.ledger = self._open_ledger(None)
         if ledger_path is not None:
             self.attach_ledger(ledger_path)
+
+    def _run_keys(self) -> dict[str, Any]:
+        """The keys of :meth:`describe` every simulator accountant reports alike (relation, unit, enforcement)."""
+        return {
+            "neighbouring": self.neighbouring,
+            "unit": self.cfg.privacy.unit,
+            "noise_enforcement": self.cfg.privacy.noise_enforcement,
+            "dropout_tolerance": self.cfg.privacy.dropout_tolerance,
+            "observer": "analyst",
+            "delta": self.delta,
+        }
 
     def _open_ledger(self, path: Path | None) -> PrivacyLedger:
         # no budget: neither key (the ledger's defaults, None)
@@ -277,12 +289,7 @@ class SimAccountant(_LedgerOwner):
             "method": self.method,
             "method_requested": self.method_requested,
             "methods_compared": self.methods_compared,
-            "neighbouring": self.neighbouring,
-            "unit": self.cfg.privacy.unit,
-            "noise_enforcement": self.cfg.privacy.noise_enforcement,
-            "dropout_tolerance": self.cfg.privacy.dropout_tolerance,
-            "observer": "analyst",
-            "delta": self.delta,
+            **self._run_keys(),
             "noise_multiplier": self.cfg.privacy.noise_multiplier,
             "target_epsilon": self.cfg.privacy.target_epsilon,
             "calibrated": self.calibration is not None,
@@ -698,12 +705,7 @@ class RandomCheckinSimAccountant(_LedgerOwner):
             "method": self.method,
             "method_requested": self.method_requested,
             "methods_compared": None,
-            "neighbouring": self.neighbouring,
-            "unit": self.cfg.privacy.unit,
-            "noise_enforcement": self.cfg.privacy.noise_enforcement,
-            "dropout_tolerance": self.cfg.privacy.dropout_tolerance,
-            "observer": "analyst",
-            "delta": self.delta,
+            **self._run_keys(),
             "participation": "random-checkin",
             "noise_multiplier": self.cfg.privacy.noise_multiplier,
             "target_epsilon": self.cfg.privacy.target_epsilon,
