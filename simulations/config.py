@@ -640,23 +640,29 @@ def build_config(
             f"Config key 'task.{stray[0]}' does not apply to task {task['name']!r} (its keys: {sorted(used)})."
         )
     try:
-        return SimConfig(
-            name=merged["name"],
-            mode=merged["mode"],
-            rounds=merged["rounds"],
-            seed=merged["seed"],
-            executor=merged["executor"],
-            scheduler=merged["scheduler"],
-            population=Population(**merged["population"]),
-            secagg=SecAggParams(**merged["secagg"]),
-            privacy=PrivacyParams(**merged["privacy"]),
-            task=TaskParams(**merged["task"]),
-            study=StudyParams(**merged["study"]),
-            rng=merged["rng"],
-            baseline=merged["baseline"],
-        )
+        return _build(merged, merged["study"])
     except TypeError as exc:  # a dataclass got a key it does not know (cannot happen after _merge) or bad shape
         raise ConfigError(f"Invalid config: {exc}") from exc
+
+
+def _build(doc: dict[str, Any], study: dict[str, Any]) -> SimConfig:
+    """The :class:`SimConfig` of a merged config document (every table present) with the study table ``study``
+    (the tables built in their order, so the first bad one is the one reported)."""
+    return SimConfig(
+        name=doc["name"],
+        mode=doc["mode"],
+        rounds=doc["rounds"],
+        seed=doc["seed"],
+        executor=doc["executor"],
+        scheduler=doc["scheduler"],
+        population=Population(**doc["population"]),
+        secagg=SecAggParams(**doc["secagg"]),
+        privacy=PrivacyParams(**doc["privacy"]),
+        task=TaskParams(**doc["task"]),
+        study=StudyParams(**study),
+        rng=doc["rng"],
+        baseline=doc["baseline"],
+    )
 
 
 def _checked(raw: dict[str, Any]) -> dict[str, Any]:
@@ -764,21 +770,7 @@ def expand_study(cfg: SimConfig) -> list[tuple[str, dict[str, Any], SimConfig]]:
         label = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in zip(keys, combo, strict=True))
         doc["name"] = f"{cfg.name}[{label}]"
         try:
-            variant = SimConfig(
-                name=doc["name"],
-                mode=doc["mode"],
-                rounds=doc["rounds"],
-                seed=doc["seed"],
-                executor=doc["executor"],
-                scheduler=doc["scheduler"],
-                population=Population(**doc["population"]),
-                secagg=SecAggParams(**doc["secagg"]),
-                privacy=PrivacyParams(**doc["privacy"]),
-                task=TaskParams(**doc["task"]),
-                study=StudyParams(grid={}, x=cfg.study.x, seeds=1),
-                rng=doc["rng"],
-                baseline=doc["baseline"],
-            )
+            variant = _build(doc, {"grid": {}, "x": cfg.study.x, "seeds": 1})
         except ConfigError as exc:
             raise ConfigError(f"Study variant {label}: {exc}") from exc
         variants.append((label, dict(zip(keys, combo, strict=True)), variant))

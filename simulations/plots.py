@@ -123,11 +123,7 @@ def plot_run(doc: dict[str, Any], out_dir: str | Path) -> list[Path]:
     ax.set_ylabel(epsilon_label(doc["privacy"]))
     ax.set_title(observer_note(doc["privacy"]), fontsize=8)
     fig.suptitle(f"{doc['config']['name']} (seed {doc['config']['seed']})\n{describe(doc)}", fontsize=9)
-    fig.tight_layout()
-    path = out / "rounds.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return _save(fig, out / "rounds.png")
 
 
 def plot_study(study: dict[str, Any], out_dir: str | Path) -> list[Path]:
@@ -164,8 +160,14 @@ def plot_study(study: dict[str, Any], out_dir: str | Path) -> list[Path]:
     swept = tuple(study["study"].get("grid", {}))
     seeds = f"mean ± std over {n_seeds} seeds" if n_seeds > 1 else "1 seed"
     fig.suptitle(f"{study['study']['name']} ({seeds})\n{describe(runs[0]['results'], swept)}", fontsize=9)
+    return _save(fig, out / "study.png")
+
+
+def _save(fig: Any, path: Path) -> list[Path]:
+    """Lay out ``fig``, write it to ``path`` (110 dpi) and close it; the files written."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
-    path = out / "study.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return [path]

@@ -67,6 +67,8 @@ from secagg_dp.errors import ConfigError, ParameterError
 from simulations.results import NO_PRIVACY_REASON
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from secagg_dp.accounting.checkin.mixture import SubsampledCheckin
     from secagg_dp.noise.add_then_remove import NoiseSpec
     from simulations.config import SimConfig
@@ -104,12 +106,22 @@ def effective_gamma(checkin: float, dropout: float) -> float:
     return effective_checkin_rate(checkin, dropout, PROTOCOL_DROPOUT_STAGES)
 
 
-class SimAccountant:
-    """Spends one :class:`CheckinRound` per simulated round in a :class:`PrivacyLedger`; reports epsilon."""
+class _LedgerOwner:
+    """The ledger of a simulator accountant: opened with the run's relation, orders, budget and method, in
+    memory until :meth:`attach_ledger` persists it."""
 
-    def __init__(self, cfg: SimConfig, plan: PlanLike, ledger_path: str | Path | None) -> None:
-        self._setup(cfg, plan)
-        self._certify_planned_run(cfg)
+    rounds: int
+    orders: np.ndarray
+    delta: float
+    budget: float | None
+    neighbouring: str
+    method: str
+    ledger: PrivacyLedger
+    ledger_path: Path | None
+    cfg: SimConfig
+
+    def _start(self, ledger_path: str | Path | None) -> None:
+        """No round charged yet; the ledger in memory, or persisted at ``ledger_path``."""
         # privacy.target_epsilon: the calibration that chose privacy.noise_multiplier (simulations.calibrate),
         # set by the runner; recorded in describe()
         self.calibration: dict[str, Any] | None = None
@@ -118,10 +130,54 @@ class SimAccountant:
         self.epsilon = 0.0
         self.order: int | None = None
         self.certificate: dict[str, Any] | None = None
-        self.ledger_path: Path | None = None
+        self.ledger_path = None
         self.ledger = self._open_ledger(None)
         if ledger_path is not None:
             self.attach_ledger(ledger_path)
+
+    def _run_keys(self) -> dict[str, Any]:
+        """The keys of :meth:`describe` every simulator accountant reports alike (relation, unit, enforcement)."""
+        return {
+            "neighbouring": self.neighbouring,
+            "unit": self.cfg.privacy.unit,
+            "noise_enforcement": self.cfg.privacy.noise_enforcement,
+            "dropout_tolerance": self.cfg.privacy.dropout_tolerance,
+            "observer": "analyst",
+            "delta": self.delta,
+        }
+
+    def _open_ledger(self, path: Path | None) -> PrivacyLedger:
+        # no budget: neither key (the ledger's defaults, None)
+        budget, delta = (None, None) if self.budget is None else (self.budget, self.delta)
+        led = PrivacyLedger(self.neighbouring, self.orders, path=path, epsilon_budget=budget, delta=delta)
+        return led.set_run(delta=self.delta, method=self.method, observer="analyst")
+
+    def attach_ledger(self, path: str | Path) -> None:
+        """Persist the ledger at ``path`` (folder created). A new run replaces a ledger left there by an
+        earlier run: each ledger accounts exactly one simulated run (its own synthetic data)."""
+        if self.rounds:
+            raise ParameterError("attach_ledger must be called before the first round is recorded.")
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            side = Path(os.fspath(path) + suffix)
+            if side.exists():
+                side.unlink()
+        self.ledger.close()
+        self.ledger = self._open_ledger(path)
+        self.ledger_path = path
+
+    def close(self) -> None:
+        self.ledger.close()
+
+
+class SimAccountant(_LedgerOwner):
+    """Spends one :class:`CheckinRound` per simulated round in a :class:`PrivacyLedger`; reports epsilon."""
+
+    def __init__(self, cfg: SimConfig, plan: PlanLike, ledger_path: str | Path | None) -> None:
+        self._setup(cfg, plan)
+        self._certify_planned_run(cfg)
+        self._start(ledger_path)
 
     @classmethod
     def planned_epsilon_for(cls, cfg: SimConfig, plan: PlanLike, observer: str) -> float:
@@ -226,12 +282,6 @@ class SimAccountant:
             self._coalition_certs[rounds] = acc.certificate(self.delta)
         return self._coalition_certs[rounds]
 
-    def _open_ledger(self, path: Path | None) -> PrivacyLedger:
-        # no budget: neither key (the ledger's defaults, None)
-        budget, delta = (None, None) if self.budget is None else (self.budget, self.delta)
-        led = PrivacyLedger(self.neighbouring, self.orders, path=path, epsilon_budget=budget, delta=delta)
-        return led.set_run(delta=self.delta, method=self.method, observer="analyst")
-
     def describe(self) -> dict[str, Any]:
         return {
             "accountant": "secagg_dp.accounting.checkin.mixture"
@@ -239,12 +289,7 @@ class SimAccountant:
             "method": self.method,
             "method_requested": self.method_requested,
             "methods_compared": self.methods_compared,
-            "neighbouring": self.neighbouring,
-            "unit": self.cfg.privacy.unit,
-            "noise_enforcement": self.cfg.privacy.noise_enforcement,
-            "dropout_tolerance": self.cfg.privacy.dropout_tolerance,
-            "observer": "analyst",
-            "delta": self.delta,
+            **self._run_keys(),
             "noise_multiplier": self.cfg.privacy.noise_multiplier,
             "target_epsilon": self.cfg.privacy.target_epsilon,
             "calibrated": self.calibration is not None,
@@ -351,24 +396,6 @@ class SimAccountant:
         if self.rounds and self.outcome_pending:
             self.ledger.record_outcome(outcome, reason)
             self.outcome_pending = False
-
-    def attach_ledger(self, path: str | Path) -> None:
-        """Persist the ledger at ``path`` (folder created). A new run replaces a ledger left there by an
-        earlier run: each ledger accounts exactly one simulated run (its own synthetic data)."""
-        if self.rounds:
-            raise ParameterError("attach_ledger must be called before the first round is recorded.")
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            side = Path(os.fspath(path) + suffix)
-            if side.exists():
-                side.unlink()
-        self.ledger.close()
-        self.ledger = self._open_ledger(path)
-        self.ledger_path = path
-
-    def close(self) -> None:
-        self.ledger.close()
 
 
 def _int_order(order: float | None) -> int | None:
@@ -537,7 +564,7 @@ def _logreg_provider(cfg: SimConfig, plan: PlanLike) -> tuple[SubsampledCheckin,
 RANDOM_CHECKIN_UNAVAILABLE = "random-checkin accounting not available"
 
 
-class RandomCheckinSimAccountant:
+class RandomCheckinSimAccountant(_LedgerOwner):
     """The accountant of ``population.participation = "random-checkin"``: one
     :class:`~secagg_dp.accounting.checkin.random_checkin.RandomCheckinEpoch` per epoch of m rounds, certified by
     :class:`~secagg_dp.accounting.checkin.random_checkin.RandomCheckinAccountant` for the analyst, the server and
@@ -614,19 +641,8 @@ class RandomCheckinSimAccountant:
                 f"rounds: {exc} To fix, add noise (privacy.noise_multiplier) or use fewer rounds."
             ) from exc
         self.planned_epsilon = self.planned["analyst"]
-        # privacy.target_epsilon: the calibration that chose privacy.noise_multiplier (simulations.calibrate),
-        # set by the runner; recorded in describe()
-        self.calibration: dict[str, Any] | None = None
-        self.rounds = 0
         self.epochs = 0
-        self.outcome_pending = False
-        self.epsilon = 0.0
-        self.order: int | None = None
-        self.certificate: dict[str, Any] | None = None
-        self.ledger_path: Path | None = None
-        self.ledger = self._open_ledger(None)
-        if ledger_path is not None:
-            self.attach_ledger(ledger_path)
+        self._start(ledger_path)
 
     @classmethod
     def planned_epsilon_for(cls, cfg: SimConfig, plan: PlanLike, observer: str) -> float:
@@ -659,12 +675,6 @@ class RandomCheckinSimAccountant:
             self._certs[key] = acc.certificate(self.delta)
         return self._certs[key]
 
-    def _open_ledger(self, path: Path | None) -> PrivacyLedger:
-        # no budget: neither key (the ledger's defaults, None)
-        budget, delta = (None, None) if self.budget is None else (self.budget, self.delta)
-        led = PrivacyLedger(self.neighbouring, self.orders, path=path, epsilon_budget=budget, delta=delta)
-        return led.set_run(delta=self.delta, method=self.method, observer="analyst")
-
     def _view(self, observer: str, sees: str) -> dict[str, Any]:
         cert = self.cert(observer, self.epochs)
         return {
@@ -695,12 +705,7 @@ class RandomCheckinSimAccountant:
             "method": self.method,
             "method_requested": self.method_requested,
             "methods_compared": None,
-            "neighbouring": self.neighbouring,
-            "unit": self.cfg.privacy.unit,
-            "noise_enforcement": self.cfg.privacy.noise_enforcement,
-            "dropout_tolerance": self.cfg.privacy.dropout_tolerance,
-            "observer": "analyst",
-            "delta": self.delta,
+            **self._run_keys(),
             "participation": "random-checkin",
             "noise_multiplier": self.cfg.privacy.noise_multiplier,
             "target_epsilon": self.cfg.privacy.target_epsilon,
@@ -762,23 +767,6 @@ class RandomCheckinSimAccountant:
         if self.epochs and self.outcome_pending:
             self.ledger.record_outcome(outcome, f"epoch {self.epochs}, its first round {self.rounds}: {reason}")
             self.outcome_pending = False
-
-    def attach_ledger(self, path: str | Path) -> None:
-        """Persist the ledger at ``path`` (as :meth:`SimAccountant.attach_ledger`)."""
-        if self.rounds:
-            raise ParameterError("attach_ledger must be called before the first round is recorded.")
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            side = Path(os.fspath(path) + suffix)
-            if side.exists():
-                side.unlink()
-        self.ledger.close()
-        self.ledger = self._open_ledger(path)
-        self.ledger_path = path
-
-    def close(self) -> None:
-        self.ledger.close()
 
 
 class NoPrivacyAccountant:

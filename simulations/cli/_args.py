@@ -24,6 +24,9 @@ __all__ = [
     "NON_NEGATIVE",
     "MAX_CHECKIN_ORDER",
     "MAX_SHUFFLE_ORDER",
+    "participation_flags",
+    "grid_flags",
+    "max_order_flag",
 ]
 
 #: Caps on unbounded work: the check-in mixture at 1024 orders already takes tens of seconds.
@@ -101,3 +104,53 @@ NON_NEGATIVE = real_in(0.0, None)
 def stderr_note(text: str) -> None:
     """A progress or warning line on stderr (never mixed into JSON on stdout)."""
     print(f"secagg-dp: {text}", file=sys.stderr, flush=True)
+
+
+def participation_flags(p: argparse.ArgumentParser, gamma_help: str) -> None:
+    """``--n``/``--clients`` and who takes part: ``--gamma`` (help ``gamma_help``), or ``--p`` with ``--dropout``
+    over ``--dropout-stages`` (gamma = p (1 - p')^N; the commands' :func:`_gamma_of` checks the pairing)."""
+    from secagg_dp.stages import PROTOCOL_DROPOUT_STAGES
+
+    p.add_argument(
+        "--n", "--clients", dest="n", type=int_in(1), required=True, help="number of clients N (alias --clients)"
+    )
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--gamma", type=PROBABILITY, help=gamma_help)
+    g.add_argument("--p", type=PROBABILITY, help="check-in probability p (use with --dropout)")
+    p.add_argument(
+        "--dropout",
+        type=PROBABILITY,
+        default=None,
+        help="dropout probability p' per stage; gamma = p (1 - p')^N with N = --dropout-stages",
+    )
+    p.add_argument(
+        "--dropout-stages",
+        type=int_in(1),
+        default=PROTOCOL_DROPOUT_STAGES,
+        metavar="N",
+        help="dropout chances before the masked input is received: 3 (default) = our protocol "
+        "(advertise_keys, share_keys, masked_input), gamma = p (1 - p')^3; 1 = the single-dropout "
+        "model gamma = p (1 - p') of the self check-in draft",
+    )
+
+
+def max_order_flag(p: argparse.ArgumentParser, cap: int, default: int, note: str = "") -> None:
+    """``--max-order``: the largest integer RDP order, in [2, ``cap``]; ``note`` says which orders are used."""
+    p.add_argument(
+        "--max-order",
+        type=int_in(2, cap),
+        default=default,
+        help=f"largest integer RDP order, at most {cap} (default {default}){note}",
+    )
+
+
+def grid_flags(p: argparse.ArgumentParser) -> None:
+    """``--scale``, ``--dim`` of the discrete mechanisms and ``--max-order`` of the check-in mixture."""
+    p.add_argument(
+        "--scale",
+        type=POSITIVE,
+        default=256.0,
+        help="ddg/skellam: grid points per unit of C (sensitivities 2*scale, noise sigma*scale)",
+    )
+    p.add_argument("--dim", type=int_in(1), default=1, help="ddg/skellam: vector dimension d")
+    max_order_flag(p, MAX_CHECKIN_ORDER, MAX_CHECKIN_ORDER, "; orders are every integer up to 256, then every 16th")

@@ -7,8 +7,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from secagg_dp.stages import PROTOCOL_DROPOUT_STAGES
-from simulations.cli._args import DELTA, MAX_CHECKIN_ORDER, POSITIVE, PROBABILITY, Subparsers, int_in, real_in
+from simulations.cli._args import (
+    DELTA,
+    POSITIVE,
+    PROBABILITY,
+    Subparsers,
+    grid_flags,
+    int_in,
+    participation_flags,
+    real_in,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -39,27 +47,7 @@ def register_account(subparsers: Subparsers) -> None:
             "corrupt clients that may exclude honest clients down to sums of M clients."
         ),
     )
-    p.add_argument(
-        "--n", "--clients", dest="n", type=int_in(1), required=True, help="number of clients N (alias --clients)"
-    )
-    g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--gamma", type=PROBABILITY, help="effective check-in rate gamma")
-    g.add_argument("--p", type=PROBABILITY, help="check-in probability p (use with --dropout)")
-    p.add_argument(
-        "--dropout",
-        type=PROBABILITY,
-        default=None,
-        help="dropout probability p' per stage; gamma = p (1 - p')^N with N = --dropout-stages",
-    )
-    p.add_argument(
-        "--dropout-stages",
-        type=int_in(1),
-        default=PROTOCOL_DROPOUT_STAGES,
-        metavar="N",
-        help="dropout chances before the masked input is received: 3 (default) = our protocol "
-        "(advertise_keys, share_keys, masked_input), gamma = p (1 - p')^3; 1 = the single-dropout "
-        "model gamma = p (1 - p') of the self check-in draft",
-    )
+    participation_flags(p, "effective check-in rate gamma")
     p.add_argument("--sigma", type=POSITIVE, required=True, help="per-client noise std relative to C = 1")
     p.add_argument(
         "--mechanism",
@@ -114,20 +102,7 @@ def _bound_flags(p: argparse.ArgumentParser) -> None:
         default=1.0,
         help="Poisson sampling rate q inside each client",
     )
-    p.add_argument(
-        "--scale",
-        type=POSITIVE,
-        default=256.0,
-        help="ddg/skellam: grid points per unit of C (sensitivities 2*scale, noise sigma*scale)",
-    )
-    p.add_argument("--dim", type=int_in(1), default=1, help="ddg/skellam: vector dimension d")
-    p.add_argument(
-        "--max-order",
-        type=int_in(2, MAX_CHECKIN_ORDER),
-        default=MAX_CHECKIN_ORDER,
-        help=f"largest integer RDP order, at most {MAX_CHECKIN_ORDER} (default {MAX_CHECKIN_ORDER}); "
-        "orders are every integer up to 256, then every 16th",
-    )
+    grid_flags(p)
     p.add_argument(
         "--amplification",
         choices=("auto", "pair", "thm27", "thm9"),

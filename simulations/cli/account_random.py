@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from simulations.cli._args import DELTA, MAX_CHECKIN_ORDER, POSITIVE, PROBABILITY, Subparsers, int_in
-from simulations.cli.account_checkin import _coalition_flags, _coalition_of
+from simulations.cli._args import DELTA, POSITIVE, Subparsers, grid_flags, int_in, participation_flags
+from simulations.cli.account_checkin import _coalition_flags, _coalition_of, _gamma_of
 
 if TYPE_CHECKING:
     from secagg_dp.accounting.checkin.coalition import Coalition
@@ -32,16 +32,7 @@ _DESCRIPTION = (
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--n", "--clients", dest="n", type=int_in(1), required=True, help="number of clients N (alias --clients)"
-    )
-    g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument(
-        "--gamma", type=PROBABILITY, help="probability that a client takes part in an epoch (after dropouts)"
-    )
-    g.add_argument("--p", type=PROBABILITY, help="participation probability p (use with --dropout)")
-    p.add_argument("--dropout", type=PROBABILITY, default=None, help="dropout probability p' per stage")
-    p.add_argument("--dropout-stages", type=int_in(1), default=3, metavar="N", help="gamma = p (1 - p')^N (default 3)")
+    participation_flags(p, "probability that a client takes part in an epoch (after dropouts)")
     p.add_argument("--epoch-rounds", type=int_in(1), required=True, metavar="M", help="rounds per epoch M")
     p.add_argument("--slots", type=int_in(1), default=1, metavar="B", help="rounds a participant takes (default 1)")
     p.add_argument("--epochs", type=int_in(1), default=1, metavar="E", help="number of epochs E (default 1)")
@@ -63,14 +54,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--observer", choices=("analyst", "server"), default="analyst", help="whose view the top-level JSON is for"
     )
-    p.add_argument("--scale", type=POSITIVE, default=256.0, help="ddg/skellam: grid points per unit of C")
-    p.add_argument("--dim", type=int_in(1), default=1, help="ddg/skellam: vector dimension d")
-    p.add_argument(
-        "--max-order",
-        type=int_in(2, MAX_CHECKIN_ORDER),
-        default=MAX_CHECKIN_ORDER,
-        help=f"largest integer RDP order (default {MAX_CHECKIN_ORDER})",
-    )
+    grid_flags(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     _coalition_flags(p)
 
@@ -95,19 +79,6 @@ def register_calibrate(subparsers: Subparsers) -> None:
     _common(p)
     p.add_argument("--epsilon", type=POSITIVE, required=True, help="target epsilon")
     p.set_defaults(handler=_handle_calibrate)
-
-
-def _gamma(args: argparse.Namespace) -> float:
-    from secagg_dp.accounting.checkin.dropout import effective_checkin_rate
-    from secagg_dp.errors import ParameterError
-
-    if args.gamma is not None:
-        if args.dropout is not None:
-            raise ParameterError("Argument '--dropout' goes with '--p', not with '--gamma'.")
-        return float(args.gamma)
-    if args.dropout is None:
-        raise ParameterError("Argument '--p' needs '--dropout' (use --dropout 0 for none).")
-    return float(effective_checkin_rate(args.p, args.dropout, args.dropout_stages))
 
 
 def _relation(args: argparse.Namespace) -> str:
@@ -182,7 +153,7 @@ def _record(cert: Certificate) -> dict[str, Any]:
 def _handle(args: argparse.Namespace) -> int:
     from simulations.cli._output import dumps
 
-    gamma = _gamma(args)
+    gamma = _gamma_of(args)
     coalition = _coalition_of(args)
     ev = _event(args, args.sigma, gamma)
     analyst = _certify(args, ev, "analyst", None)
@@ -228,7 +199,7 @@ def _handle_calibrate(args: argparse.Namespace) -> int:
     from secagg_dp.errors import ParameterError
     from simulations.cli._output import dumps
 
-    gamma = _gamma(args)
+    gamma = _gamma_of(args)
     coalition = _coalition_of(args)
     observer = "coalition" if coalition is not None else args.observer
 

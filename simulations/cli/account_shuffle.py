@@ -21,7 +21,7 @@ import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from simulations.cli._args import DELTA, MAX_SHUFFLE_ORDER, POSITIVE, Subparsers, int_in, real_in
+from simulations.cli._args import DELTA, MAX_SHUFFLE_ORDER, POSITIVE, Subparsers, int_in, max_order_flag, real_in
 from simulations.cli._output import INFINITE_EPSILON, dumps, rdp_curve
 
 if TYPE_CHECKING:
@@ -77,12 +77,7 @@ def _common(p: argparse.ArgumentParser, default_order: int) -> None:
     )
     p.add_argument("--rounds", type=int_in(1), required=True, help="number of compositions T")
     p.add_argument("--delta", type=DELTA, required=True, help="target delta in (0, 1)")
-    p.add_argument(
-        "--max-order",
-        type=int_in(2, MAX_SHUFFLE_ORDER),
-        default=default_order,
-        help=f"largest integer RDP order, at most {MAX_SHUFFLE_ORDER} (default {default_order})",
-    )
+    max_order_flag(p, MAX_SHUFFLE_ORDER, default_order)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
         "--rdp", action="store_true", help='include the per-round RDP curve {"orders": [...], "values": [...]}'

@@ -29,7 +29,7 @@ import functools
 import math
 import warnings
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -76,13 +76,21 @@ _COALITION_CITATION = (
 )
 
 
-def _round_of(event: Any) -> tuple[CheckinRound, int] | None:
-    """(round, repetitions) for a CheckinRound or a SelfComposed of one, else None."""
-    if isinstance(event, CheckinRound):
+_E = TypeVar("_E", bound=PrivacyEvent)
+
+
+def repeated_event(event: Any, kind: type[_E]) -> tuple[_E, int] | None:
+    """(event, repetitions) for an event of type ``kind`` or a SelfComposed of one, else None."""
+    if isinstance(event, kind):
         return event, 1
-    if isinstance(event, SelfComposed) and isinstance(event.event, CheckinRound):
+    if isinstance(event, SelfComposed) and isinstance(event.event, kind):
         return event.event, event.count
     return None
+
+
+def _round_of(event: Any) -> tuple[CheckinRound, int] | None:
+    """(round, repetitions) for a CheckinRound or a SelfComposed of one, else None."""
+    return repeated_event(event, CheckinRound)
 
 
 def pld_supports(event: Any) -> bool:
@@ -282,13 +290,9 @@ class CheckinAccountant(PrivacyAccountant):
     def certificate(self, delta: float) -> Certificate:
         with _quiet():
             eps, order, slack, detail = self._epsilon(float(delta))
-        return Certificate(
-            epsilon=eps,
-            delta=float(delta),
-            observer=self.observer,
-            neighbouring=self.neighbouring,
-            method=self.method,
-            certificate=True,
+        return self._upper_bound(
+            eps,
+            delta,
             citation=_EX_POST_CITATION
             if self.ex_post
             else _CITATIONS[self.method] + ("" if self.coalition is None else _COALITION_CITATION),

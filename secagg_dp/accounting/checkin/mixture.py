@@ -32,15 +32,16 @@ import functools
 import math
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from secagg_dp._validate import check_int, check_probability, check_real
+from secagg_dp.accounting.checkin._record import DetailCertificate, DetailField, as_is, coalition_detail, int_pair
 from secagg_dp.accounting.checkin.tails import binom_window_edge, log_binom_pmf, log_binom_tail_ub
-from secagg_dp.accounting.core.accountant import _UNSET, Certificate, _field_or_detail
+from secagg_dp.accounting.core.accountant import _UNSET, _field_or_detail
 from secagg_dp.accounting.core.accountant import OBSERVERS as _CORE_OBSERVERS
 from secagg_dp.accounting.core.conversion import LargestOrderWarning, rdp_to_dp
 from secagg_dp.accounting.core.logspace import log_expm1
@@ -443,7 +444,7 @@ def rdp_to_epsilon(*args: Any, orders: Any = None, rdp: Any = None, delta: float
 OBSERVERS = _CORE_OBSERVERS  # the core's: one definition of who can observe
 
 
-class CheckinCertificate(Certificate):
+class CheckinCertificate(DetailCertificate):
     """A :class:`~secagg_dp.accounting.core.accountant.Certificate` of T rounds of distributed check-in (the
     RDP mixture or the window certificate; an upper bound) for ``observer``.
 
@@ -484,16 +485,9 @@ class CheckinCertificate(Certificate):
         detail: Mapping[str, Any] | None = None,
     ) -> None:
         ex_post = bool(_field_or_detail("ex_post", ex_post, detail, False))
-        colluders = _field_or_detail("colluders", colluders, detail, None)
-        min_sum = _field_or_detail("min_sum", min_sum, detail, None)
         if observer not in OBSERVERS:
             raise ParameterError(f"Argument 'observer' must be one of {OBSERVERS}, not {observer!r}.")
-        if (observer == "coalition") != (colluders is not None and min_sum is not None):
-            raise ParameterError(
-                "Arguments 'colluders' and 'min_sum' must be given exactly for observer 'coalition', "
-                f"not colluders={colluders!r}, min_sum={min_sum!r} for observer {observer!r}."
-            )
-        coalition = {"colluders": colluders, "min_sum": min_sum} if observer == "coalition" else {}
+        coalition = coalition_detail(observer, colluders, min_sum, detail)
         super().__init__(
             epsilon=epsilon,
             delta=delta,
@@ -518,59 +512,16 @@ class CheckinCertificate(Certificate):
         if order is not None and float(order).is_integer():  # the integer Rényi order, as before
             object.__setattr__(self, "order", int(order))
 
-    @property
-    def rounds(self) -> int:
-        """T, the number of rounds certified."""
-        return int(self.detail["rounds"])
-
-    @property
-    def rdp(self) -> dict[int, float]:
-        """The composed RDP of the certified mechanism per order."""
-        out: dict[int, float] = self.detail["rdp"]
-        return out
-
-    @property
-    def window(self) -> tuple[int, int] | None:
-        """The client-count window [k_lo, k_hi] of the window certificate (None for the full mixture)."""
-        w = self.detail["window"]
-        return None if w is None else (int(w[0]), int(w[1]))
-
-    @property
-    def delta_rdp(self) -> float | None:
-        """The part of delta spent by the RDP conversion."""
-        return self.detail["delta_rdp"]  # type: ignore[no-any-return]  # a float or None, set in __init__
-
-    @property
-    def delta_window(self) -> float | None:
-        """The part of delta spent on client counts outside the window."""
-        return self.detail["delta_window"]  # type: ignore[no-any-return]  # a float or None, set in __init__
-
-    @property
-    def ex_post(self) -> bool:
-        """True for a bound conditioned on the target's participation (not the ex-ante guarantee)."""
-        return bool(self.detail["ex_post"])
-
-    @property
-    def colluders(self) -> int | None:
-        """Observer ``"coalition"``: c corrupt clients colluding with the server (None otherwise)."""
-        return self.detail.get("colluders")
-
-    @property
-    def min_sum(self) -> int | None:
-        """Observer ``"coalition"``: the smallest sum the protocol lets finish (None otherwise)."""
-        return self.detail.get("min_sum")
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self) or not isinstance(other, Certificate):
-            return NotImplemented
-        return super().__eq__(other) is True and dict(self.detail) == dict(other.detail)
-
-    __hash__ = Certificate.__hash__
-
-    def as_certificate(self) -> Certificate:
-        """The same numbers as a plain :class:`~secagg_dp.accounting.core.accountant.Certificate` (whose
-        ``as_dict()`` is the general layout)."""
-        return Certificate(**{f.name: getattr(self, f.name) for f in fields(Certificate)})
+    rdp = DetailField[dict[int, float]](as_is, "The composed RDP of the certified mechanism per order.")
+    window = DetailField[tuple[int, int] | None](
+        lambda w: None if w is None else int_pair(w),
+        "The client-count window [k_lo, k_hi] of the window certificate (None for the full mixture).",
+    )
+    delta_rdp = DetailField[float | None](as_is, "The part of delta spent by the RDP conversion.")
+    delta_window = DetailField[float | None](as_is, "The part of delta spent on client counts outside the window.")
+    ex_post = DetailField(
+        bool, "True for a bound conditioned on the target's participation (not the ex-ante guarantee)."
+    )
 
     def as_dict(self, *, schema: str = "checkin") -> dict[str, Any]:
         """JSON-ready record: ``Certificate.as_dict`` in the ``"checkin"`` layout by default (the keys

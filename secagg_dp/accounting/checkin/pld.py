@@ -34,7 +34,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -42,8 +42,9 @@ from scipy import special
 
 from secagg_dp._parallel import idle_cpus
 from secagg_dp._validate import check_int, check_probability, check_real
+from secagg_dp.accounting.checkin._record import DetailCertificate, DetailField, coalition_detail, int_pair
 from secagg_dp.accounting.checkin.tails import binom_window_edge, log_binom_pmf, log_binom_tail_ub
-from secagg_dp.accounting.core.accountant import _UNSET, Certificate, _field_or_detail
+from secagg_dp.accounting.core.accountant import _UNSET, _field_or_detail
 from secagg_dp.errors import ParameterError
 
 __all__ = [
@@ -79,7 +80,7 @@ _PLD_DETAIL = (
 )
 
 
-class PLDCertificate(Certificate):
+class PLDCertificate(DetailCertificate):
     """A :class:`~secagg_dp.accounting.core.accountant.Certificate` of T rounds of Gaussian distributed
     check-in from the round's PLD.
 
@@ -124,13 +125,7 @@ class PLDCertificate(Certificate):
     ) -> None:
         if observer not in PLD_OBSERVERS:
             raise ParameterError(f"Argument 'observer' must be one of {PLD_OBSERVERS}, not {observer!r}.")
-        colluders = _field_or_detail("colluders", colluders, detail, None)
-        min_sum = _field_or_detail("min_sum", min_sum, detail, None)
-        if (observer == "coalition") != (colluders is not None and min_sum is not None):
-            raise ParameterError(
-                "Arguments 'colluders' and 'min_sum' must be given exactly for observer 'coalition', "
-                f"not colluders={colluders!r}, min_sum={min_sum!r} for observer {observer!r}."
-            )
+        coalition = coalition_detail(observer, colluders, min_sum, detail)
         given = dict(
             zip(
                 _PLD_DETAIL,
@@ -151,8 +146,7 @@ class PLDCertificate(Certificate):
         )
         values = {k: _field_or_detail(k, v, detail) for k, v in given.items()}
         values["tail_handling"] = _field_or_detail("tail_handling", tail_handling, detail, _TAIL_HANDLING)
-        if observer == "coalition":
-            values.update(colluders=colluders, min_sum=min_sum)
+        values.update(coalition)
         low = values["epsilon_optimistic"]
         finite = math.isfinite(epsilon)
         super().__init__(
@@ -169,83 +163,18 @@ class PLDCertificate(Certificate):
             detail=values,
         )
 
-    @property
-    def epsilon_optimistic(self) -> float:
-        """The same computation with every loss rounded down: a lower estimate, not a certificate."""
-        return float(self.detail["epsilon_optimistic"])
-
-    @property
-    def rounds(self) -> int:
-        """T, the number of rounds certified."""
-        return int(self.detail["rounds"])
-
-    @property
-    def sigma(self) -> float:
-        """The noise multiplier of the Gaussian sum."""
-        return float(self.detail["sigma"])
-
-    @property
-    def n(self) -> int:
-        """The number of clients."""
-        return int(self.detail["n"])
-
-    @property
-    def gamma(self) -> float:
-        """The check-in probability."""
-        return float(self.detail["gamma"])
-
-    @property
-    def window(self) -> tuple[int, int]:
-        """The client-count window [k_lo, k_hi] the PLD is computed on."""
-        w = self.detail["window"]
-        return (int(w[0]), int(w[1]))
-
-    @property
-    def blocks(self) -> int:
-        """The number of client-count blocks of the mixture."""
-        return int(self.detail["blocks"])
-
-    @property
-    def delta_tail(self) -> float:
-        """The part of delta spent on client counts outside the window."""
-        return float(self.detail["delta_tail"])
-
-    @property
-    def delta_truncation(self) -> float:
-        """dp-accounting's FFT tail allowance."""
-        return float(self.detail["delta_truncation"])
-
-    @property
-    def discretization(self) -> float:
-        """The step h of the privacy-loss grid."""
-        return float(self.detail["discretization"])
-
-    @property
-    def tail_handling(self) -> str:
-        """How the client counts outside the window are accounted."""
-        return str(self.detail["tail_handling"])
-
-    @property
-    def colluders(self) -> int | None:
-        """Observer ``"coalition"``: c corrupt clients colluding with the server (None otherwise)."""
-        return self.detail.get("colluders")
-
-    @property
-    def min_sum(self) -> int | None:
-        """Observer ``"coalition"``: the smallest sum the protocol lets finish (None otherwise)."""
-        return self.detail.get("min_sum")
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self) or not isinstance(other, Certificate):
-            return NotImplemented
-        return super().__eq__(other) is True and dict(self.detail) == dict(other.detail)
-
-    __hash__ = Certificate.__hash__
-
-    def as_certificate(self) -> Certificate:
-        """The same numbers as a plain :class:`~secagg_dp.accounting.core.accountant.Certificate` (whose
-        ``as_dict()`` is the general layout)."""
-        return Certificate(**{f.name: getattr(self, f.name) for f in fields(Certificate)})
+    epsilon_optimistic = DetailField(
+        float, "The same computation with every loss rounded down: a lower estimate, not a certificate."
+    )
+    sigma = DetailField(float, "The noise multiplier of the Gaussian sum.")
+    n = DetailField(int, "The number of clients.")
+    gamma = DetailField(float, "The check-in probability.")
+    window = DetailField(int_pair, "The client-count window [k_lo, k_hi] the PLD is computed on.")
+    blocks = DetailField(int, "The number of client-count blocks of the mixture.")
+    delta_tail = DetailField(float, "The part of delta spent on client counts outside the window.")
+    delta_truncation = DetailField(float, "dp-accounting's FFT tail allowance.")
+    discretization = DetailField(float, "The step h of the privacy-loss grid.")
+    tail_handling = DetailField(str, "How the client counts outside the window are accounted.")
 
     def as_dict(self, *, schema: str = "pld") -> dict[str, Any]:
         """JSON-ready record: ``Certificate.as_dict`` in the ``"pld"`` layout by default (the keys

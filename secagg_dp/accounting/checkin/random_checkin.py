@@ -49,12 +49,13 @@ import numpy.typing as npt
 from scipy import special
 
 from secagg_dp._validate import check_int, check_probability, check_real
+from secagg_dp.accounting.checkin.accountant import repeated_event
 from secagg_dp.accounting.checkin.bases import GaussianSum
 from secagg_dp.accounting.checkin.coalition import Coalition
 from secagg_dp.accounting.checkin.mixture import CHECKIN_ORDERS, checkin_mixture, rdp_to_epsilon
 from secagg_dp.accounting.checkin.tails import binom_window_edge, log_binom_pmf, log_binom_tail_ub
 from secagg_dp.accounting.core.accountant import Certificate, PrivacyAccountant, check_observer
-from secagg_dp.accounting.core.events import PrivacyEvent, SelfComposed, check_neighbouring
+from secagg_dp.accounting.core.events import PrivacyEvent, check_neighbouring
 from secagg_dp.accounting.core.logspace import log_expm1
 from secagg_dp.accounting.core.rdp import check_orders
 from secagg_dp.errors import ParameterError
@@ -577,11 +578,7 @@ def _epsilon(pld: Any, delta: float) -> float:
 
 
 def _unwrap(event: Any) -> tuple[RandomCheckinEpoch, int] | None:
-    if isinstance(event, RandomCheckinEpoch):
-        return event, 1
-    if isinstance(event, SelfComposed) and isinstance(event.event, RandomCheckinEpoch):
-        return event.event, event.count
-    return None
+    return repeated_event(event, RandomCheckinEpoch)
 
 
 class RandomCheckinAccountant(PrivacyAccountant):

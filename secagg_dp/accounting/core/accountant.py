@@ -303,9 +303,11 @@ class PrivacyAccountant(abc.ABC):
         slack: float = 0.0,
         order: float | None = None,
         detail: Mapping[str, Any],
+        citation: str | None = None,
     ) -> Certificate:
         """The proven upper bound (``certificate=True``) at (``epsilon``, ``delta``) under this accountant's
-        observer, relation, method and citation, with the method-specific ``slack``, ``order`` and ``detail``."""
+        observer, relation, method and citation (``citation`` when given, for an event-specific source), with the
+        method-specific ``slack``, ``order`` and ``detail``."""
         return Certificate(
             epsilon=epsilon,
             delta=float(delta),
@@ -313,7 +315,7 @@ class PrivacyAccountant(abc.ABC):
             neighbouring=self.neighbouring,
             method=self.method,
             certificate=True,
-            citation=self.citation,
+            citation=self.citation if citation is None else citation,
             slack=slack,
             order=order,
             detail=detail,

@@ -131,14 +131,7 @@ class ShuffleRound(PrivacyEvent):
     neighbouring: str = "replace-one"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "n", check_int("n", self.n, lo=1))
-        object.__setattr__(self, "sigma", check_real("sigma", self.sigma, lo=0.0, lo_open=True))
-        if self.gamma is not None:
-            object.__setattr__(self, "gamma", check_real("gamma", self.gamma, lo=0.0, hi=1.0, lo_open=True))
-        if self.neighbouring != "replace-one":
-            raise ParameterError(
-                f"Argument 'neighbouring' must be 'replace-one' for a shuffle round, not {self.neighbouring!r}."
-            )
+        _check_round(self, "sigma")
 
     def describe(self) -> dict[str, Any]:
         return {"type": type(self).__name__, "n": self.n, "sigma": self.sigma, "gamma": self.gamma}
@@ -159,17 +152,23 @@ class LDPShuffleRound(PrivacyEvent):
     neighbouring: str = "replace-one"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "n", check_int("n", self.n, lo=1))
-        object.__setattr__(self, "eps0", check_real("eps0", self.eps0, lo=0.0, lo_open=True))
-        if self.gamma is not None:
-            object.__setattr__(self, "gamma", check_real("gamma", self.gamma, lo=0.0, hi=1.0, lo_open=True))
-        if self.neighbouring != "replace-one":
-            raise ParameterError(
-                f"Argument 'neighbouring' must be 'replace-one' for a shuffle round, not {self.neighbouring!r}."
-            )
+        _check_round(self, "eps0")
 
     def describe(self) -> dict[str, Any]:
         return {"type": type(self).__name__, "n": self.n, "eps0": self.eps0, "gamma": self.gamma}
+
+
+def _check_round(event: ShuffleRound | LDPShuffleRound, scale: str) -> None:
+    """The checks both shuffle rounds share: ``n`` >= 1, the randomizer's parameter ``scale`` > 0, ``gamma`` in
+    (0, 1] when given, relation ``replace-one``."""
+    object.__setattr__(event, "n", check_int("n", event.n, lo=1))
+    object.__setattr__(event, scale, check_real(scale, getattr(event, scale), lo=0.0, lo_open=True))
+    if event.gamma is not None:
+        object.__setattr__(event, "gamma", check_real("gamma", event.gamma, lo=0.0, hi=1.0, lo_open=True))
+    if event.neighbouring != "replace-one":
+        raise ParameterError(
+            f"Argument 'neighbouring' must be 'replace-one' for a shuffle round, not {event.neighbouring!r}."
+        )
 
 
 def _ldp_draft(upper: bool) -> _Curve:
