@@ -75,6 +75,7 @@ from secagg_dp.accounting.checkin.mixture import (
     SubsampledCheckin,
     checkin_epsilon,
 )
+from secagg_dp.accounting.checkin.observers import server_view_provider
 from secagg_dp.accounting.core.rdp import skellam_rdp
 from secagg_dp.errors import ParameterError
 
@@ -239,7 +240,7 @@ def coalition_view_provider(
         base = CoalitionEnforcedSkellamSum(mechanism, coalition)
     else:
         base = CoalitionBase(mechanism, coalition)
-    return SubsampledCheckin(base, n, amplification="joint-convexity", neighbouring=neighbouring)
+    return server_view_provider(base, n, neighbouring)
 
 
 def coalition_certificate(
