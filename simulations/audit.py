@@ -238,9 +238,12 @@ def _kept_variance(setup: _Setup, roster: int, in_sum: int, *, strip: bool = Fal
     fault: level 0 only, mu/N)."""
     from secagg_dp.noise.add_then_remove import NoiseSchedule
 
-    # mu = K_exp sigma_int^2, the certified plan's target (DPPlan.enforced_target_variance); the faults act below
-    mu = float(setup.plan.expected_checkins * setup.plan.sigma_int**2)
-    sched = NoiseSchedule(mu, max(roster, 1), setup.cfg.privacy.dropout_tolerance)
+    spec = setup.plan.noise  # the NoiseSpec the round itself enforces (target mu, tolerance); faults act below
+    if spec is None:
+        raise ConfigError(
+            "The add-then-remove noise left in the sum needs privacy.noise_enforcement = 'add-then-remove'."
+        )
+    sched = NoiseSchedule(spec.target_variance, max(roster, 1), spec.tolerance)
     if strip or setup.fault == "strip-noise":
         v0 = float(sched.base_variance)
         return v0 / 4.0 if setup.fault == "halve-noise" else v0
