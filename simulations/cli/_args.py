@@ -154,3 +154,14 @@ def grid_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--dim", type=int_in(1), default=1, help="ddg/skellam: vector dimension d")
     max_order_flag(p, MAX_CHECKIN_ORDER, MAX_CHECKIN_ORDER, "; orders are every integer up to 256, then every 16th")
+
+
+def scenario_args(p: argparse.ArgumentParser, out_default: str) -> None:
+    """The scenario every simulator command reads, spelled once (``simulate``, ``audit``): positional dotted
+    ``KEY=VALUE`` overrides, ``--config`` (a TOML path or a bundled name), repeatable ``--set`` and ``--out``."""
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides (dotted keys)")
+    p.add_argument("--config", "-c", metavar="FILE", help="TOML scenario: a path or a bundled name")
+    p.add_argument("--out", "-o", metavar="DIR", default=out_default, help="output folder (default: %(default)s)")
+    p.add_argument(
+        "--set", dest="set_", action="append", default=[], metavar="KEY=VALUE", help="one override (repeatable)"
+    )

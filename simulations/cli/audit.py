@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from simulations.cli._args import Subparsers, int_in, real_in
+from simulations.cli._args import Subparsers, int_in, real_in, scenario_args
 
 __all__ = ["register", "handle", "SCHEMA"]
 
@@ -40,10 +40,7 @@ def register(subparsers: Subparsers) -> None:
             "  secagg-dp audit --no-plots --one-run mode=ideal population.clients=400 task.dim=256 rounds=1"
         ),
     )
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides (dotted keys)")
-    p.add_argument("--config", "-c", metavar="FILE", help="TOML scenario: a path or a bundled name")
-    p.add_argument("--set", dest="set_", action="append", default=[], metavar="KEY=VALUE", help="one override")
-    p.add_argument("--out", "-o", metavar="DIR", default="audit-out", help="output folder (default: %(default)s)")
+    scenario_args(p, "audit-out")
     p.add_argument("--seed", type=int_in(0, 2**63 - 1), help="seed of the audit's generator (default: fresh)")
     p.add_argument("--trials", type=int_in(6, 10**8), default=20_000, help="trials per side (default: %(default)s)")
     p.add_argument(

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from secagg_dp.errors import ConfigError
-from simulations.cli._args import Subparsers, int_in
+from simulations.cli._args import Subparsers, int_in, scenario_args
 
 if TYPE_CHECKING:
     from simulations.config import SimConfig
@@ -52,12 +52,7 @@ def register(subparsers: Subparsers) -> None:
             "bundled configs: default, dropouts, sampling, local_steps, bits (simulations/configs/)."
         ),
     )
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides (dotted keys)")
-    p.add_argument("--config", "-c", metavar="FILE", help="TOML scenario: a path or a bundled name")
-    p.add_argument("--out", "-o", metavar="DIR", default="simulate-out", help="output folder (default: %(default)s)")
-    p.add_argument(
-        "--set", dest="set_", action="append", default=[], metavar="KEY=VALUE", help="one override (repeatable)"
-    )
+    scenario_args(p, "simulate-out")
     p.add_argument("--executor", choices=("inprocess", "dask"), help="where client work runs (overrides the config)")
     p.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler address (default: start a LocalCluster)")
     p.add_argument("--seed", type=int_in(0, 2**63 - 1), help="root seed (overrides the config)")
