@@ -584,7 +584,9 @@ class RandomCheckinSimAccountant(_LedgerOwner):
     (1 - s + s h)^b <= 1 - s + s h^b (Jensen), so the moment is <= (1 - p s) + p s E[h(N')^b]; and
     h(N') = E[g(M) | N'] with M ~ Bin(N', s), i.e. M ~ Bin(n - 1, p s), so E[h(N')^b] <= E[g(M)^b] (Jensen).
     Coalition: the same with k_eff. b = 1: gamma is exact. Neighbouring relation: ``replace-one`` of a client's
-    whole data; observers: the analyst (the rounds' K and sums; the server's curve, post-processing), the server
+    whole data; observers: the analyst (the rounds' K and sums; for b = 1 the library's analyst curve, amplified
+    by the epoch coin, since the surviving participants are then a uniform subset given the counts; for b > 1
+    the server's curve, post-processing), the server
     (also every client's rounds and dropouts), the coalition (the server with ``secagg.corrupt_clients``).
 
     Epochs are charged before their first round runs (the ledger's event count is the number of epochs
@@ -627,6 +629,7 @@ class RandomCheckinSimAccountant(_LedgerOwner):
                 method=self.method,
                 coalition=self.coalition if obs == "coalition" else None,
                 orders=self.orders,
+                amplified=self.b == 1,  # b > 1: per-round drops thin a participant's rounds (docstring)
             )
             for obs in ("analyst", "server", "coalition")
         }

@@ -117,7 +117,9 @@ def _event(args: argparse.Namespace, sigma: float, gamma: float) -> RandomChecki
 def _certify(
     args: argparse.Namespace, ev: RandomCheckinEpoch, observer: str, coalition: Coalition | None
 ) -> Certificate:
-    """The PLD certificate where it applies (unless --method rdp), else the RDP one."""
+    """The PLD certificate where it applies (unless --method rdp), else the RDP one. Without --method, the
+    analyst gets the smaller of the two: its PLD for distributed noise is the server's (post-processing), while
+    its RDP curve is amplified by the epoch coin; both are certificates for the analyst."""
     from secagg_dp.accounting.checkin.mixture import checkin_orders
     from secagg_dp.accounting.checkin.random_checkin import RandomCheckinAccountant
 
@@ -125,14 +127,23 @@ def _certify(
     if args.method != "rdp":
         acc = RandomCheckinAccountant(ev.neighbouring, method="pld", **kw)
         if acc.supports(ev):
-            return acc.compose(ev, args.epochs).certificate(args.delta)
+            cert = acc.compose(ev, args.epochs).certificate(args.delta)
+            if args.method is None and observer == "analyst" and cert.detail.get("route") == "revealed":
+                rdp = _rdp_certificate(args, ev, kw)
+                return rdp if rdp.epsilon < cert.epsilon else cert
+            return cert
         if args.method == "pld":
             bad = acc.unsupported(ev)
             from secagg_dp.errors import ParameterError
 
             raise ParameterError(f"Argument '--method' pld does not apply here: {bad[1] if bad else ''}.")
+    return _rdp_certificate(args, ev, kw)
+
+
+def _rdp_certificate(args: argparse.Namespace, ev: RandomCheckinEpoch, kw: dict[str, Any]) -> Certificate:
     import warnings
 
+    from secagg_dp.accounting.checkin.random_checkin import RandomCheckinAccountant
     from secagg_dp.accounting.core.conversion import LargestOrderWarning
 
     with warnings.catch_warnings():

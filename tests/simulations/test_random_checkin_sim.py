@@ -167,13 +167,16 @@ def test_both_modes_run_and_results_record_the_scheme(tmp_path, mode):
     assert eps[0] == eps[1] == eps[2] < eps[3]  # the epoch is charged at its first round
 
 
-def test_certified_epsilon_is_the_librarys_random_checkin_accountant(tmp_path):
+@pytest.mark.parametrize("b", [1, 2])
+def test_certified_epsilon_is_the_librarys_random_checkin_accountant(tmp_path, b):
+    """b = 1: the analyst's curve amplified by the epoch coin (the surviving participants are a uniform subset
+    given the counts); b = 2: per-round drops break that, so the analyst is charged the server's curve."""
     from secagg_dp.accounting.checkin.bases import DDGSum
     from secagg_dp.accounting.checkin.coalition import Coalition
     from secagg_dp.accounting.checkin.random_checkin import RandomCheckinAccountant, RandomCheckinEpoch
     from simulations.privacy import ORDERS
 
-    n, p, drop, m, b = 16, 0.75, 0.1, 3, 2
+    n, p, drop, m = 16, 0.75, 0.1, 3
     cfg = rc_config(rounds=5, population={"dropout": drop, "epoch_rounds": m, "slots": b})
     doc = run_scenario(cfg, tmp_path)
     d = doc["derived"]
@@ -195,9 +198,15 @@ def test_certified_epsilon_is_the_librarys_random_checkin_accountant(tmp_path):
             method="rdp",
             coalition=coalition if observer == "coalition" else None,
             orders=ORDERS,
+            amplified=b == 1,
         )
         want = acc.compose(event, epochs).get_epsilon(1e-5)
         assert got == pytest.approx(want, rel=1e-12), observer
+    assert doc["summary"]["epsilon"] <= priv["server"]["epsilon"]
+    if b == 1:  # the epoch coin (gamma < 1) is credited to the analyst
+        assert doc["summary"]["epsilon"] < priv["server"]["epsilon"]
+    else:
+        assert doc["summary"]["epsilon"] == priv["server"]["epsilon"]
     # not the per-round coin's accountant: that one would certify a different number for these parameters
     from simulations.privacy import SimAccountant
 

@@ -23,7 +23,9 @@ and the identity is exact. The coalition (:class:`~secagg_dp.accounting.checkin.
 k by k_eff(k) = max(1, min(k, min_sum) - c), non-decreasing, so every step above holds.
 
 **Analyst** (sees k_j and the sums). It sees a post-processing of the server's view, so every server
-certificate is an analyst certificate (the ``rdp`` fallback, and ``pld`` for distributed noise). For central
+certificate is an analyst certificate (``pld`` for distributed noise). Under replace-one the ``rdp`` method
+also credits the epoch coin (:func:`random_checkin_analyst_rdp`: given the counts, the participants are a
+uniform subset; Wang, Balle & Kasiviswanathan 2019, Thm 9, over the allocation stage). For central
 Gaussian noise under ``add-remove`` the analyst's pair is the random-allocation pair of Feldman & Shenfeld
 2025 mixed with the target's own coin: with X_j = exp((y_j - 1/2)/sigma^2) and S = sum_j X_j,
 dP/dQ = 1 - gamma + gamma S/m (b = 1; the others' choices revealed, which only helps the observer), where
@@ -69,6 +71,7 @@ __all__ = [
     "RandomCheckinPldAccountant",
     "RandomCheckinRdpAccountant",
     "random_checkin_rdp",
+    "random_checkin_analyst_rdp",
     "random_checkin_pld",
 ]
 
@@ -257,6 +260,108 @@ def _blocked_log_m(shifted: _Shifted, n_others: int, gamma: float, p: float, b: 
         parts.append(tail + b * _log_g(shifted, top, p, o))
     stacked = np.vstack(parts)
     return np.asarray(np.logaddexp.reduce(stacked, axis=0)) + 1e-12  # relative rounding guard (only adds)
+
+
+# ----------------------------------------------------------------------------------- analyst (replace-one)
+
+_ANALYST_MAX_ORDER = 256  # the amplified analyst curve is computed up to this order; above it, the server's
+_K_GRID = 5e-3  # relative step of the participant-count grid of the allocation stage (exact up to _K_EXACT)
+_K_EXACT = 64
+
+
+def _grid_below(k: np.ndarray) -> np.ndarray:
+    """The grid point at or below each count: k itself up to _K_EXACT, else ceil(e^{floor(log k / s) s})."""
+    kk = np.maximum(np.asarray(k, dtype=np.float64), 1.0)
+    step = math.log1p(_K_GRID)
+    coarse = np.minimum(kk, np.ceil(np.exp(np.floor(np.log(kk) / step) * step)))
+    return np.where(kk <= _K_EXACT, kk, coarse)
+
+
+@functools.lru_cache(maxsize=4096)
+def _stage_curve(event: RandomCheckinEpoch, participants: int, orders: tuple[int, ...]) -> np.ndarray:
+    """(b/(lam-1)) log g_lam(K-1), g(N) = E f(1 + Bin(N, b/m)): the allocation stage's RDP at K participants."""
+    o = np.asarray(orders, dtype=np.int64)
+    b = event.slots
+    log_g = _log_g(_Shifted(event.mechanism, None), participants - 1, b / event.epoch_rounds, o)
+    out = np.asarray(b * log_g / (o - 1.0), dtype=np.float64)
+    out.setflags(write=False)
+    return out
+
+
+@dataclass(frozen=True)
+class _AllocationStage:
+    """Stage two of the analyst's decomposition: K participants (data fixed) allocated to the epoch's rounds,
+    each round's count and noisy sum released. Replace-one RDP at order lam, for every dataset of K clients:
+    revealing the allocation only helps the observer, the allocation's law is data independent, so the moment
+    is E[prod_{j in B} f(1 + K'_j)] <= g(K-1)^b (module docstring: exact for b = 1, negative association for
+    b >= 2 with N' = K - 1 fixed). Non-increasing in K (f non-increasing, Bin(N, .) stochastically increasing
+    in N), so a block [k_lo, k_hi] is bounded at the grid point at or below k_lo."""
+
+    event: RandomCheckinEpoch
+    neighbouring: str = "replace-one"
+
+    def rdp_upper(self, k_lo: np.ndarray, k_hi: np.ndarray, orders: np.ndarray) -> np.ndarray:
+        o = tuple(int(x) for x in np.asarray(orders, dtype=np.int64))
+        grid = _grid_below(np.atleast_1d(k_lo))
+        out = np.empty((grid.size, len(o)))
+        for g in np.unique(grid):
+            out[grid == g] = _stage_curve(self.event, int(g), o)
+        return out
+
+
+@dataclass(frozen=True)
+class _CoarseSubsampled:
+    """The subsampled allocation stage with K coarsened to the grid: a block [k_lo, k_hi] is bounded by the
+    bound at (grid point at or below k_lo, grid point at or above k_hi), each distinct pair evaluated once.
+    Theorem 9 and the joint-convexity term are non-decreasing in the rate and in eps_2, which is non-increasing
+    in K, so the widened block's bound is an upper bound on the block's."""
+
+    inner: Any  # SubsampledCheckin over _AllocationStage
+    n: int
+    neighbouring: str = "replace-one"
+
+    def log_expm1_upper(self, k_lo: np.ndarray, k_hi: np.ndarray, orders: np.ndarray) -> np.ndarray:
+        lo = _grid_below(np.atleast_1d(k_lo))
+        hi_in = np.maximum(np.atleast_1d(np.asarray(k_hi, dtype=np.float64)), 1.0)
+        step = math.log1p(_K_GRID)
+        up = np.floor(np.exp(np.ceil(np.log(hi_in) / step) * step))
+        hi = np.where(hi_in <= _K_EXACT, hi_in, np.minimum(float(self.n), np.maximum(hi_in, up)))
+        keys, inv = np.unique(np.stack([lo, hi], axis=1), axis=0, return_inverse=True)
+        vals = self.inner.log_expm1_upper(keys[:, 0], keys[:, 1], orders)
+        return np.asarray(vals[inv.ravel()], dtype=np.float64)
+
+
+def random_checkin_analyst_rdp(event: RandomCheckinEpoch, orders: Any = CHECKIN_ORDERS) -> npt.NDArray[np.float64]:
+    """Per-epoch RDP curve of the analyst (sees every round's count and sum), ``replace-one``: the server's
+    curve (:func:`random_checkin_rdp`, post-processing), and at orders up to 256 the smaller of it and the
+    amplification by the epoch coin.
+
+    Decomposition: the counts (k_1..k_m) are revealed and data independent, so the Rényi moment is the average
+    over them of the conditional moments (exactly). Given the counts, the K = sum_j k_j / b participants are a
+    uniformly random K-subset of the n clients (every client's coin and choice are iid), and the rest is the
+    allocation stage on them (:class:`_AllocationStage`, RDP eps_2(K)). Sampling K of n without replacement,
+    replace-one: Wang, Balle & Kasiviswanathan 2019, Theorem 9, at rate K/n, never above the joint-convexity
+    term 1 + (K/n) expm1((lam-1) eps_2(K)) (:class:`~secagg_dp.accounting.checkin.mixture.SubsampledCheckin`,
+    ``"auto"``); averaged over K ~ Bin(n, gamma) by
+    :func:`~secagg_dp.accounting.checkin.mixture.checkin_mixture` (an upper bound). Averaging the joint term
+    gives back the server's moment (E[(K/n) h(K-1)] = gamma E[h(N')], N' ~ Bin(n-1, gamma)), so the gain is
+    Theorem 9's: the epoch coin hides whether the target took part. Which round it took is not credited (the
+    analyst's pair with the counts revealed is a shuffle of heterogeneous sums, for which no certified bound
+    is known to us); at gamma = 1 the curve is the server's. ``add-remove`` (central noise): the server's.
+    """
+    from secagg_dp.accounting.checkin.mixture import SubsampledCheckin
+
+    o = np.asarray(orders, dtype=np.int64)
+    server = random_checkin_rdp(event, o)
+    low = o <= _ANALYST_MAX_ORDER
+    if event.neighbouring != "replace-one" or event.gamma == 1.0 or not np.any(low):
+        return server
+    n = event.clients
+    provider = _CoarseSubsampled(SubsampledCheckin(_AllocationStage(event), n, amplification="auto"), n)
+    mix = checkin_mixture(provider, n, event.gamma, o[low])
+    out = server.copy()
+    out[low] = np.minimum(server[low], np.logaddexp(0.0, mix.log_sm1) / (o[low] - 1.0))
+    return out
 
 
 # ----------------------------------------------------------------------------------------------- PLD
@@ -585,9 +690,12 @@ class RandomCheckinAccountant(PrivacyAccountant):
     """Random check-in epochs (:class:`RandomCheckinEpoch`) under the accountant contract.
 
     ``method="pld"``: :func:`random_checkin_pld` (Gaussian bases; slots = 1 for distributed noise);
-    ``method="rdp"``: :func:`random_checkin_rdp` composed by addition (Mironov 2017, Prop. 1), converted by
-    Canonne, Kamath & Steinke 2020, Prop. 12. ``observer`` "analyst", "server" or "coalition" (then
-    ``coalition=Coalition(c, min_sum)``)."""
+    ``method="rdp"``: :func:`random_checkin_rdp` (server, coalition) or :func:`random_checkin_analyst_rdp`
+    (analyst) composed by addition (Mironov 2017, Prop. 1), converted by Canonne, Kamath & Steinke 2020,
+    Prop. 12. ``observer`` "analyst", "server" or "coalition" (then ``coalition=Coalition(c, min_sum)``).
+    ``amplified=False`` gives the analyst the server's curve: for schedules outside the event's model, such as
+    the simulator's per-round dropouts with b > 1, where the participants are not a uniform subset given the
+    counts."""
 
     def __init__(
         self,
@@ -597,6 +705,7 @@ class RandomCheckinAccountant(PrivacyAccountant):
         method: str = "pld",
         coalition: Coalition | None = None,
         orders: Any = CHECKIN_ORDERS,
+        amplified: bool = True,
     ) -> None:
         super().__init__(neighbouring, observer=observer)
         if method not in RANDOM_CHECKIN_METHODS:
@@ -605,8 +714,13 @@ class RandomCheckinAccountant(PrivacyAccountant):
             raise ParameterError("Argument 'coalition' must be given exactly for observer 'coalition'.")
         if coalition is not None and not isinstance(coalition, Coalition):
             raise ParameterError(f"Argument 'coalition' must be a Coalition, not {type(coalition).__name__}.")
+        if not isinstance(amplified, bool):
+            raise ParameterError(f"Argument 'amplified' must be a bool, not {type(amplified).__name__}.")
         self.method = method
+        self.amplified = amplified
         self.citation = _CITATION + _CITE_METHOD[method]
+        if method == "rdp" and observer == "analyst" and amplified:
+            self.citation += "; analyst: sampling without replacement, Wang, Balle & Kasiviswanathan 2019, Thm 9"
         self._coalition = coalition
         self._orders = np.asarray(check_orders(orders), dtype=np.int64)
         self._rdp = np.zeros(self._orders.shape)
@@ -632,7 +746,11 @@ class RandomCheckinAccountant(PrivacyAccountant):
         assert r is not None  # unsupported() said so
         ev, reps = r
         if self.method == "rdp":
-            self._rdp = self._rdp + count * reps * random_checkin_rdp(ev, self._orders, self._coalition)
+            if self.observer == "analyst" and self.amplified:
+                curve = random_checkin_analyst_rdp(ev, self._orders)
+            else:
+                curve = random_checkin_rdp(ev, self._orders, self._coalition)
+            self._rdp = self._rdp + count * reps * curve
 
     def _flat(self) -> list[tuple[RandomCheckinEpoch, int]]:
         out = []
@@ -686,7 +804,8 @@ class RandomCheckinAccountant(PrivacyAccountant):
                 slack=r.epsilon - r.epsilon_lower,
                 detail=detail,
             )
-        detail["route"] = "revealed"  # the server view's curve (the analyst's by post-processing)
+        # the server view's curve (the analyst's by post-processing), or the analyst's amplified by the epoch coin
+        detail["route"] = "amplified" if self.observer == "analyst" and self.amplified else "revealed"
         eps, order = (
             (0.0, None) if not np.any(self._rdp) else rdp_to_epsilon(orders=self._orders, rdp=self._rdp, delta=delta)
         )
@@ -709,6 +828,7 @@ class RandomCheckinAccountant(PrivacyAccountant):
             method=self.method,
             coalition=self._coalition,
             orders=self._orders,
+            amplified=self.amplified,
         )
 
 

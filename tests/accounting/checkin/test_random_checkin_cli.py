@@ -107,3 +107,17 @@ def test_calibrate_meets_the_target(capsys: pytest.CaptureFixture[str]) -> None:
         "--json",
     )
     assert out["epsilon"] <= 3.0 and out["sigma"] > 0
+
+
+def test_analyst_gets_the_smaller_of_pld_and_the_amplified_rdp(capsys: pytest.CaptureFixture[str]) -> None:
+    """Distributed Gaussian: the analyst's PLD is the server's; without --method the analyst is reported the
+    smaller of it and the RDP curve amplified by the epoch coin, each as its own method asked for explicitly."""
+    flags = ["account", "random-checkin", "--n", "2000", "--gamma", "0.02", "--epoch-rounds", "20"]
+    flags += ["--sigma", "1", "--epochs", "5", "--delta", "1e-5", "--noise", "distributed", "--json"]
+    auto = _run(capsys, *flags)
+    pld = _run(capsys, *flags, "--method", "pld")
+    rdp = _run(capsys, *flags, "--method", "rdp")
+    assert pld["epsilon"] == pytest.approx(pld["server"]["epsilon"], rel=1e-12)  # post-processing
+    assert rdp["detail"]["route"] == "amplified" and rdp["epsilon"] < rdp["server"]["epsilon"]
+    assert auto["epsilon"] == min(pld["epsilon"], rdp["epsilon"])
+    assert auto["method"] == ("rdp" if rdp["epsilon"] < pld["epsilon"] else "pld")
