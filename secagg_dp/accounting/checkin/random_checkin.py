@@ -291,7 +291,7 @@ def _stage_curve(event: RandomCheckinEpoch, participants: int, orders: tuple[int
 @dataclass(frozen=True)
 class _AllocationStage:
     """Stage two of the analyst's decomposition: K participants (data fixed) allocated to the epoch's rounds,
-    each round's count and noisy sum released. Replace-one RDP at order lam, for every dataset of K clients:
+    each round's count and noisy sum released. Replace-one RDP at order lam, for every pair of K-client datasets:
     revealing the allocation only helps the observer, the allocation's law is data independent, so the moment
     is E[prod_{j in B} f(1 + K'_j)] <= g(K-1)^b (module docstring: exact for b = 1, negative association for
     b >= 2 with N' = K - 1 fixed). Non-increasing in K (f non-increasing, Bin(N, .) stochastically increasing
@@ -336,10 +336,11 @@ def random_checkin_analyst_rdp(event: RandomCheckinEpoch, orders: Any = CHECKIN_
     curve (:func:`random_checkin_rdp`, post-processing), and at orders up to 256 the smaller of it and the
     amplification by the epoch coin.
 
-    Decomposition: the counts (k_1..k_m) are revealed and data independent, so the Rényi moment is the average
-    over them of the conditional moments (exactly). Given the counts, the K = sum_j k_j / b participants are a
-    uniformly random K-subset of the n clients (every client's coin and choice are iid), and the rest is the
-    allocation stage on them (:class:`_AllocationStage`, RDP eps_2(K)). Sampling K of n without replacement,
+    Decomposition: K = sum_j k_j / b is revealed (a function of the counts) and data independent, so the Rényi
+    moment is the average over K of the conditional moments (exactly). Given K, the participants are a
+    uniformly random K-subset of the n clients (every client's coin and choice are iid), and the rest (the
+    allocation, the counts and the sums) is the allocation stage on them (:class:`_AllocationStage`, RDP
+    eps_2(K) for every pair of K-client datasets differing in one). Sampling K of n without replacement,
     replace-one: Wang, Balle & Kasiviswanathan 2019, Theorem 9, at rate K/n, never above the joint-convexity
     term 1 + (K/n) expm1((lam-1) eps_2(K)) (:class:`~secagg_dp.accounting.checkin.mixture.SubsampledCheckin`,
     ``"auto"``); averaged over K ~ Bin(n, gamma) by
