@@ -6,7 +6,7 @@ import os
 import time
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -372,19 +372,9 @@ def run_plan(
     server and the transport (with ``faults``, if given) run here. ``dropouts`` maps a stage to the clients
     silent from it on. A seeded plan (``plan.seed``) derives every key, nonce and the delivery order from
     (seed, round id): every pool then gives the same result as :class:`~protocols.pool.InProcessClientPool`."""
-    plan = round_plan(
-        ids,
-        plan.dim,
-        bits=plan.bits,
-        threshold=plan.threshold,
-        dropouts=dropouts,
-        neighbours=plan.neighbours,
-        security=plan.security,
-        seed=plan.seed,
-        round_id=plan.round_id,
-        min_roster=plan.min_roster,
-        noise=plan.noise,
-    )
+    # every field of the plan is a round_plan argument of the same name, but 'clients' (len(ids) here)
+    settings = {f.name: getattr(plan, f.name) for f in fields(plan) if f.name != "clients"}
+    plan = round_plan(ids, dropouts=dropouts, **settings)
     members = frozenset(int(c) for c in ids)
     silent_from = _silences(members, dropouts)
     rng = None if plan.seed is None else np.random.default_rng(plan.seed)
