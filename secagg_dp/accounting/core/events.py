@@ -80,6 +80,27 @@ class PrivacyEvent:
         return out
 
 
+# How each numeric field of the noise events is checked: counts >= 1, noise scales > 0, sensitivities >= 0.
+_FIELD_CHECKS: dict[str, Callable[[str, Any], Any]] = {
+    "n_clients": lambda name, v: check_int(name, v, lo=1),
+    "dim": lambda name, v: check_int(name, v, lo=1),
+    "sigma": lambda name, v: check_real(name, v, lo=0.0, lo_open=True),
+    "variance": lambda name, v: check_real(name, v, lo=0.0, lo_open=True),
+    "l2_sensitivity": lambda name, v: check_real(name, v, lo=0.0),
+    "l1_sensitivity": lambda name, v: check_real(name, v, lo=0.0),
+}
+
+
+def _check_fields(event: Any) -> None:
+    """Replace each numeric field of the frozen dataclass ``event``, in field order, by its checked value
+    (:data:`_FIELD_CHECKS`), then check its neighbouring relation."""
+    for f in dataclasses.fields(event):
+        check = _FIELD_CHECKS.get(f.name)
+        if check is not None:
+            object.__setattr__(event, f.name, check(f.name, getattr(event, f.name)))
+    check_neighbouring(event.neighbouring)
+
+
 @dataclass(frozen=True)
 class _SigmaEvent(PrivacyEvent):
     """Fields and checks the two Gaussian events share: scale σ > 0, L2 sensitivity Δ₂ >= 0, the relation."""
@@ -89,9 +110,7 @@ class _SigmaEvent(PrivacyEvent):
     neighbouring: str
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sigma", check_real("sigma", self.sigma, lo=0.0, lo_open=True))
-        object.__setattr__(self, "l2_sensitivity", check_real("l2_sensitivity", self.l2_sensitivity, lo=0.0))
-        check_neighbouring(self.neighbouring)
+        _check_fields(self)
 
 
 @dataclass(frozen=True)
@@ -131,12 +150,7 @@ class DistributedDiscreteGaussian(PrivacyEvent):
     neighbouring: str
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "n_clients", check_int("n_clients", self.n_clients, lo=1))
-        object.__setattr__(self, "sigma", check_real("sigma", self.sigma, lo=0.0, lo_open=True))
-        object.__setattr__(self, "dim", check_int("dim", self.dim, lo=1))
-        object.__setattr__(self, "l2_sensitivity", check_real("l2_sensitivity", self.l2_sensitivity, lo=0.0))
-        object.__setattr__(self, "l1_sensitivity", check_real("l1_sensitivity", self.l1_sensitivity, lo=0.0))
-        check_neighbouring(self.neighbouring)
+        _check_fields(self)
 
     def rdp(self, orders: Any) -> np.ndarray:
         return _rdp.ddg_rdp(orders, self.n_clients, self.sigma, self.dim, self.l2_sensitivity, self.l1_sensitivity)
@@ -155,10 +169,7 @@ class Skellam(PrivacyEvent):
     neighbouring: str
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "variance", check_real("variance", self.variance, lo=0.0, lo_open=True))
-        object.__setattr__(self, "l2_sensitivity", check_real("l2_sensitivity", self.l2_sensitivity, lo=0.0))
-        object.__setattr__(self, "l1_sensitivity", check_real("l1_sensitivity", self.l1_sensitivity, lo=0.0))
-        check_neighbouring(self.neighbouring)
+        _check_fields(self)
 
     def rdp(self, orders: Any) -> np.ndarray:
         return _rdp.skellam_rdp(orders, self.variance, self.l2_sensitivity, self.l1_sensitivity)
