@@ -91,26 +91,26 @@ _FIELD_CHECKS: dict[str, Callable[[str, Any], Any]] = {
 }
 
 
-def _check_fields(event: Any) -> None:
-    """Replace each numeric field of the frozen dataclass ``event``, in field order, by its checked value
-    (:data:`_FIELD_CHECKS`), then check its neighbouring relation."""
-    for f in dataclasses.fields(event):
-        check = _FIELD_CHECKS.get(f.name)
-        if check is not None:
-            object.__setattr__(event, f.name, check(f.name, getattr(event, f.name)))
-    check_neighbouring(event.neighbouring)
+class _NoiseEvent(PrivacyEvent):
+    """Base of the noise events (Gaussian, discrete Gaussian, DDG, Skellam): their fields are checked alike."""
+
+    def __post_init__(self) -> None:
+        """Replace each numeric field, in field order, by its checked value (:data:`_FIELD_CHECKS`), then check
+        the neighbouring relation."""
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            check = _FIELD_CHECKS.get(f.name)
+            if check is not None:
+                object.__setattr__(self, f.name, check(f.name, getattr(self, f.name)))
+        check_neighbouring(self.neighbouring)
 
 
 @dataclass(frozen=True)
-class _SigmaEvent(PrivacyEvent):
+class _SigmaEvent(_NoiseEvent):
     """Fields and checks the two Gaussian events share: scale σ > 0, L2 sensitivity Δ₂ >= 0, the relation."""
 
     sigma: float
     l2_sensitivity: float
     neighbouring: str
-
-    def __post_init__(self) -> None:
-        _check_fields(self)
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ class DiscreteGaussian(_SigmaEvent):
 
 
 @dataclass(frozen=True)
-class DistributedDiscreteGaussian(PrivacyEvent):
+class DistributedDiscreteGaussian(_NoiseEvent):
     """Sum of n independent N_Z(0, σ²)^d shares on an integer query with L2/L1 sensitivities Δ₂, Δ₁.
 
     Kairouz, Liu & Steinke 2021, Prop. 14 with Thm 1 (see :func:`secagg_dp.accounting.core.rdp.ddg_rdp`).
@@ -149,15 +149,12 @@ class DistributedDiscreteGaussian(PrivacyEvent):
     l1_sensitivity: float
     neighbouring: str
 
-    def __post_init__(self) -> None:
-        _check_fields(self)
-
     def rdp(self, orders: Any) -> np.ndarray:
         return _rdp.ddg_rdp(orders, self.n_clients, self.sigma, self.dim, self.l2_sensitivity, self.l1_sensitivity)
 
 
 @dataclass(frozen=True)
-class Skellam(PrivacyEvent):
+class Skellam(_NoiseEvent):
     """Skellam noise of total variance μ per coordinate on an integer query (Agarwal, Kairouz & Liu 2021).
 
     ε(α) = αΔ₂²/(2μ) + min{((2α−1)Δ₂² + 6Δ₁)/(4μ²), 3Δ₁/(2μ)}; n clients of variance v give μ = n·v.
@@ -167,9 +164,6 @@ class Skellam(PrivacyEvent):
     l2_sensitivity: float
     l1_sensitivity: float
     neighbouring: str
-
-    def __post_init__(self) -> None:
-        _check_fields(self)
 
     def rdp(self, orders: Any) -> np.ndarray:
         return _rdp.skellam_rdp(orders, self.variance, self.l2_sensitivity, self.l1_sensitivity)
