@@ -91,8 +91,10 @@ _FIELD_CHECKS: dict[str, Callable[[str, Any], Any]] = {
 }
 
 
-class _NoiseEvent(PrivacyEvent):
-    """Base of the noise events (Gaussian, discrete Gaussian, DDG, Skellam): their fields are checked alike."""
+class _CheckedFields:
+    """Mixin of the noise events (Gaussian, discrete Gaussian, DDG, Skellam): their fields are checked alike."""
+
+    neighbouring: str
 
     def __post_init__(self) -> None:
         """Replace each numeric field, in field order, by its checked value (:data:`_FIELD_CHECKS`), then check
@@ -105,7 +107,7 @@ class _NoiseEvent(PrivacyEvent):
 
 
 @dataclass(frozen=True)
-class _SigmaEvent(_NoiseEvent):
+class _SigmaEvent(_CheckedFields, PrivacyEvent):
     """Fields and checks the two Gaussian events share: scale σ > 0, L2 sensitivity Δ₂ >= 0, the relation."""
 
     sigma: float
@@ -135,7 +137,7 @@ class DiscreteGaussian(_SigmaEvent):
 
 
 @dataclass(frozen=True)
-class DistributedDiscreteGaussian(_NoiseEvent):
+class DistributedDiscreteGaussian(_CheckedFields, PrivacyEvent):
     """Sum of n independent N_Z(0, σ²)^d shares on an integer query with L2/L1 sensitivities Δ₂, Δ₁.
 
     Kairouz, Liu & Steinke 2021, Prop. 14 with Thm 1 (see :func:`secagg_dp.accounting.core.rdp.ddg_rdp`).
@@ -154,7 +156,7 @@ class DistributedDiscreteGaussian(_NoiseEvent):
 
 
 @dataclass(frozen=True)
-class Skellam(_NoiseEvent):
+class Skellam(_CheckedFields, PrivacyEvent):
     """Skellam noise of total variance μ per coordinate on an integer query (Agarwal, Kairouz & Liu 2021).
 
     ε(α) = αΔ₂²/(2μ) + min{((2α−1)Δ₂² + 6Δ₁)/(4μ²), 3Δ₁/(2μ)}; n clients of variance v give μ = n·v.

@@ -112,13 +112,14 @@ SHUFFLE_BOUNDS: Mapping[str, tuple[_Curve, bool, str, str]] = MappingProxyType(
 )
 
 
-class _ShuffledRound(PrivacyEvent):
-    """What the two shuffle rounds share: ``n`` users, the randomizer's parameter (the field named by
+class _ShuffledRound:
+    """Mixin of the two shuffle rounds, what they share: ``n`` users, the randomizer's parameter (the field named by
     ``_PARAMETER``), an optional check-in rate ``gamma``; their checks and their description."""
 
     _PARAMETER: ClassVar[str]
     n: int
     gamma: float | None
+    neighbouring: str
 
     def __post_init__(self) -> None:
         """``n`` >= 1, the randomizer's parameter > 0, ``gamma`` in (0, 1] when given, relation ``replace-one``."""
@@ -139,7 +140,7 @@ class _ShuffledRound(PrivacyEvent):
 
 
 @dataclass(frozen=True)
-class ShuffleRound(_ShuffledRound):
+class ShuffleRound(_ShuffledRound, PrivacyEvent):
     """One round of the shuffle model with Gaussian randomizers (Liew & Takahashi 2022; Liew, Hasegawa &
     Takahashi 2022).
 
@@ -159,7 +160,7 @@ class ShuffleRound(_ShuffledRound):
 
 
 @dataclass(frozen=True)
-class LDPShuffleRound(_ShuffledRound):
+class LDPShuffleRound(_ShuffledRound, PrivacyEvent):
     """One round of the shuffle model with pure ``eps0``-LDP randomizers (the self check-in draft of Liew,
     Hasegawa & Takahashi): each of ``n`` users reports through an eps0-DP local randomizer and the reports are
     shuffled; with ``gamma``, each user checks in independently with probability gamma. Neighbouring relation:
