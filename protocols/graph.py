@@ -100,7 +100,7 @@ class RosterGraph:
             self._ids.flags.writeable = False
         return self._ids
 
-    def _build(self) -> None:
+    def _build(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The whole-ring arrays, O(n): pi on every rank (vectorised), and its inverse by scattering."""
         ring_pos = self.perm.forward(np.arange(self.n)) if self.perm else np.zeros(0, dtype=np.int64)
         rank_at = np.empty(self.n, dtype=np.int64)
@@ -109,50 +109,48 @@ class RosterGraph:
         for arr in (ring_pos, rank_at, order):
             arr.flags.writeable = False
         self._ring_pos, self._rank_at, self._order = ring_pos, rank_at, order
+        return ring_pos, rank_at, order
+
+    def _ring(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rank -> ring position, ring position -> rank, ring position -> id) for the whole ring, built on
+        first use."""
+        if self._ring_pos is not None and self._rank_at is not None and self._order is not None:
+            return self._ring_pos, self._rank_at, self._order
+        return self._build()
 
     @property
     def order(self) -> np.ndarray:
         """Ring position -> client id, for the whole ring (O(n), built on first use)."""
-        if self._order is None:
-            self._build()
-        assert self._order is not None  # built above (for the type checker)
-        return self._order
+        return self._ring()[2]
 
     @property
     def ring_pos(self) -> np.ndarray:
         """Rank among the sorted ids -> ring position, for the whole ring (O(n), built on first use)."""
-        if self._ring_pos is None:
-            self._build()
-        assert self._ring_pos is not None  # built above (for the type checker)
-        return self._ring_pos
+        return self._ring()[0]
 
     def _bulk(self, count: int) -> bool:
         """Whether ``count`` lookups should go through the whole-ring arrays: when they exist, or when the
         lookups are a good part of the ring (the server's); a client's O(k) lookups use pi directly."""
         return self._ring_pos is not None or 8 * count >= self.n
 
-    def position_of(self, ranks: np.ndarray | Sequence[int]) -> np.ndarray:
-        """Ring positions of the clients of the given ranks among the sorted ids (pi, element-wise)."""
-        r = np.asarray(ranks, dtype=np.int64).reshape(-1)
-        if self._bulk(r.size):
-            out: np.ndarray = self.ring_pos[r]
+    def _pi(self, arg: str, values: np.ndarray | Sequence[int], inverse: bool) -> np.ndarray:
+        """pi (``inverse=False``: rank -> ring position) or pi^-1, element-wise on ``values`` (argument ``arg``):
+        through the whole-ring array when :meth:`_bulk` says so, else through the permutation itself."""
+        v = np.asarray(values, dtype=np.int64).reshape(-1)
+        if self._bulk(v.size):
+            out: np.ndarray = self._ring()[int(inverse)][v]
             return out
         if self.perm is None:
-            raise ParameterError("Argument 'ranks' must be empty for an empty roster.")
-        return self.perm.forward(r)
+            raise ParameterError(f"Argument '{arg}' must be empty for an empty roster.")
+        return self.perm.inverse(v) if inverse else self.perm.forward(v)
+
+    def position_of(self, ranks: np.ndarray | Sequence[int]) -> np.ndarray:
+        """Ring positions of the clients of the given ranks among the sorted ids (pi, element-wise)."""
+        return self._pi("ranks", ranks, inverse=False)
 
     def rank_at(self, positions: np.ndarray | Sequence[int]) -> np.ndarray:
         """Ranks among the sorted ids of the clients at the given ring positions (pi^-1, element-wise)."""
-        p = np.asarray(positions, dtype=np.int64).reshape(-1)
-        if self._bulk(p.size):
-            if self._rank_at is None:
-                self._build()
-            assert self._rank_at is not None  # built above (for the type checker)
-            out: np.ndarray = self._rank_at[p]
-            return out
-        if self.perm is None:
-            raise ParameterError("Argument 'positions' must be empty for an empty roster.")
-        return self.perm.inverse(p)
+        return self._pi("positions", positions, inverse=True)
 
     def at(self, positions: np.ndarray | Sequence[int]) -> np.ndarray:
         """Ids of the clients at the given ring positions."""

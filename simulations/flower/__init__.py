@@ -12,19 +12,7 @@ from typing import Any
 
 from simulations.flower.core import FlowerDPConfig, client_generator, encode_update, ideal_round, round_event
 
-__all__ = [
-    "FlowerDPConfig",
-    "client_generator",
-    "encode_update",
-    "ideal_round",
-    "round_event",
-    "secagg_dp_mod",
-    "make_secagg_dp_mod",
-    "SecAggDPWorkflow",
-    "FlowerClientPool",
-    "FlowerRound",
-]
-
+# the Flower-facing names, each with its module, imported on first use by __getattr__ below
 _LAZY = {
     "secagg_dp_mod": "simulations.flower.client",
     "make_secagg_dp_mod": "simulations.flower.client",
@@ -32,6 +20,8 @@ _LAZY = {
     "FlowerClientPool": "simulations.flower.server",
     "FlowerRound": "simulations.flower.server",
 }
+
+__all__ = ["FlowerDPConfig", "client_generator", "encode_update", "ideal_round", "round_event", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

@@ -16,7 +16,7 @@ The L1 bound defaults to Delta_2 * min(sqrt(d), Delta_2): an integer vector of L
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from secagg_dp._validate import check_int, check_real
 from secagg_dp.accounting.checkin.bases import GaussianSum
@@ -46,6 +46,20 @@ class DPPlanLike(Protocol):
     def l1_sensitivity(self) -> float: ...
     @property
     def padded_dim(self) -> int: ...
+
+
+class _ClientBounds(TypedDict):
+    """The codec's bounds on one encoded vector (a client's update, or one sample's gradient with local steps) and
+    the padded dimension, as both plan builders pass them on."""
+
+    l2_sensitivity: float
+    l1_sensitivity: float
+    dim: int
+
+
+def _client_bounds(plan: DPPlanLike) -> _ClientBounds:
+    """``plan``'s L2 and L1 sensitivities on the grid and its padded dimension."""
+    return _ClientBounds(l2_sensitivity=plan.l2_sensitivity, l1_sensitivity=plan.l1_sensitivity, dim=plan.padded_dim)
 
 
 def checkin_provider(
@@ -105,14 +119,7 @@ def plan_checkin_provider(
     ``plan.padded_dim``. ``mechanism`` defaults to the plan's."""
     name = str(plan.mechanism) if mechanism is None else mechanism
     return checkin_provider(
-        name,
-        n,
-        sigma=plan.sigma_int,
-        l2_sensitivity=plan.l2_sensitivity,
-        l1_sensitivity=plan.l1_sensitivity,
-        dim=plan.padded_dim,
-        local_steps=local_steps,
-        sample_rate=sample_rate,
+        name, n, sigma=plan.sigma_int, **_client_bounds(plan), local_steps=local_steps, sample_rate=sample_rate
     )
 
 
@@ -127,9 +134,7 @@ def plan_enforced_provider(
     return enforced_checkin_provider(
         n,
         target_variance=noise.target_variance,
-        l2_sensitivity=plan.l2_sensitivity,
-        l1_sensitivity=plan.l1_sensitivity,
-        dim=plan.padded_dim,
+        **_client_bounds(plan),
         tolerance=noise.tolerance,
         roster_rate=roster_rate,
         sum_rate=sum_rate,

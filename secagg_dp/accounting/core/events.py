@@ -80,18 +80,39 @@ class PrivacyEvent:
         return out
 
 
+# How each numeric field of the noise events is checked: counts >= 1, noise scales > 0, sensitivities >= 0.
+_FIELD_CHECKS: dict[str, Callable[[str, Any], Any]] = {
+    "n_clients": lambda name, v: check_int(name, v, lo=1),
+    "dim": lambda name, v: check_int(name, v, lo=1),
+    "sigma": lambda name, v: check_real(name, v, lo=0.0, lo_open=True),
+    "variance": lambda name, v: check_real(name, v, lo=0.0, lo_open=True),
+    "l2_sensitivity": lambda name, v: check_real(name, v, lo=0.0),
+    "l1_sensitivity": lambda name, v: check_real(name, v, lo=0.0),
+}
+
+
+class _CheckedFields:
+    """Mixin of the noise events (Gaussian, discrete Gaussian, DDG, Skellam): their fields are checked alike."""
+
+    neighbouring: str
+
+    def __post_init__(self) -> None:
+        """Replace each numeric field, in field order, by its checked value (:data:`_FIELD_CHECKS`), then check
+        the neighbouring relation."""
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            check = _FIELD_CHECKS.get(f.name)
+            if check is not None:
+                object.__setattr__(self, f.name, check(f.name, getattr(self, f.name)))
+        check_neighbouring(self.neighbouring)
+
+
 @dataclass(frozen=True)
-class _SigmaEvent(PrivacyEvent):
+class _SigmaEvent(_CheckedFields, PrivacyEvent):
     """Fields and checks the two Gaussian events share: scale σ > 0, L2 sensitivity Δ₂ >= 0, the relation."""
 
     sigma: float
     l2_sensitivity: float
     neighbouring: str
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "sigma", check_real("sigma", self.sigma, lo=0.0, lo_open=True))
-        object.__setattr__(self, "l2_sensitivity", check_real("l2_sensitivity", self.l2_sensitivity, lo=0.0))
-        check_neighbouring(self.neighbouring)
 
 
 @dataclass(frozen=True)
@@ -116,7 +137,7 @@ class DiscreteGaussian(_SigmaEvent):
 
 
 @dataclass(frozen=True)
-class DistributedDiscreteGaussian(PrivacyEvent):
+class DistributedDiscreteGaussian(_CheckedFields, PrivacyEvent):
     """Sum of n independent N_Z(0, σ²)^d shares on an integer query with L2/L1 sensitivities Δ₂, Δ₁.
 
     Kairouz, Liu & Steinke 2021, Prop. 14 with Thm 1 (see :func:`secagg_dp.accounting.core.rdp.ddg_rdp`).
@@ -130,20 +151,12 @@ class DistributedDiscreteGaussian(PrivacyEvent):
     l1_sensitivity: float
     neighbouring: str
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "n_clients", check_int("n_clients", self.n_clients, lo=1))
-        object.__setattr__(self, "sigma", check_real("sigma", self.sigma, lo=0.0, lo_open=True))
-        object.__setattr__(self, "dim", check_int("dim", self.dim, lo=1))
-        object.__setattr__(self, "l2_sensitivity", check_real("l2_sensitivity", self.l2_sensitivity, lo=0.0))
-        object.__setattr__(self, "l1_sensitivity", check_real("l1_sensitivity", self.l1_sensitivity, lo=0.0))
-        check_neighbouring(self.neighbouring)
-
     def rdp(self, orders: Any) -> np.ndarray:
         return _rdp.ddg_rdp(orders, self.n_clients, self.sigma, self.dim, self.l2_sensitivity, self.l1_sensitivity)
 
 
 @dataclass(frozen=True)
-class Skellam(PrivacyEvent):
+class Skellam(_CheckedFields, PrivacyEvent):
     """Skellam noise of total variance μ per coordinate on an integer query (Agarwal, Kairouz & Liu 2021).
 
     ε(α) = αΔ₂²/(2μ) + min{((2α−1)Δ₂² + 6Δ₁)/(4μ²), 3Δ₁/(2μ)}; n clients of variance v give μ = n·v.
@@ -153,12 +166,6 @@ class Skellam(PrivacyEvent):
     l2_sensitivity: float
     l1_sensitivity: float
     neighbouring: str
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "variance", check_real("variance", self.variance, lo=0.0, lo_open=True))
-        object.__setattr__(self, "l2_sensitivity", check_real("l2_sensitivity", self.l2_sensitivity, lo=0.0))
-        object.__setattr__(self, "l1_sensitivity", check_real("l1_sensitivity", self.l1_sensitivity, lo=0.0))
-        check_neighbouring(self.neighbouring)
 
     def rdp(self, orders: Any) -> np.ndarray:
         return _rdp.skellam_rdp(orders, self.variance, self.l2_sensitivity, self.l1_sensitivity)

@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -112,8 +112,35 @@ SHUFFLE_BOUNDS: Mapping[str, tuple[_Curve, bool, str, str]] = MappingProxyType(
 )
 
 
+class _ShuffledRound:
+    """Mixin of the two shuffle rounds, what they share: ``n`` users, the randomizer's parameter (the field named by
+    ``_PARAMETER``), an optional check-in rate ``gamma``; their checks and their description."""
+
+    _PARAMETER: ClassVar[str]
+    n: int
+    gamma: float | None
+    neighbouring: str
+
+    def __post_init__(self) -> None:
+        """``n`` >= 1, the randomizer's parameter > 0, ``gamma`` in (0, 1] when given, relation ``replace-one``."""
+        scale = self._PARAMETER
+        object.__setattr__(self, "n", check_int("n", self.n, lo=1))
+        object.__setattr__(self, scale, check_real(scale, getattr(self, scale), lo=0.0, lo_open=True))
+        if self.gamma is not None:
+            object.__setattr__(self, "gamma", check_real("gamma", self.gamma, lo=0.0, hi=1.0, lo_open=True))
+        if self.neighbouring != "replace-one":
+            raise ParameterError(
+                f"Argument 'neighbouring' must be 'replace-one' for a shuffle round, not {self.neighbouring!r}."
+            )
+
+    def describe(self) -> dict[str, Any]:
+        """Type name, ``n``, the randomizer's parameter and ``gamma`` (the relation is always replace-one)."""
+        scale = self._PARAMETER
+        return {"type": type(self).__name__, "n": self.n, scale: getattr(self, scale), "gamma": self.gamma}
+
+
 @dataclass(frozen=True)
-class ShuffleRound(PrivacyEvent):
+class ShuffleRound(_ShuffledRound, PrivacyEvent):
     """One round of the shuffle model with Gaussian randomizers (Liew & Takahashi 2022; Liew, Hasegawa &
     Takahashi 2022).
 
@@ -125,20 +152,15 @@ class ShuffleRound(PrivacyEvent):
     only ``"gaussian-upper"`` and ``"checkin-upper"`` are upper bounds.
     """
 
+    _PARAMETER: ClassVar[str] = "sigma"
     n: int
     sigma: float
     gamma: float | None = None
     neighbouring: str = "replace-one"
 
-    def __post_init__(self) -> None:
-        _check_round(self, "sigma")
-
-    def describe(self) -> dict[str, Any]:
-        return {"type": type(self).__name__, "n": self.n, "sigma": self.sigma, "gamma": self.gamma}
-
 
 @dataclass(frozen=True)
-class LDPShuffleRound(PrivacyEvent):
+class LDPShuffleRound(_ShuffledRound, PrivacyEvent):
     """One round of the shuffle model with pure ``eps0``-LDP randomizers (the self check-in draft of Liew,
     Hasegawa & Takahashi): each of ``n`` users reports through an eps0-DP local randomizer and the reports are
     shuffled; with ``gamma``, each user checks in independently with probability gamma. Neighbouring relation:
@@ -146,29 +168,11 @@ class LDPShuffleRound(PrivacyEvent):
     :data:`LDP_SHUFFLE_BOUNDS`) or ``observer="server"`` says which RDP curve is used.
     """
 
+    _PARAMETER: ClassVar[str] = "eps0"
     n: int
     eps0: float
     gamma: float | None = None
     neighbouring: str = "replace-one"
-
-    def __post_init__(self) -> None:
-        _check_round(self, "eps0")
-
-    def describe(self) -> dict[str, Any]:
-        return {"type": type(self).__name__, "n": self.n, "eps0": self.eps0, "gamma": self.gamma}
-
-
-def _check_round(event: ShuffleRound | LDPShuffleRound, scale: str) -> None:
-    """The checks both shuffle rounds share: ``n`` >= 1, the randomizer's parameter ``scale`` > 0, ``gamma`` in
-    (0, 1] when given, relation ``replace-one``."""
-    object.__setattr__(event, "n", check_int("n", event.n, lo=1))
-    object.__setattr__(event, scale, check_real(scale, getattr(event, scale), lo=0.0, lo_open=True))
-    if event.gamma is not None:
-        object.__setattr__(event, "gamma", check_real("gamma", event.gamma, lo=0.0, hi=1.0, lo_open=True))
-    if event.neighbouring != "replace-one":
-        raise ParameterError(
-            f"Argument 'neighbouring' must be 'replace-one' for a shuffle round, not {event.neighbouring!r}."
-        )
 
 
 def _ldp_draft(upper: bool) -> _Curve:
