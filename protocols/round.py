@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import inspect
 import os
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
 
 import numpy as np
 
@@ -360,14 +358,6 @@ def round_plan(
     )
 
 
-def _plan_settings(target: Callable[..., object], plan: RoundPlan) -> dict[str, Any]:
-    """The fields of ``plan`` that ``target`` takes as parameters of the same name: for :func:`round_plan`
-    every field but ``clients`` (it counts the ids itself), for :class:`SecAggServer` bits, dim, threshold,
-    neighbours, security, round_id and noise. One rule, so no setting of the plan is left out by hand."""
-    params = inspect.signature(target).parameters
-    return {f.name: getattr(plan, f.name) for f in fields(plan) if f.name in params}
-
-
 def run_plan(
     pool: ClientPool,
     ids: Sequence[int],
@@ -382,7 +372,9 @@ def run_plan(
     server and the transport (with ``faults``, if given) run here. ``dropouts`` maps a stage to the clients
     silent from it on. A seeded plan (``plan.seed``) derives every key, nonce and the delivery order from
     (seed, round id): every pool then gives the same result as :class:`~protocols.pool.InProcessClientPool`."""
-    plan = round_plan(ids, dropouts=dropouts, **_plan_settings(round_plan, plan))
+    # every field of the plan is a round_plan argument of the same name, but 'clients' (len(ids) here)
+    settings = {f.name: getattr(plan, f.name) for f in fields(plan) if f.name != "clients"}
+    plan = round_plan(ids, dropouts=dropouts, **settings)
     members = frozenset(int(c) for c in ids)
     silent_from = _silences(members, dropouts)
     rng = None if plan.seed is None else np.random.default_rng(plan.seed)
@@ -392,7 +384,17 @@ def run_plan(
         if set(keys) != members:
             raise ProtocolError("the client pool returned identity keys for other clients than the round's")
         registry = KeyRegistry(keys)
-    server = SecAggServer(registry=registry, source=plan.server_source(), **_plan_settings(SecAggServer, plan))
+    server = SecAggServer(
+        bits=plan.bits,
+        dim=plan.dim,
+        threshold=plan.threshold,
+        neighbours=plan.neighbours,
+        security=plan.security,
+        registry=registry,
+        round_id=plan.round_id,
+        source=plan.server_source(),
+        noise=plan.noise,
+    )
     pool.start(plan, registry, silent_from)
     return drive_round(server, pool, InProcessTransport(rng=rng, faults=faults, keep_log=False))
 
