@@ -59,6 +59,18 @@ class Mechanism:
     def __str__(self) -> str:
         return self.name
 
+    def __eq__(self, other: object) -> bool:
+        """Equal to the same mechanism and to its name (``Mechanism("ddg") == "ddg"``), so that code still
+        comparing the config's string does not get a silent False."""
+        if isinstance(other, Mechanism):
+            return self.name == other.name
+        if isinstance(other, str):
+            return self.name == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
     @property
     def infinitely_divisible(self) -> bool:
         """True for Skellam (a sum of independent symmetric Skellam variables is one, Skellam 1946), False for

@@ -28,6 +28,9 @@ def test_mechanism_is_validated_and_frozen() -> None:
         m.name = "ddg"  # type: ignore[misc]
     assert m.infinitely_divisible and not Mechanism("ddg").infinitely_divisible
     assert str(m) == "skellam" and Mechanism("ddg") == Mechanism("ddg")
+    # equal to its name (and hashed like it), never silently unequal to the string it was made from
+    assert m == "skellam" and "skellam" == m and m != "ddg" and m != Mechanism("ddg") and m != 3
+    assert {m: 1}["skellam"] == 1 and len({m, Mechanism("skellam")}) == 1
 
 
 @pytest.mark.parametrize("name", MECHANISMS)
