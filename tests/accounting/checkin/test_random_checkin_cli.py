@@ -112,7 +112,7 @@ def test_calibrate_meets_the_target(capsys: pytest.CaptureFixture[str]) -> None:
 def test_analyst_gets_the_smaller_of_pld_and_the_amplified_rdp(capsys: pytest.CaptureFixture[str]) -> None:
     """Distributed Gaussian: the analyst's PLD is the server's; without --method the analyst is reported the
     smaller of it and the RDP curve amplified by the epoch coin, each as its own method asked for explicitly."""
-    flags = ["account", "random-checkin", "--n", "2000", "--gamma", "0.02", "--epoch-rounds", "20"]
+    flags = ["account", "random-checkin", "--n", "500", "--gamma", "0.02", "--epoch-rounds", "10"]
     flags += ["--sigma", "1", "--epochs", "5", "--delta", "1e-5", "--noise", "distributed", "--json"]
     auto = _run(capsys, *flags)
     pld = _run(capsys, *flags, "--method", "pld")
