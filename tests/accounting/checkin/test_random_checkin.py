@@ -179,7 +179,15 @@ def test_decomposition_alone_with_an_exact_base(n: int, gamma: float, m: int, b:
 
 @pytest.mark.parametrize(
     ("n", "gamma", "m", "b"),
-    [(3, 0.5, 2, 1), (3, 0.2, 2, 1), (3, 0.6, 2, 2), pytest.param(4, 0.3, 2, 1, marks=pytest.mark.slow)],
+    [
+        (3, 0.5, 2, 1),
+        (3, 0.2, 2, 1),
+        (3, 0.6, 2, 2),
+        pytest.param(4, 0.3, 2, 1, marks=pytest.mark.slow),
+        # the closest of a sweep of 120 settings (n <= 4, m <= 3, b <= 2, five gammas, three variances): every
+        # client in both rounds, gamma near 1; the margin to the exact divergence is about 0.06 here
+        (4, 0.95, 2, 2),
+    ],
 )
 def test_analyst_amplification_alone_with_an_exact_base(n: int, gamma: float, m: int, b: int) -> None:
     """With the exact per-k divergence as the base, the analyst's curve (epoch coin, Wang, Balle &
