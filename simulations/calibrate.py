@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from secagg_dp.errors import ConfigError, ParameterError
+from secagg_dp.errors import ConfigError, ParameterError, PrivacyBudgetExceeded
 from simulations.config import NO_NOISE, SimConfig
 
 __all__ = ["Calibration", "calibrate", "calibrate_noise", "planned_epsilon", "Z_MIN", "Z_MAX", "REL_TOL"]
@@ -206,7 +206,12 @@ def _largest_accepted(lo: float, hi: float, eps: Any) -> float:
 
 def _done(cfg: SimConfig, z: float, e: float, evaluations: int) -> tuple[SimConfig, Calibration]:
     priv = cfg.privacy
-    assert priv.target_epsilon is not None and e <= priv.target_epsilon  # the invariant: z meets the target
+    if priv.target_epsilon is None or not e <= priv.target_epsilon:  # the invariant: z meets the target
+        # checked, not asserted: under `python -O` an assert would vanish and an unmet target pass silently
+        raise PrivacyBudgetExceeded(
+            f"Calibration ended at noise multiplier {z:g} with certified epsilon {e:g}, above "
+            f"privacy.target_epsilon = {priv.target_epsilon}: refusing to run with it."
+        )
     cal = Calibration(
         target_epsilon=priv.target_epsilon,
         observer=priv.observer,

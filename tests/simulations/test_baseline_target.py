@@ -307,3 +307,16 @@ def test_baseline_with_random_checkins_has_the_same_participation(tmp_path):
     assert base["privacy"]["epsilon"] is None
     assert [r["included"] for r in base["rounds"]] == [r["included"] for r in saved["rounds"]]
     assert saved["privacy"]["participation"] == "random-checkin" and saved["privacy"]["epochs"] == 2
+
+
+def test_calibration_post_condition_is_checked_not_asserted():
+    """The last step refuses a noise multiplier whose certificate misses the target with an error that survives
+    ``python -O`` (an assert would not), and accepts one that meets it."""
+    from secagg_dp.errors import PrivacyBudgetExceeded
+    from simulations.calibrate import _done
+
+    cfg = small_config(rounds=2, privacy={"target_epsilon": 3.0})
+    with pytest.raises(PrivacyBudgetExceeded, match="target_epsilon"):
+        _done(cfg, 1.5, 3.01, 7)
+    done, cal = _done(cfg, 1.5, 2.99, 7)
+    assert done.privacy.noise_multiplier == 1.5 and cal.epsilon == 2.99
