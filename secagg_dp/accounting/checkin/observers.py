@@ -27,6 +27,7 @@ Neighbouring relation: the base mechanism's (``replace-one`` at the client level
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -42,6 +43,13 @@ from secagg_dp.accounting.checkin.mixture import (
 )
 from secagg_dp.accounting.checkin.tails import log_binom_pmf
 from secagg_dp.accounting.core.logspace import log_expm1
+
+
+class _HonestShares(Protocol):
+    """What :class:`~secagg_dp.accounting.checkin.coalition.Coalition` offers here (that module imports this one)."""
+
+    def k_eff(self, k: np.ndarray) -> np.ndarray: ...
+
 
 __all__ = ["server_view_provider", "server_certificate", "server_ex_post_certificate", "server_ex_post_log_moment"]
 
@@ -79,16 +87,33 @@ def _relabel(cert: CheckinCertificate, *, observer: str) -> CheckinCertificate:
 
 @dataclass(frozen=True)
 class _Shifted:
-    """log expm1((lam-1) eps_base,1+k'): the base at one more participant (the target), for the ex-post sum."""
+    """log expm1((lam-1) eps_base,k_eff(1+k')): the base at one more participant (the target), for the ex-post
+    sum and the random check-in moments; ``coalition`` (anything with ``k_eff``, non-decreasing) maps the count
+    to the coalition's honest noise shares."""
 
     mechanism: BaseMechanism
-    neighbouring: str
+    neighbouring: str = "replace-one"
+    coalition: _HonestShares | None = None
+
+    def _k(self, k: np.ndarray) -> np.ndarray:
+        kk = np.atleast_1d(np.asarray(k, dtype=np.float64)) + 1.0
+        return self.coalition.k_eff(kk) if self.coalition is not None else kk
 
     def log_expm1_upper(self, k_lo: np.ndarray, k_hi: np.ndarray, orders: np.ndarray) -> np.ndarray:
-        k_lo = np.asarray(k_lo, dtype=np.float64) + 1.0
-        k_hi = np.asarray(k_hi, dtype=np.float64) + 1.0
-        orders = np.asarray(orders, dtype=np.int64)
-        return log_expm1((orders[None, :] - 1.0) * self.mechanism.rdp_upper(k_lo, k_hi, orders))
+        o = np.asarray(orders, dtype=np.int64)
+        return log_expm1((o[None, :] - 1.0) * self.mechanism.rdp_upper(self._k(k_lo), self._k(k_hi), o))
+
+
+def _shifted_log_moment(shifted: _Shifted, others: int, p: float, orders: np.ndarray) -> np.ndarray:
+    """Upper bound on log E[f(1 + Bin(others, p))], f(k) = e^{(lam-1) eps_base,k}: 1 + E[expm1(.)], the
+    Bin = 0 term exact and the rest by :func:`checkin_mixture` (an upper bound)."""
+    zero = np.array([0.0])
+    head = shifted.log_expm1_upper(zero, zero, orders)[0]
+    if others == 0 or p == 0.0:
+        return np.asarray(np.logaddexp(0.0, head), dtype=np.float64)
+    head = head + float(log_binom_pmf(others, zero, p)[0])
+    tail = checkin_mixture(shifted, others, p, orders).log_sm1
+    return np.asarray(np.logaddexp(0.0, np.logaddexp(head, tail)), dtype=np.float64)
 
 
 def server_ex_post_log_moment(
@@ -106,15 +131,7 @@ def server_ex_post_log_moment(
     n = check_int("n", n, lo=1)
     gamma = check_probability("gamma", gamma)
     orders = np.asarray(orders, dtype=np.int64)
-    shifted = _Shifted(mechanism, neighbouring)
-    one = np.array([0.0])
-    head = log_binom_pmf(n - 1, one, gamma)[0] + shifted.log_expm1_upper(one, one, orders)[0]
-    if n > 1:
-        tail = checkin_mixture(shifted, n - 1, gamma, orders).log_sm1
-        log_sm1 = np.logaddexp(head, tail)
-    else:
-        log_sm1 = head
-    return np.asarray(np.logaddexp(0.0, log_sm1), dtype=np.float64)
+    return _shifted_log_moment(_Shifted(mechanism, neighbouring), n - 1, gamma, orders)
 
 
 def server_ex_post_certificate(

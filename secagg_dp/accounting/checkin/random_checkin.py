@@ -55,10 +55,10 @@ from secagg_dp.accounting.checkin.accountant import repeated_event
 from secagg_dp.accounting.checkin.bases import GaussianSum
 from secagg_dp.accounting.checkin.coalition import Coalition
 from secagg_dp.accounting.checkin.mixture import CHECKIN_ORDERS, checkin_mixture, rdp_to_epsilon
+from secagg_dp.accounting.checkin.observers import _Shifted, _shifted_log_moment
 from secagg_dp.accounting.checkin.tails import binom_window_edge, log_binom_pmf, log_binom_tail_ub
 from secagg_dp.accounting.core.accountant import Certificate, PrivacyAccountant, check_observer
 from secagg_dp.accounting.core.events import PrivacyEvent, check_neighbouring
-from secagg_dp.accounting.core.logspace import log_expm1
 from secagg_dp.accounting.core.rdp import check_orders
 from secagg_dp.errors import ParameterError
 
@@ -174,35 +174,6 @@ class RandomCheckinEpoch(PrivacyEvent):
         }
 
 
-@dataclass(frozen=True)
-class _Shifted:
-    """log expm1((lam-1) eps_base,k_eff(1+k)): the base with the target added (and the coalition's k_eff)."""
-
-    mechanism: Any
-    coalition: Coalition | None
-    neighbouring: str = "replace-one"
-
-    def _k(self, k: np.ndarray) -> np.ndarray:
-        kk = np.atleast_1d(np.asarray(k, dtype=np.float64)) + 1.0
-        return self.coalition.k_eff(kk) if self.coalition is not None else kk
-
-    def log_expm1_upper(self, k_lo: np.ndarray, k_hi: np.ndarray, orders: np.ndarray) -> np.ndarray:
-        o = np.asarray(orders, dtype=np.int64)
-        return log_expm1((o[None, :] - 1.0) * self.mechanism.rdp_upper(self._k(k_lo), self._k(k_hi), o))
-
-
-def _log_g(shifted: _Shifted, n_others: int, p: float, orders: np.ndarray) -> np.ndarray:
-    """Upper bound on log E[f(1 + Bin(N, p))], f(k) = e^{(lam-1) eps_base,k}: 1 + E[expm1(.)], the k = 0 term
-    exact and k >= 1 by :func:`~secagg_dp.accounting.checkin.mixture.checkin_mixture` (an upper bound)."""
-    zero = np.array([0.0])
-    head = shifted.log_expm1_upper(zero, zero, orders)[0]
-    if n_others == 0 or p == 0.0:
-        return np.asarray(np.logaddexp(0.0, head))
-    head = head + float(log_binom_pmf(n_others, zero, p)[0])
-    tail = checkin_mixture(shifted, n_others, p, orders).log_sm1
-    return np.asarray(np.logaddexp(0.0, np.logaddexp(head, tail)))
-
-
 def random_checkin_rdp(
     event: RandomCheckinEpoch, orders: Any = CHECKIN_ORDERS, coalition: Coalition | None = None
 ) -> npt.NDArray[np.float64]:
@@ -219,12 +190,12 @@ def _rdp_cached(
 ) -> npt.NDArray[np.float64]:
     o = np.asarray(orders, dtype=np.int64)
     n, gamma, m, b = event.clients, event.gamma, event.epoch_rounds, event.slots
-    shifted = _Shifted(event.mechanism, coalition)
+    shifted = _Shifted(event.mechanism, coalition=coalition)
     if isinstance(event.mechanism, CentralGaussian) and coalition is None:
         log_m = b * (o - 1.0) * event.mechanism.rdp_upper(np.ones(1), np.ones(1), o)[0]
     elif b == 1 or gamma == 1.0 or n == 1:  # K' ~ Bin(n-1, gamma b/m) for b = 1; N' = n-1 for gamma = 1
         p = gamma / m if b == 1 else b / m
-        log_m = (1 if b == 1 else b) * _log_g(shifted, n - 1, p, o)
+        log_m = (1 if b == 1 else b) * _shifted_log_moment(shifted, n - 1, p, o)
     else:
         log_m = _blocked_log_m(shifted, n - 1, gamma, b / m, b, o)
     lead = np.logaddexp(math.log1p(-gamma), math.log(gamma) + log_m) if gamma < 1.0 else log_m
@@ -245,7 +216,7 @@ def _blocked_log_m(shifted: _Shifted, n_others: int, gamma: float, p: float, b: 
     while lo < a:  # rigorous tail bound on its binomial mass (g(0)^b = f(1)^b alone would swamp the sum)
         hi = min(a - 1, 2 * lo if lo > 0 else 0)
         tail = float(log_binom_tail_ub(n_others, np.array([float(lo)]), np.array([float(hi)]), gamma)[0])
-        parts.append(tail + b * _log_g(shifted, lo, p, o))
+        parts.append(tail + b * _shifted_log_moment(shifted, lo, p, o))
         lo = hi + 1
     k = a
     pmf_cache = np.exp(log_binom_pmf(n_others, np.arange(a, top + 1, dtype=np.float64), gamma))
@@ -253,11 +224,11 @@ def _blocked_log_m(shifted: _Shifted, n_others: int, gamma: float, p: float, b: 
         h = min(top, max(k, math.floor(k * 1.02)))
         w = float(pmf_cache[k - a : h - a + 1].sum())
         if w > 0.0:
-            parts.append(math.log(w) + b * _log_g(shifted, k, p, o))
+            parts.append(math.log(w) + b * _shifted_log_moment(shifted, k, p, o))
         k = h + 1
     if top < n_others:
         tail = float(log_binom_tail_ub(n_others, np.array([top + 1.0]), np.array([float(n_others)]), gamma)[0])
-        parts.append(tail + b * _log_g(shifted, top, p, o))
+        parts.append(tail + b * _shifted_log_moment(shifted, top, p, o))
     stacked = np.vstack(parts)
     return np.asarray(np.logaddexp.reduce(stacked, axis=0)) + 1e-12  # relative rounding guard (only adds)
 
@@ -282,7 +253,7 @@ def _stage_curve(event: RandomCheckinEpoch, participants: int, orders: tuple[int
     """(b/(lam-1)) log g_lam(K-1), g(N) = E f(1 + Bin(N, b/m)): the allocation stage's RDP at K participants."""
     o = np.asarray(orders, dtype=np.int64)
     b = event.slots
-    log_g = _log_g(_Shifted(event.mechanism, None), participants - 1, b / event.epoch_rounds, o)
+    log_g = _shifted_log_moment(_Shifted(event.mechanism), participants - 1, b / event.epoch_rounds, o)
     out = np.asarray(b * log_g / (o - 1.0), dtype=np.float64)
     out.setflags(write=False)
     return out
