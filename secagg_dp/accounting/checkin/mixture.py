@@ -213,13 +213,9 @@ class SubsampledCheckin:
         post-processes into every pair of the block, so the result is still an upper bound, about 3e-4
         relative above the exact one) and each distinct pair evaluated once. At n = 1e9 the exact core
         of +-6 standard deviations holds 12 000 client counts but only about 120 distinct coarse pairs."""
-        step = math.log1p(_PAIR_GRID)
-        # client counts are integers: the grid point below k_lo rounded up (above k_hi rounded down) leaves
-        # every k below 1e4 exact
-        lo = np.minimum(k_lo, np.ceil(np.exp(np.floor(np.log(np.maximum(k_lo, 1.0)) / step) * step)))
+        lo, hi = coarse_counts(k_lo, k_hi, _PAIR_GRID, self.n)  # every k below 1e4 exact
         if self.rate == "k/n":
-            up = np.floor(np.exp(np.ceil(np.log(np.maximum(k_hi, 1.0)) / step) * step))
-            q = np.minimum(float(self.n), np.maximum(k_hi, up)) / self.n
+            q = hi / self.n
         keys = np.stack([lo, q], axis=1)
         uniq, inv = np.unique(keys, axis=0, return_inverse=True)
         # 'pair' is admitted (or chosen by 'auto') only for a mechanism with noise_multiplier (a Gaussian sum)
@@ -229,6 +225,22 @@ class SubsampledCheckin:
 
 
 _PAIR_GRID = 1e-4
+
+
+def coarse_counts(
+    k_lo: np.ndarray, k_hi: np.ndarray, ratio: float, n: int
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """A block [k_lo, k_hi] of client counts widened to a geometric grid of ratio 1 + ``ratio``: k_lo down to
+    the grid point at or below it (rounded up to an integer), k_hi up to the one at or above it (rounded down,
+    at most n). Client counts are integers, so every count below about 1/ratio stays exact. A bound that is
+    non-increasing in the block's low end and non-decreasing in its high end is still an upper bound at the
+    widened block, and the distinct widened blocks are few (evaluate each once)."""
+    k_lo = np.asarray(k_lo, dtype=np.float64)
+    k_hi = np.asarray(k_hi, dtype=np.float64)
+    step = math.log1p(ratio)
+    lo = np.minimum(k_lo, np.ceil(np.exp(np.floor(np.log(np.maximum(k_lo, 1.0)) / step) * step)))
+    up = np.floor(np.exp(np.ceil(np.log(np.maximum(k_hi, 1.0)) / step) * step))
+    return lo, np.minimum(float(n), np.maximum(k_hi, up))
 
 
 @dataclass(frozen=True)

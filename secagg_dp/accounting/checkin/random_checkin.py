@@ -54,7 +54,7 @@ from secagg_dp._validate import check_int, check_probability, check_real
 from secagg_dp.accounting.checkin.accountant import repeated_event
 from secagg_dp.accounting.checkin.bases import GaussianSum
 from secagg_dp.accounting.checkin.coalition import Coalition
-from secagg_dp.accounting.checkin.mixture import CHECKIN_ORDERS, checkin_mixture, rdp_to_epsilon
+from secagg_dp.accounting.checkin.mixture import CHECKIN_ORDERS, checkin_mixture, coarse_counts, rdp_to_epsilon
 from secagg_dp.accounting.checkin.observers import _Shifted, _shifted_log_moment
 from secagg_dp.accounting.checkin.tails import binom_window_edge, log_binom_pmf, log_binom_tail_ub
 from secagg_dp.accounting.core.accountant import Certificate, PrivacyAccountant, check_observer
@@ -236,16 +236,7 @@ def _blocked_log_m(shifted: _Shifted, n_others: int, gamma: float, p: float, b: 
 # ----------------------------------------------------------------------------------- analyst (replace-one)
 
 _ANALYST_MAX_ORDER = 256  # the amplified analyst curve is computed up to this order; above it, the server's
-_K_GRID = 5e-3  # relative step of the participant-count grid of the allocation stage (exact up to _K_EXACT)
-_K_EXACT = 64
-
-
-def _grid_below(k: np.ndarray) -> np.ndarray:
-    """The grid point at or below each count: k itself up to _K_EXACT, else ceil(e^{floor(log k / s) s})."""
-    kk = np.maximum(np.asarray(k, dtype=np.float64), 1.0)
-    step = math.log1p(_K_GRID)
-    coarse = np.minimum(kk, np.ceil(np.exp(np.floor(np.log(kk) / step) * step)))
-    return np.where(kk <= _K_EXACT, kk, coarse)
+_K_GRID = 5e-3  # ratio - 1 of the participant-count grid of the allocation stage (exact below about 200)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -273,7 +264,8 @@ class _AllocationStage:
 
     def rdp_upper(self, k_lo: np.ndarray, k_hi: np.ndarray, orders: np.ndarray) -> np.ndarray:
         o = tuple(int(x) for x in np.asarray(orders, dtype=np.int64))
-        grid = _grid_below(np.atleast_1d(k_lo))
+        k = np.maximum(np.atleast_1d(np.asarray(k_lo, dtype=np.float64)), 1.0)  # the target takes part: K >= 1
+        grid = coarse_counts(k, k, _K_GRID, self.event.clients)[0]
         out = np.empty((grid.size, len(o)))
         for g in np.unique(grid):
             out[grid == g] = _stage_curve(self.event, int(g), o)
@@ -292,11 +284,7 @@ class _CoarseSubsampled:
     neighbouring: str = "replace-one"
 
     def log_expm1_upper(self, k_lo: np.ndarray, k_hi: np.ndarray, orders: np.ndarray) -> np.ndarray:
-        lo = _grid_below(np.atleast_1d(k_lo))
-        hi_in = np.maximum(np.atleast_1d(np.asarray(k_hi, dtype=np.float64)), 1.0)
-        step = math.log1p(_K_GRID)
-        up = np.floor(np.exp(np.ceil(np.log(hi_in) / step) * step))
-        hi = np.where(hi_in <= _K_EXACT, hi_in, np.minimum(float(self.n), np.maximum(hi_in, up)))
+        lo, hi = coarse_counts(np.atleast_1d(k_lo), np.atleast_1d(k_hi), _K_GRID, self.n)
         keys, inv = np.unique(np.stack([lo, hi], axis=1), axis=0, return_inverse=True)
         vals = self.inner.log_expm1_upper(keys[:, 0], keys[:, 1], orders)
         return np.asarray(vals[inv.ravel()], dtype=np.float64)
