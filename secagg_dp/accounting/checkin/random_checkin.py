@@ -257,7 +257,7 @@ class _AllocationStage:
     revealing the allocation only helps the observer, the allocation's law is data independent, so the moment
     is E[prod_{j in B} f(1 + K'_j)] <= g(K-1)^b (module docstring: exact for b = 1, negative association for
     b >= 2 with N' = K - 1 fixed). Non-increasing in K (f non-increasing, Bin(N, .) stochastically increasing
-    in N), so a block [k_lo, k_hi] is bounded at the grid point at or below k_lo."""
+    in N), so a block [k_lo, k_hi] is bounded at k_lo (:class:`_CoarseSubsampled` hands it grid points only)."""
 
     event: RandomCheckinEpoch
     neighbouring: str = "replace-one"
@@ -265,11 +265,7 @@ class _AllocationStage:
     def rdp_upper(self, k_lo: np.ndarray, k_hi: np.ndarray, orders: np.ndarray) -> np.ndarray:
         o = tuple(int(x) for x in np.asarray(orders, dtype=np.int64))
         k = np.maximum(np.atleast_1d(np.asarray(k_lo, dtype=np.float64)), 1.0)  # the target takes part: K >= 1
-        grid = coarse_counts(k, k, _K_GRID, self.event.clients)[0]
-        out = np.empty((grid.size, len(o)))
-        for g in np.unique(grid):
-            out[grid == g] = _stage_curve(self.event, int(g), o)
-        return out
+        return np.array([_stage_curve(self.event, int(kk), o) for kk in k]).reshape(k.size, len(o))
 
 
 @dataclass(frozen=True)
